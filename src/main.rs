@@ -1,0 +1,79 @@
+//! The `mcp-code-sandbox` binary: serves MCP over stdio, or installs the runtime.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use mcp_code_sandbox::config::{Command, Settings};
+use mcp_code_sandbox::runtime::Layout;
+use mcp_code_sandbox::sandbox::factory;
+use mcp_code_sandbox::server::SandboxServer;
+use mcp_code_sandbox::wasm::runtime_cell::install_and_load;
+use rmcp::ServiceExt;
+use tracing_subscriber::EnvFilter;
+
+fn init_logging() {
+    // stdout belongs to the MCP protocol: every log line goes to stderr.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .init();
+}
+
+fn main() -> ExitCode {
+    let settings = Settings::load();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcp-code-sandbox: could not start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = match settings.command.clone() {
+        Some(Command::InstallRuntime { from }) => install_runtime(&settings, from),
+        None | Some(Command::Serve) => runtime.block_on(serve(settings)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-code-sandbox: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn install_runtime(settings: &Settings, from: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    let layout = Layout::new(settings.home_dir());
+    let progress = |stage: mcp_code_sandbox::runtime::Stage| eprintln!("runtime: {stage}");
+    install_and_load(&layout, from.as_deref(), settings.fuel_per_call > 0, &progress)?;
+    eprintln!("runtime: installed under {}", layout.home.display());
+    Ok(())
+}
+
+async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let settings = Arc::new(settings);
+    let backend = factory::build(settings.clone())?;
+    let server = SandboxServer::new(backend.clone(), settings);
+    tracing::info!("serving MCP over stdio ({} backend)", backend.backend());
+    let service = server.serve(rmcp::transport::stdio()).await?;
+    let quit = async {
+        #[cfg(unix)]
+        {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        tokio::signal::ctrl_c().await?;
+        anyhow::Ok(())
+    };
+    tokio::select! {
+        r = service.waiting() => { r?; }
+        r = quit => { r?; tracing::info!("signal received, shutting down"); }
+    }
+    backend.shutdown().await;
+    Ok(())
+}

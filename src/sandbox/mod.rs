@@ -1,0 +1,49 @@
+//! What every backend offers: the interpreter trait and the file-operations trait beside it,
+//! plus the plain data the tools return. The server speaks only to these traits, so a new
+//! backend plugs in by implementing them and adding a line to [`factory`].
+
+pub mod factory;
+pub mod paths;
+mod types;
+
+pub use types::*;
+
+use async_trait::async_trait;
+
+/// Runs code in sandboxes that keep their state between calls.
+#[async_trait]
+pub trait Interpreter: Send + Sync {
+    /// `wasm`, `e2b`, ...
+    fn backend(&self) -> &'static str;
+
+    async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError>;
+    async fn close(&self, id: &str) -> Result<(), SandboxError>;
+    async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError>;
+    async fn list(&self) -> Vec<SandboxStatus>;
+    /// The most recently created sandbox that is still open.
+    async fn most_recent(&self) -> Option<String>;
+
+    async fn execute(
+        &self,
+        id: &str,
+        code: &str,
+        opts: ExecOptions,
+    ) -> Result<Execution, SandboxError>;
+
+    async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError>;
+
+    /// The file operations of the same sandboxes.
+    fn files(&self) -> &dyn SandboxFiles;
+
+    /// Closes every sandbox (server shutdown).
+    async fn shutdown(&self);
+}
+
+/// Host-side access to a sandbox's workspace. Paths are already checked [`paths::WorkspacePath`]s.
+#[async_trait]
+pub trait SandboxFiles: Send + Sync {
+    async fn list(&self, id: &str, path: &paths::WorkspacePath) -> Result<Vec<FileEntry>, SandboxError>;
+    async fn read(&self, id: &str, path: &paths::WorkspacePath) -> Result<Vec<u8>, SandboxError>;
+    /// Replaces the file atomically: readers see the old bytes or the new, never a mix.
+    async fn write(&self, id: &str, path: &paths::WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError>;
+}

@@ -1,0 +1,159 @@
+//! Data the tools return, shared by all backends.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Limits in force for a sandbox.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Limits {
+    /// Default wall-clock limit of one call, in seconds.
+    pub timeout_seconds: u64,
+    /// Memory the interpreter may use, in MiB.
+    pub memory_mb: u64,
+    /// Bytes of stdout and of stderr kept per call (head and tail).
+    pub output_bytes: u64,
+    /// WebAssembly fuel per call, when metering is on.
+    pub fuel_per_call: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct CreateOptions {
+    pub timeout_seconds: Option<u64>,
+    pub memory_mb: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxInfo {
+    pub sandbox_id: String,
+    pub backend: String,
+    pub python_version: String,
+    /// The working folder inside the sandbox; relative paths start here.
+    pub workspace: String,
+    pub limits: Limits,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxStatus {
+    pub sandbox_id: String,
+    /// `ready`, `busy`, or `reset` (the next call starts a fresh interpreter).
+    pub state: String,
+    /// RFC 3339.
+    pub created_at: String,
+    pub executions: u64,
+    pub disk_bytes: u64,
+    pub limits: Limits,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ExecOptions {
+    pub timeout: Option<std::time::Duration>,
+    /// Fires when the client cancels the call.
+    pub cancel: Option<tokio_util::sync::CancellationToken>,
+}
+
+/// Which limit stopped a call.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitKind {
+    Timeout,
+    Fuel,
+    Memory,
+    Output,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct PyError {
+    pub name: String,
+    pub value: String,
+    pub traceback: String,
+}
+
+#[derive(Clone, Debug)]
+pub struct Image {
+    pub mime_type: String,
+    pub data: Vec<u8>,
+}
+
+/// The outcome of running code.
+#[derive(Clone, Debug, Default)]
+pub struct Execution {
+    pub stdout: String,
+    pub stderr: String,
+    pub result: Option<String>,
+    pub error: Option<PyError>,
+    pub images: Vec<Image>,
+    pub duration_ms: u64,
+    pub limit: Option<LimitKind>,
+    pub state_lost: bool,
+    /// Things the model should know that are not Python output (a reset, a dropped image).
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct FileEntry {
+    pub name: String,
+    /// Relative to the workspace.
+    pub path: String,
+    /// `file`, `directory`, `symlink` or `other`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub size: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Package {
+    pub name: String,
+    pub version: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct InstallOutcome {
+    pub installed: Vec<Package>,
+    pub already_available: bool,
+}
+
+/// Errors a tool shows the user; each says what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("no open sandbox has the id '{0}'. Call get_sandbox_status to list the open ones, or create_sandbox for a new one")]
+    NotFound(String),
+    #[error("sandbox '{0}' was closed after it sat idle; create a new one with create_sandbox")]
+    Expired(String),
+    #[error("{open} sandboxes are open, the most allowed. Close one with close_sandbox, then try again")]
+    Capacity { open: usize },
+    #[error("sandbox '{0}' is busy with another call; wait for it to finish, or use another sandbox")]
+    Busy(String),
+    #[error("the Python runtime is not ready yet: {0}")]
+    NotReady(String),
+    #[error("invalid path: {0}")]
+    InvalidPath(String),
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("'{path}' does not exist in the sandbox. Call list_files to see what is there")]
+    FileNotFound { path: String },
+    #[error("'{path}' is a folder, not a file. Call list_files with this path to see its contents")]
+    IsDirectory { path: String },
+    #[error("'{path}' is not a regular file (a link, pipe or device); it was not opened")]
+    NotRegular { path: String },
+    #[error("'{path}' is {size} bytes, over the {limit} byte limit for this operation")]
+    TooLarge { path: String, size: u64, limit: u64 },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("package: {0}")]
+    Package(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Backend(String),
+}
+
+impl SandboxError {
+    pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SandboxError {
+        let context = context.into();
+        move |source| SandboxError::Io { context, source }
+    }
+}

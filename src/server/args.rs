@@ -1,0 +1,78 @@
+//! Tool arguments, with the JSON schemas clients see.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct CreateSandboxArgs {
+    /// Default time limit for each call in this sandbox, in seconds (1 to 300; default 30).
+    pub timeout_seconds: Option<u64>,
+    /// Memory limit for the interpreter, in MiB (default 1024).
+    pub memory_mb: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct SandboxIdArgs {
+    /// Which sandbox; omitted means the most recently created open one.
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecuteCodeArgs {
+    /// Python source to run. State (variables, imports) persists between calls in the same
+    /// sandbox. The value of a final expression is returned as `result`.
+    pub code: String,
+    /// Which sandbox; omitted means the most recent one (created if none is open).
+    pub sandbox_id: Option<String>,
+    /// Time limit for this call in seconds (at most 300).
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CreateRunCloseArgs {
+    /// Python source to run in a fresh sandbox that is closed afterwards.
+    pub code: String,
+    /// Time limit in seconds (at most 300).
+    pub timeout_seconds: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct InstallPackageArgs {
+    /// A plain package name, like `tabulate`.
+    pub package_name: String,
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct ListFilesArgs {
+    /// Folder to list, relative to /home/user (default: the workspace itself).
+    pub path: Option<String>,
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadFileArgs {
+    /// File to read, relative to /home/user or absolute inside it.
+    pub file_path: String,
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct WriteFileArgs {
+    /// File to write, relative to /home/user or absolute inside it. Folders are created.
+    pub file_path: String,
+    /// Text to write (UTF-8). The file is replaced atomically.
+    pub content: String,
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct UploadFileArgs {
+    /// A host file to copy in; it must lie inside a folder listed in CODE_SANDBOX_UPLOAD_DIRS.
+    pub source_path: Option<String>,
+    /// The file's bytes, base64-encoded (instead of source_path).
+    pub content_base64: Option<String>,
+    /// Where to put it in the sandbox (default: the source's file name in /home/user).
+    pub destination_path: Option<String>,
+    pub sandbox_id: Option<String>,
+}

@@ -1,0 +1,369 @@
+//! The ten tools. Each parses its arguments, resolves the sandbox, calls the backend through
+//! the traits, and shapes the reply; the work itself lives in the backend.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::{ErrorData, tool, tool_router};
+use tokio_util::sync::CancellationToken;
+
+use super::SandboxServer;
+use super::args::*;
+use super::outputs::*;
+use super::reply::{exec_reply, fail, input_schema, ok, output_schema, parse};
+use super::upload;
+use crate::config::MAX_TIMEOUT;
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{CreateOptions, ExecOptions, SandboxError, SandboxStatus};
+
+type ToolResult = Result<CallToolResult, ErrorData>;
+
+/// Largest source `execute_code` accepts: refused before the interpreter sees it.
+const MAX_CODE: usize = 10 << 20;
+/// Largest text `read_file` puts inline.
+const MAX_INLINE: u64 = 1 << 20;
+/// Largest `write_file` content.
+const MAX_WRITE: usize = 50 << 20;
+
+/// Unwraps a step or returns its tool error.
+macro_rules! attempt {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(e) => return Ok(fail(e)),
+        }
+    };
+}
+
+fn timeout_arg(t: Option<u64>) -> Result<Option<Duration>, SandboxError> {
+    match t {
+        None => Ok(None),
+        Some(0) => Err(SandboxError::InvalidArgument("timeout_seconds must be at least 1".into())),
+        Some(s) if s > MAX_TIMEOUT.as_secs() => Err(SandboxError::InvalidArgument(format!(
+            "timeout_seconds is {s}, above the {} s maximum; split the work into shorter calls",
+            MAX_TIMEOUT.as_secs()
+        ))),
+        Some(s) => Ok(Some(Duration::from_secs(s))),
+    }
+}
+
+fn check_code(code: &str) -> Result<(), SandboxError> {
+    if code.len() > MAX_CODE {
+        return Err(SandboxError::InvalidArgument(format!(
+            "the code is {} bytes, over the {} byte limit; write large data to a file with write_file or upload_file and read it from the code",
+            code.len(),
+            MAX_CODE
+        )));
+    }
+    Ok(())
+}
+
+fn status_text(s: &SandboxStatus) -> String {
+    format!(
+        "{}: {} (created {}, {} executions, {} bytes on disk)",
+        s.sandbox_id, s.state, s.created_at, s.executions, s.disk_bytes
+    )
+}
+
+impl SandboxServer {
+    /// The sandbox a call acts on: the given id, else the most recent, else (when `create`)
+    /// a new one. The note says when one was made.
+    async fn resolve(&self, id: Option<String>, create: bool) -> Result<(String, Vec<String>), SandboxError> {
+        if let Some(id) = id.filter(|s| !s.trim().is_empty()) {
+            return Ok((id, Vec::new()));
+        }
+        if let Some(id) = self.backend.most_recent().await {
+            return Ok((id, Vec::new()));
+        }
+        if !create {
+            return Err(SandboxError::InvalidArgument(
+                "no sandbox is open; create one with create_sandbox (or just call execute_code)".into(),
+            ));
+        }
+        let info = self.backend.create(CreateOptions::default()).await?;
+        let note = format!("Created sandbox {} for this call.", info.sandbox_id);
+        Ok((info.sandbox_id, vec![note]))
+    }
+}
+
+#[tool_router(vis = "pub(super)")]
+impl SandboxServer {
+    #[tool(
+        description = "Create a new Python sandbox with its own interpreter and files. Returns its sandbox_id.",
+        input_schema = input_schema::<CreateSandboxArgs>(),
+        output_schema = output_schema::<crate::sandbox::SandboxInfo>()
+    )]
+    async fn create_sandbox(&self, args: JsonObject) -> ToolResult {
+        let a: CreateSandboxArgs = attempt!(parse("create_sandbox", args));
+        attempt!(timeout_arg(a.timeout_seconds));
+        let info = attempt!(
+            self.backend
+                .create(CreateOptions {
+                    timeout_seconds: a.timeout_seconds,
+                    memory_mb: a.memory_mb,
+                })
+                .await
+        );
+        let text = format!(
+            "Created sandbox {} (Python {}, {} backend). Working folder: {}.",
+            info.sandbox_id, info.python_version, info.backend, info.workspace
+        );
+        Ok(ok(&info, text))
+    }
+
+    #[tool(
+        description = "Close a sandbox and delete its files.",
+        input_schema = input_schema::<SandboxIdArgs>(),
+        output_schema = output_schema::<CloseResult>()
+    )]
+    async fn close_sandbox(&self, args: JsonObject) -> ToolResult {
+        let a: SandboxIdArgs = attempt!(parse("close_sandbox", args));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
+        attempt!(self.backend.close(&id).await);
+        Ok(ok(
+            &CloseResult {
+                sandbox_id: id.clone(),
+                closed: true,
+            },
+            format!("Closed sandbox {id}."),
+        ))
+    }
+
+    #[tool(
+        description = "Status of one sandbox (given its id), or of all open sandboxes.",
+        input_schema = input_schema::<SandboxIdArgs>(),
+        output_schema = output_schema::<StatusResult>()
+    )]
+    async fn get_sandbox_status(&self, args: JsonObject) -> ToolResult {
+        let a: SandboxIdArgs = attempt!(parse("get_sandbox_status", args));
+        if let Some(id) = a.sandbox_id.filter(|s| !s.trim().is_empty()) {
+            let s = attempt!(self.backend.status(&id).await);
+            let text = status_text(&s);
+            return Ok(ok(
+                &StatusResult {
+                    sandbox: Some(s),
+                    sandboxes: None,
+                },
+                text,
+            ));
+        }
+        let all = self.backend.list().await;
+        let text = if all.is_empty() {
+            "No sandbox is open.".to_string()
+        } else {
+            all.iter().map(status_text).collect::<Vec<_>>().join("\n")
+        };
+        Ok(ok(
+            &StatusResult {
+                sandbox: None,
+                sandboxes: Some(all),
+            },
+            text,
+        ))
+    }
+
+    #[tool(
+        description = "Run Python code in a sandbox. Variables, imports and files persist between calls. Returns stdout, stderr, the value of a final expression, any error with its traceback, and matplotlib figures as images.",
+        input_schema = input_schema::<ExecuteCodeArgs>(),
+        output_schema = output_schema::<ExecResult>()
+    )]
+    async fn execute_code(&self, args: JsonObject, ct: CancellationToken) -> ToolResult {
+        let a: ExecuteCodeArgs = attempt!(parse("execute_code", args));
+        attempt!(check_code(&a.code));
+        let timeout = attempt!(timeout_arg(a.timeout_seconds));
+        let (id, notes) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let ex = attempt!(
+            self.backend
+                .execute(&id, &a.code, ExecOptions { timeout, cancel: Some(ct) })
+                .await
+        );
+        Ok(exec_reply(id, ex, notes))
+    }
+
+    #[tool(
+        description = "Install a Python package into a sandbox (from the local wheel cache; there is no network).",
+        input_schema = input_schema::<InstallPackageArgs>(),
+        output_schema = output_schema::<InstallResult>()
+    )]
+    async fn install_package(&self, args: JsonObject) -> ToolResult {
+        let a: InstallPackageArgs = attempt!(parse("install_package", args));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let out = attempt!(self.backend.install_package(&id, &a.package_name).await);
+        let text = if out.already_available {
+            format!("{} is already available in the sandbox; just import it.", a.package_name)
+        } else {
+            format!(
+                "Installed {}.",
+                out.installed.iter().map(|p| format!("{} {}", p.name, p.version)).collect::<Vec<_>>().join(", ")
+            )
+        };
+        Ok(ok(
+            &InstallResult {
+                sandbox_id: id,
+                installed: out.installed,
+                already_available: out.already_available,
+            },
+            text,
+        ))
+    }
+
+    #[tool(
+        description = "Create a fresh sandbox, run code in it once, and close it. For one-off snippets that need no state.",
+        input_schema = input_schema::<CreateRunCloseArgs>(),
+        output_schema = output_schema::<ExecResult>()
+    )]
+    async fn create_run_close(&self, args: JsonObject, ct: CancellationToken) -> ToolResult {
+        let a: CreateRunCloseArgs = attempt!(parse("create_run_close", args));
+        attempt!(check_code(&a.code));
+        let timeout = attempt!(timeout_arg(a.timeout_seconds));
+        let info = attempt!(self.backend.create(CreateOptions::default()).await);
+        let id = info.sandbox_id;
+        let ex = self
+            .backend
+            .execute(&id, &a.code, ExecOptions { timeout, cancel: Some(ct) })
+            .await;
+        if let Err(e) = self.backend.close(&id).await {
+            tracing::warn!("create_run_close could not close {id}: {e}");
+        }
+        let ex = attempt!(ex);
+        Ok(exec_reply(id, ex, Vec::new()))
+    }
+
+    #[tool(
+        description = "List the files in a sandbox folder (default: the workspace /home/user).",
+        input_schema = input_schema::<ListFilesArgs>(),
+        output_schema = output_schema::<ListResult>()
+    )]
+    async fn list_files(&self, args: JsonObject) -> ToolResult {
+        let a: ListFilesArgs = attempt!(parse("list_files", args));
+        let path = attempt!(WorkspacePath::parse(a.path.as_deref().unwrap_or("")));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let entries = attempt!(self.backend.files().list(&id, &path).await);
+        let mut text = format!("{} ({} entries)\n", path.guest(), entries.len());
+        for e in &entries {
+            let suffix = if e.kind == "directory" { "/" } else { "" };
+            text.push_str(&format!("  {}{suffix}  {} bytes\n", e.name, e.size));
+        }
+        Ok(ok(
+            &ListResult {
+                sandbox_id: id,
+                path: path.relative(),
+                entries,
+            },
+            text,
+        ))
+    }
+
+    #[tool(
+        description = "Read a file from a sandbox. Text comes back as `content`, other bytes as `content_base64`.",
+        input_schema = input_schema::<ReadFileArgs>(),
+        output_schema = output_schema::<ReadResult>()
+    )]
+    async fn read_file(&self, args: JsonObject) -> ToolResult {
+        let a: ReadFileArgs = attempt!(parse("read_file", args));
+        let path = attempt!(WorkspacePath::parse_file(&a.file_path));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let bytes = attempt!(self.backend.files().read(&id, &path).await);
+        let size = bytes.len() as u64;
+        if size > MAX_INLINE {
+            return Ok(fail(format!(
+                "'{}' is {size} bytes, too large to return inline (limit {MAX_INLINE}). Read a part of it with execute_code (for example pandas' nrows, or f.read(10000))",
+                path.relative()
+            )));
+        }
+        let (content, content_base64, text) = match String::from_utf8(bytes) {
+            Ok(s) => (Some(s.clone()), None, s),
+            Err(e) => {
+                let b64 = base64::engine::general_purpose::STANDARD.encode(e.as_bytes());
+                (None, Some(b64), format!("'{}' is binary ({size} bytes); its bytes are in content_base64.", path.relative()))
+            }
+        };
+        Ok(ok(
+            &ReadResult {
+                sandbox_id: id,
+                path: path.relative(),
+                size,
+                content,
+                content_base64,
+            },
+            text,
+        ))
+    }
+
+    #[tool(
+        description = "Write a text file into a sandbox (replacing it atomically; folders are created).",
+        input_schema = input_schema::<WriteFileArgs>(),
+        output_schema = output_schema::<WriteResult>()
+    )]
+    async fn write_file(&self, args: JsonObject) -> ToolResult {
+        let a: WriteFileArgs = attempt!(parse("write_file", args));
+        let path = attempt!(WorkspacePath::parse_file(&a.file_path));
+        if a.content.len() > MAX_WRITE {
+            return Ok(fail(format!(
+                "the content is {} bytes, over the {MAX_WRITE} byte limit of write_file",
+                a.content.len()
+            )));
+        }
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let n = attempt!(self.backend.files().write(&id, &path, a.content.into_bytes()).await);
+        Ok(ok(
+            &WriteResult {
+                sandbox_id: id,
+                path: path.relative(),
+                bytes_written: n,
+            },
+            format!("Wrote {n} bytes to {}.", path.guest()),
+        ))
+    }
+
+    #[tool(
+        description = "Copy a file into a sandbox: a host file from an allowed folder (source_path), or bytes given as content_base64.",
+        input_schema = input_schema::<UploadFileArgs>(),
+        output_schema = output_schema::<WriteResult>()
+    )]
+    async fn upload_file(&self, args: JsonObject) -> ToolResult {
+        let a: UploadFileArgs = attempt!(parse("upload_file", args));
+        let (bytes, default_name) = match (&a.source_path, &a.content_base64) {
+            (Some(_), Some(_)) => return Ok(fail("give either source_path or content_base64, not both")),
+            (None, None) => return Ok(fail("give source_path (a host file) or content_base64 (the bytes)")),
+            (Some(src), None) => {
+                let roots = self.settings.upload_roots();
+                let src = src.clone();
+                attempt!(
+                    tokio::task::spawn_blocking(move || upload::read_allowed(&src, &roots))
+                        .await
+                        .map_err(|e| SandboxError::Backend(e.to_string()))
+                        .and_then(|r| r)
+                )
+            }
+            (None, Some(b64)) => {
+                if b64.len() as u64 > upload::MAX_UPLOAD * 4 / 3 + 4 {
+                    return Ok(fail(format!("content_base64 is over the {} byte upload limit", upload::MAX_UPLOAD)));
+                }
+                let bytes = attempt!(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(b64.trim())
+                        .map_err(|e| format!("content_base64 is not valid base64: {e}"))
+                );
+                (bytes, String::new())
+            }
+        };
+        let dest = match (&a.destination_path, default_name.is_empty()) {
+            (Some(d), _) => d.clone(),
+            (None, false) => default_name,
+            (None, true) => return Ok(fail("destination_path is needed with content_base64")),
+        };
+        let path = attempt!(WorkspacePath::parse_file(&dest));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let n = attempt!(self.backend.files().write(&id, &path, bytes).await);
+        Ok(ok(
+            &WriteResult {
+                sandbox_id: id,
+                path: path.relative(),
+                bytes_written: n,
+            },
+            format!("Uploaded {n} bytes to {}.", path.guest()),
+        ))
+    }
+}

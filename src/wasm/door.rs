@@ -1,0 +1,106 @@
+//! The guest's one custom import, `host.call` (RUNTIME-ABI.md section 1): our side channel.
+//!
+//! The guest prelude sends small JSON messages through it (a final expression's repr, a
+//! structured exception, a figure's PNG), so results never have to be scraped from stdout.
+//! Everything arriving here is guest-controlled: sizes are capped and bounds checked, and the
+//! function never traps, since a trap would end the session.
+
+use wasmtime::{Caller, Extern, Linker};
+
+use super::session::GuestState;
+
+/// Largest single message (a big PNG fits; a runaway loop does not).
+pub const MAX_MESSAGE: usize = 16 << 20;
+/// Largest total of messages in one call.
+pub const MAX_PER_CALL: usize = 64 << 20;
+
+const OK: i32 = 0;
+const FAULT: i32 = -2;
+
+/// Messages received during the current call.
+#[derive(Debug, Default)]
+pub struct Inbox {
+    pub messages: Vec<Vec<u8>>,
+    pub bytes: usize,
+    pub dropped: usize,
+}
+
+impl Inbox {
+    pub fn take(&mut self) -> Inbox {
+        std::mem::take(self)
+    }
+}
+
+fn read_u32_range(len: usize, ptr: i32, n: i32) -> Option<std::ops::Range<usize>> {
+    let start = u32::try_from(ptr).ok()? as usize;
+    let n = u32::try_from(n).ok()? as usize;
+    let end = start.checked_add(n)?;
+    (end <= len).then_some(start..end)
+}
+
+pub fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    linker.func_wrap_async(
+        "host",
+        "call",
+        |mut caller: Caller<'_, GuestState>, (req_ptr, req_len, out_ptr_ptr, out_len_ptr): (i32, i32, i32, i32)| {
+            Box::new(async move { answer(&mut caller, req_ptr, req_len, out_ptr_ptr, out_len_ptr).await })
+        },
+    )?;
+    Ok(())
+}
+
+async fn answer(
+    caller: &mut Caller<'_, GuestState>,
+    req_ptr: i32,
+    req_len: i32,
+    out_ptr_ptr: i32,
+    out_len_ptr: i32,
+) -> i32 {
+    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+        return FAULT;
+    };
+    let data = memory.data(&*caller);
+    let Some(req) = read_u32_range(data.len(), req_ptr, req_len) else {
+        return FAULT;
+    };
+    if read_u32_range(data.len(), out_ptr_ptr, 4).is_none() || read_u32_range(data.len(), out_len_ptr, 4).is_none() {
+        return FAULT;
+    }
+    let inbox = &caller.data().inbox;
+    if req.len() > MAX_MESSAGE || inbox.bytes + req.len() > MAX_PER_CALL {
+        caller.data_mut().inbox.dropped += 1;
+        return FAULT;
+    }
+    let message = data[req].to_vec();
+    {
+        let inbox = &mut caller.data_mut().inbox;
+        inbox.bytes += message.len();
+        inbox.messages.push(message);
+    }
+    // The reply is a fixed "ok": the guest owns the buffer it allocates for it.
+    let reply = b"ok";
+    let Some(Extern::Func(alloc)) = caller.get_export("host_alloc") else {
+        return FAULT;
+    };
+    let Ok(alloc) = alloc.typed::<i32, i32>(&*caller) else {
+        return FAULT;
+    };
+    let ptr = match alloc.call_async(&mut *caller, reply.len() as i32).await {
+        Ok(p) if p != 0 => p,
+        _ => return FAULT,
+    };
+    let data = memory.data_mut(&mut *caller);
+    let Some(dst) = read_u32_range(data.len(), ptr, reply.len() as i32) else {
+        return FAULT;
+    };
+    data[dst].copy_from_slice(reply);
+    let (Some(p), Some(l)) = (
+        read_u32_range(data.len(), out_ptr_ptr, 4),
+        read_u32_range(data.len(), out_len_ptr, 4),
+    ) else {
+        return FAULT;
+    };
+    data[p].copy_from_slice(&(ptr as u32).to_le_bytes());
+    data[l].copy_from_slice(&(reply.len() as u32).to_le_bytes());
+    OK
+}

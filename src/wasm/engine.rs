@@ -1,0 +1,165 @@
+//! The one shared wasmtime `Engine`, the compiled interpreter, and its on-disk cache.
+//!
+//! Compiling the 105 MB snapshot takes tens of seconds, so it happens once: the native code is
+//! serialised to `cache/` under a key made of the module's SHA-256, the wasmtime version and the
+//! engine's compile settings, and later starts map it back with `Module::deserialize_file`,
+//! which also lets instances share the module's memory image copy-on-write.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstancePre, Linker, Module};
+
+use super::door;
+use super::session::GuestState;
+use crate::runtime::{Layout, RuntimeFiles};
+
+/// Kept in step with the `=` pin in Cargo.toml; part of the cache key.
+pub const WASMTIME_VERSION: &str = "48.0.8";
+
+/// How often the epoch advances: the granularity of timeouts and of yielding to other tasks.
+pub const TICK: Duration = Duration::from_millis(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("could not set up the WebAssembly engine: {0}")]
+    Engine(String),
+    #[error("could not compile the interpreter {path}: {message}")]
+    Compile { path: PathBuf, message: String },
+    #[error("could not link the interpreter: {0}")]
+    Link(String),
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Engine settings. Fuel changes the generated code, so it is part of the cache key.
+pub fn engine_config(metered: bool) -> Config {
+    let mut c = Config::new();
+    // The runtime uses the standard exception-handling proposal (RUNTIME-ABI.md, section 2).
+    c.wasm_exceptions(true);
+    c.epoch_interruption(true);
+    c.consume_fuel(metered);
+    // 8 MiB lets deep-but-legal recursion in C (json, re) finish; Python guards its own stack
+    // and raises RecursionError before this is reached.
+    c.max_wasm_stack(8 << 20);
+    c.async_stack_size(10 << 20);
+    c.memory_init_cow(true);
+    c.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    c.parallel_compilation(true);
+    c
+}
+
+/// The compiled interpreter, ready to instantiate many times.
+pub struct Interpreter {
+    pub engine: Engine,
+    pub pre: InstancePre<GuestState>,
+    pub files: RuntimeFiles,
+    pub metered: bool,
+}
+
+fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    format!(
+        "python-{}-wasmtime-{}-{:016x}.cwasm",
+        &files.module_sha256[..16],
+        WASMTIME_VERSION,
+        h.finish()
+    )
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
+    move |source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Compiles the module to the cache unless a usable copy is there; returns the cache path.
+pub fn precompile(
+    engine: &Engine,
+    layout: &Layout,
+    files: &RuntimeFiles,
+) -> Result<PathBuf, EngineError> {
+    let dir = layout.cache_dir();
+    std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+    let path = dir.join(cache_key(engine, files));
+    if path.is_file() {
+        return Ok(path);
+    }
+    let wasm = std::fs::read(&files.module).map_err(io(&files.module))?;
+    let compiled = engine
+        .precompile_module(&wasm)
+        .map_err(|e| EngineError::Compile {
+            path: files.module.clone(),
+            message: format!("{e:#}"),
+        })?;
+    // Written aside and renamed, so a crash mid-write never leaves a truncated cache entry.
+    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&tmp, &compiled).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    Ok(path)
+}
+
+fn load(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<Module, EngineError> {
+    let path = precompile(engine, layout, files)?;
+    // SAFETY: the file is one this program serialised (written aside, then renamed into our
+    // own cache folder); wasmtime also checks its header against this engine's settings.
+    match unsafe { Module::deserialize_file(engine, &path) } {
+        Ok(m) => Ok(m),
+        Err(e) => {
+            tracing::warn!("discarding an unusable compiled module {}: {e:#}", path.display());
+            std::fs::remove_file(&path).map_err(io(&path))?;
+            let path = precompile(engine, layout, files)?;
+            // SAFETY: as above, freshly written by us.
+            unsafe { Module::deserialize_file(engine, &path) }.map_err(|e| EngineError::Compile {
+                path,
+                message: format!("{e:#}"),
+            })
+        }
+    }
+}
+
+impl Interpreter {
+    /// Builds the engine, loads (or compiles) the module, links WASI and the door, and starts
+    /// the epoch ticker.
+    pub fn load(layout: &Layout, files: RuntimeFiles, metered: bool) -> Result<Arc<Self>, EngineError> {
+        let engine = Engine::new(&engine_config(metered)).map_err(|e| EngineError::Engine(format!("{e:#}")))?;
+        let module = load(&engine, layout, &files)?;
+        let mut linker: Linker<GuestState> = Linker::new(&engine);
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut GuestState| &mut s.wasi)
+            .map_err(|e| EngineError::Link(format!("{e:#}")))?;
+        door::add_to_linker(&mut linker).map_err(|e| EngineError::Link(format!("{e:#}")))?;
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(|e| EngineError::Link(format!("{e:#}")))?;
+        start_ticker(&engine);
+        Ok(Arc::new(Interpreter {
+            engine,
+            pre,
+            files,
+            metered,
+        }))
+    }
+}
+
+/// One thread per engine advances the epoch; it holds only a weak handle, so it ends with
+/// the engine.
+fn start_ticker(engine: &Engine) {
+    let weak = engine.weak();
+    let _ = std::thread::Builder::new()
+        .name("epoch-ticker".into())
+        .spawn(move || {
+            while let Some(engine) = weak.upgrade() {
+                engine.increment_epoch();
+                drop(engine);
+                std::thread::sleep(TICK);
+            }
+        });
+}

@@ -1,0 +1,197 @@
+//! Host-side file tools for wasm sandboxes.
+//!
+//! Every operation goes through a `cap_std::fs::Dir` opened on the sandbox's workspace, never
+//! `std::fs` on a joined path: cap-std resolves each component inside the directory and
+//! refuses absolute or `..` symlinks, so a link the guest planted cannot lead a host read or
+//! write outside. Reads refuse links outright and open with O_NONBLOCK, so a FIFO never hangs.
+
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, OpenOptions};
+
+use super::registry::Registry;
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{FileEntry, SandboxError, SandboxFiles};
+
+/// Largest file `read_file` returns.
+pub const MAX_READ: u64 = 50 << 20;
+/// Most entries `list_files` returns.
+const MAX_ENTRIES: usize = 10_000;
+
+pub struct WasmFiles {
+    registry: Arc<Registry>,
+}
+
+impl WasmFiles {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        WasmFiles { registry }
+    }
+
+    fn root(&self, id: &str) -> Result<Dir, SandboxError> {
+        let sb = self.registry.get(id)?;
+        Dir::open_ambient_dir(&sb.dirs.workspace, ambient_authority())
+            .map_err(SandboxError::io("could not open the sandbox's workspace"))
+    }
+}
+
+fn not_found_or(path: &WorkspacePath, context: &str) -> impl FnOnce(std::io::Error) -> SandboxError {
+    let shown = path.relative();
+    let context = context.to_string();
+    move |e| match e.kind() {
+        std::io::ErrorKind::NotFound => SandboxError::FileNotFound { path: shown },
+        _ => SandboxError::Io {
+            context: format!("{context} '{shown}'"),
+            source: e,
+        },
+    }
+}
+
+fn list_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+    let dir = if path.is_root() {
+        root
+    } else {
+        let md = root.symlink_metadata(path.relative()).map_err(not_found_or(&path, "could not list"))?;
+        if !md.is_dir() {
+            return Err(SandboxError::InvalidArgument(format!(
+                "'{}' is a file, not a folder; use read_file to read it",
+                path.relative()
+            )));
+        }
+        root.open_dir(path.relative()).map_err(not_found_or(&path, "could not list"))?
+    };
+    let mut out = Vec::new();
+    for entry in dir.entries().map_err(not_found_or(&path, "could not list"))? {
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(md) = entry.metadata() else { continue };
+        let ft = md.file_type();
+        let kind = if ft.is_symlink() {
+            "symlink"
+        } else if ft.is_dir() {
+            "directory"
+        } else if ft.is_file() {
+            "file"
+        } else {
+            "other"
+        };
+        out.push(FileEntry {
+            path: path.join(&name).relative(),
+            name,
+            kind: kind.into(),
+            size: if ft.is_file() { md.len() } else { 0 },
+        });
+        if out.len() >= MAX_ENTRIES {
+            break;
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn read_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<u8>, SandboxError> {
+    let rel = path.relative();
+    let md = root.symlink_metadata(&rel).map_err(not_found_or(&path, "could not read"))?;
+    if md.is_dir() {
+        return Err(SandboxError::IsDirectory { path: rel });
+    }
+    if !md.is_file() {
+        return Err(SandboxError::NotRegular { path: rel });
+    }
+    let mut opts = OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::OpenOptionsExt;
+        // The guest may swap the file for a FIFO or a link after the check above.
+        opts.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
+    }
+    let file = root.open_with(&rel, &opts).map_err(not_found_or(&path, "could not open"))?;
+    let md = file.metadata().map_err(not_found_or(&path, "could not read"))?;
+    if !md.is_file() {
+        return Err(SandboxError::NotRegular { path: rel });
+    }
+    if md.len() > MAX_READ {
+        return Err(SandboxError::TooLarge {
+            path: rel,
+            size: md.len(),
+            limit: MAX_READ,
+        });
+    }
+    let mut buf = Vec::with_capacity(md.len() as usize);
+    file.take(MAX_READ + 1)
+        .read_to_end(&mut buf)
+        .map_err(not_found_or(&path, "could not read"))?;
+    Ok(buf)
+}
+
+fn write_blocking(root: Dir, path: WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
+    let rel = path.relative();
+    let parent = path.parent();
+    let dir = if parent.is_root() {
+        root
+    } else {
+        root.create_dir_all(parent.relative())
+            .map_err(|e| SandboxError::Io {
+                context: format!("could not create the folder '{}'", parent.relative()),
+                source: e,
+            })?;
+        root.open_dir(parent.relative()).map_err(not_found_or(&parent, "could not open"))?
+    };
+    let name = path.file_name().unwrap_or_default().to_string();
+    if let Ok(md) = dir.symlink_metadata(&name)
+        && md.is_dir()
+    {
+        return Err(SandboxError::IsDirectory { path: rel });
+    }
+    // Written aside and renamed over: readers see the old file or the new one, and a file
+    // hard-linked elsewhere keeps its bytes (the name gets a new inode).
+    let tmp = format!(".{}.{}.part", name.chars().take(64).collect::<String>(), uuid::Uuid::new_v4().simple());
+    let result = (|| {
+        let mut opts = OpenOptions::new();
+        opts.write(true).create_new(true);
+        let mut f = dir.open_with(&tmp, &opts)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        dir.rename(&tmp, &dir, &name)
+    })();
+    if let Err(e) = result {
+        let _ = dir.remove_file(&tmp);
+        return Err(SandboxError::Io {
+            context: format!("could not write '{rel}'"),
+            source: e,
+        });
+    }
+    Ok(bytes.len() as u64)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
+) -> Result<T, SandboxError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SandboxError::Backend(format!("file operation failed: {e}")))?
+}
+
+#[async_trait]
+impl SandboxFiles for WasmFiles {
+    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+        let root = self.root(id)?;
+        let path = path.clone();
+        blocking(move || list_blocking(root, path)).await
+    }
+
+    async fn read(&self, id: &str, path: &WorkspacePath) -> Result<Vec<u8>, SandboxError> {
+        let root = self.root(id)?;
+        let path = path.clone();
+        blocking(move || read_blocking(root, path)).await
+    }
+
+    async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
+        let root = self.root(id)?;
+        let path = path.clone();
+        blocking(move || write_blocking(root, path, bytes)).await
+    }
+}

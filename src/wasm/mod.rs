@@ -1,0 +1,190 @@
+//! The local backend: CPython compiled to WASI, one wasmtime Store per sandbox.
+
+pub mod door;
+pub mod engine;
+mod files;
+pub mod output;
+mod registry;
+mod results;
+pub mod runtime_cell;
+pub mod session;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use self::files::WasmFiles;
+use self::registry::{Registry, Sandbox};
+use self::runtime_cell::RuntimeCell;
+use self::session::{Session, SessionConfig};
+use crate::config::{MAX_TIMEOUT, Settings};
+use crate::runtime::Layout;
+use crate::sandbox::{
+    CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits, SandboxError,
+    SandboxFiles, SandboxInfo, SandboxStatus,
+};
+
+pub struct WasmBackend {
+    settings: Arc<Settings>,
+    runtime: Arc<RuntimeCell>,
+    registry: Arc<Registry>,
+    files: WasmFiles,
+}
+
+impl WasmBackend {
+    /// Sets up the backend and starts installing the runtime in the background.
+    pub fn new(settings: Arc<Settings>) -> Result<Self, SandboxError> {
+        let layout = Layout::new(settings.home_dir());
+        let registry = Arc::new(Registry::new(layout.clone(), settings.max_sandboxes)?);
+        let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0);
+        runtime.start();
+        Ok(WasmBackend {
+            files: WasmFiles::new(registry.clone()),
+            settings,
+            runtime,
+            registry,
+        })
+    }
+
+    fn limits(&self, opts: &CreateOptions) -> Limits {
+        Limits {
+            timeout_seconds: opts
+                .timeout_seconds
+                .unwrap_or(self.settings.default_timeout().as_secs())
+                .clamp(1, MAX_TIMEOUT.as_secs()),
+            memory_mb: opts.memory_mb.unwrap_or(self.settings.default_memory_mb).clamp(64, 16 * 1024),
+            output_bytes: self.settings.output_limit_bytes as u64,
+            fuel_per_call: (self.settings.fuel_per_call > 0).then_some(self.settings.fuel_per_call),
+        }
+    }
+
+    fn session_config(sb: &Sandbox) -> SessionConfig {
+        SessionConfig {
+            workspace: sb.dirs.workspace.clone(),
+            tmp: sb.dirs.tmp.clone(),
+            site_packages: sb.dirs.site_packages.clone(),
+            memory_bytes: (sb.limits.memory_mb as usize) << 20,
+            output_bytes: sb.limits.output_bytes as usize,
+        }
+    }
+}
+
+#[async_trait]
+impl Interpreter for WasmBackend {
+    fn backend(&self) -> &'static str {
+        "wasm"
+    }
+
+    async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
+        let interp = self.runtime.get().await?;
+        let limits = self.limits(&opts);
+        let sb = self.registry.reserve(limits.clone())?;
+        let started = Session::start(&interp, &Self::session_config(&sb)).await;
+        match started {
+            Ok(session) => {
+                sb.slot.lock().await.session = Some(session);
+            }
+            Err(e) => {
+                self.registry.remove(&sb.id);
+                return Err(SandboxError::Backend(e.to_string()));
+            }
+        }
+        Ok(SandboxInfo {
+            sandbox_id: sb.id.clone(),
+            backend: "wasm".into(),
+            python_version: interp.files.python_version.clone(),
+            workspace: crate::sandbox::paths::WORKSPACE.into(),
+            limits,
+        })
+    }
+
+    async fn close(&self, id: &str) -> Result<(), SandboxError> {
+        self.registry.close(id).await
+    }
+
+    async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
+        let sb = self.registry.get(id)?;
+        Ok(sb.status().await)
+    }
+
+    async fn list(&self) -> Vec<SandboxStatus> {
+        let mut out = Vec::new();
+        for sb in self.registry.all() {
+            out.push(sb.status().await);
+        }
+        out
+    }
+
+    async fn most_recent(&self) -> Option<String> {
+        self.registry.most_recent()
+    }
+
+    async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
+        let sb = self.registry.get(id)?;
+        let interp = self.runtime.get().await?;
+        let timeout = opts
+            .timeout
+            .unwrap_or(Duration::from_secs(sb.limits.timeout_seconds))
+            .clamp(Duration::from_millis(100), MAX_TIMEOUT);
+        // A call cancelled by the client and one whose sandbox is being closed stop alike.
+        let cancel = match &opts.cancel {
+            Some(c) => c.clone(),
+            None => CancellationToken::new(),
+        };
+        let closing = sb.closing.clone();
+        let stop = CancellationToken::new();
+        let guard = {
+            let stop = stop.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = cancel.cancelled() => stop.cancel(),
+                    _ = closing.cancelled() => stop.cancel(),
+                }
+            })
+        };
+        let mut slot = sb.slot.lock().await;
+        let mut fresh = false;
+        if slot.session.is_none() {
+            let session = Session::start(&interp, &Self::session_config(&sb))
+                .await
+                .map_err(|e| SandboxError::Backend(e.to_string()))?;
+            slot.session = Some(session);
+            fresh = slot.lost;
+            slot.lost = false;
+        }
+        let Some(session) = slot.session.as_mut() else {
+            return Err(SandboxError::Backend("the interpreter could not be started".into()));
+        };
+        sb.busy.store(true, Ordering::SeqCst);
+        let fuel = sb.limits.fuel_per_call;
+        let out = session.turn(code, timeout, fuel, &stop).await;
+        sb.busy.store(false, Ordering::SeqCst);
+        guard.abort();
+        let ended = out.status.is_err();
+        let ex = results::execution(out, fresh, timeout.as_secs_f64());
+        if ended {
+            slot.session = None;
+            slot.lost = true;
+        }
+        sb.executions.fetch_add(1, Ordering::SeqCst);
+        sb.touch();
+        Ok(ex)
+    }
+
+    async fn install_package(&self, _id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
+        Err(SandboxError::Unsupported(format!(
+            "install_package is not supported yet in the wasm backend, so '{name}' was not installed. The runtime already includes numpy, pandas, scipy, matplotlib, scikit-learn and about 60 more packages: try importing it"
+        )))
+    }
+
+    fn files(&self) -> &dyn SandboxFiles {
+        &self.files
+    }
+
+    async fn shutdown(&self) {
+        self.registry.close_all().await;
+    }
+}

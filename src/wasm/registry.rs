@@ -1,0 +1,249 @@
+//! The open sandboxes of this server: their folders, limits, and interpreters.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use super::session::Session;
+use crate::runtime::Layout;
+use crate::sandbox::{Limits, SandboxError, SandboxStatus};
+
+/// Host folders of one sandbox. The workspace is what users see; scratch holds the private
+/// /tmp and the installed packages.
+#[derive(Clone, Debug)]
+pub struct Dirs {
+    pub workspace: PathBuf,
+    pub scratch: PathBuf,
+    pub tmp: PathBuf,
+    pub site_packages: PathBuf,
+}
+
+/// The interpreter of a sandbox, or none after a reset.
+#[derive(Default)]
+pub struct Slot {
+    pub session: Option<Session>,
+    /// The last interpreter ended abnormally; the next call reports `state_lost`.
+    pub lost: bool,
+}
+
+pub struct Sandbox {
+    pub id: String,
+    pub dirs: Dirs,
+    pub limits: Limits,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub executions: AtomicU64,
+    pub busy: AtomicBool,
+    /// Cancelled when the sandbox closes, stopping a call that is running in it.
+    pub closing: CancellationToken,
+    pub slot: tokio::sync::Mutex<Slot>,
+    last_used: Mutex<Instant>,
+}
+
+impl Sandbox {
+    pub fn touch(&self) {
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    pub async fn status(&self) -> SandboxStatus {
+        let state = if self.busy.load(Ordering::SeqCst) {
+            "busy"
+        } else {
+            match self.slot.try_lock() {
+                Err(_) => "busy",
+                Ok(slot) if slot.session.is_none() && slot.lost => "reset",
+                Ok(_) => "ready",
+            }
+        };
+        let ws = self.dirs.workspace.clone();
+        let disk_bytes = tokio::task::spawn_blocking(move || disk_usage(&ws)).await.unwrap_or(0);
+        SandboxStatus {
+            sandbox_id: self.id.clone(),
+            state: state.into(),
+            created_at: self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            executions: self.executions.load(Ordering::SeqCst),
+            disk_bytes,
+            limits: self.limits.clone(),
+        }
+    }
+}
+
+/// Bytes used under `root`, never following links.
+pub fn disk_usage(root: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![root.to_path_buf()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+        for entry in rd.flatten() {
+            seen += 1;
+            if seen > 1_000_000 {
+                return total;
+            }
+            let Ok(md) = entry.metadata() else { continue };
+            if md.is_dir() {
+                stack.push(entry.path());
+            } else if md.is_file() {
+                total += md.len();
+            }
+        }
+    }
+    total
+}
+
+struct Inner {
+    map: HashMap<String, Arc<Sandbox>>,
+    /// Ids in creation order, for "the most recent open sandbox".
+    order: Vec<String>,
+}
+
+pub struct Registry {
+    layout: Layout,
+    max: usize,
+    inner: Mutex<Inner>,
+}
+
+fn new_id() -> String {
+    let u = uuid::Uuid::new_v4().simple().to_string();
+    format!("sbx-{}", &u[..12])
+}
+
+fn make_dir(p: &Path) -> Result<(), SandboxError> {
+    std::fs::create_dir_all(p).map_err(SandboxError::io(format!("could not create {}", p.display())))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // Private to this user: other local accounts must not read a sandbox's files.
+        let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(())
+}
+
+impl Registry {
+    pub fn new(layout: Layout, max: usize) -> Result<Self, SandboxError> {
+        Ok(Registry {
+            layout,
+            max: max.max(1),
+            inner: Mutex::new(Inner {
+                map: HashMap::new(),
+                order: Vec::new(),
+            }),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes the folders of a new sandbox and registers it, within the capacity.
+    pub fn reserve(&self, limits: Limits) -> Result<Arc<Sandbox>, SandboxError> {
+        let id = new_id();
+        {
+            let inner = self.lock();
+            if inner.map.len() >= self.max {
+                return Err(SandboxError::Capacity { open: inner.map.len() });
+            }
+        }
+        let scratch = self.layout.scratch_dir().join(&id);
+        let dirs = Dirs {
+            workspace: self.layout.sandboxes_dir().join(&id),
+            tmp: scratch.join("tmp"),
+            site_packages: scratch.join("site-packages"),
+            scratch,
+        };
+        for d in [&dirs.workspace, &dirs.tmp, &dirs.site_packages] {
+            if let Err(e) = make_dir(d) {
+                remove_dirs(&dirs);
+                return Err(e);
+            }
+        }
+        let sb = Arc::new(Sandbox {
+            id: id.clone(),
+            dirs,
+            limits,
+            created_at: chrono::Utc::now(),
+            executions: AtomicU64::new(0),
+            busy: AtomicBool::new(false),
+            closing: CancellationToken::new(),
+            slot: tokio::sync::Mutex::new(Slot::default()),
+            last_used: Mutex::new(Instant::now()),
+        });
+        let mut inner = self.lock();
+        if inner.map.len() >= self.max {
+            drop(inner);
+            remove_dirs(&sb.dirs);
+            return Err(SandboxError::Capacity { open: self.max });
+        }
+        inner.map.insert(id.clone(), sb.clone());
+        inner.order.push(id);
+        Ok(sb)
+    }
+
+    pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
+        self.lock()
+            .map
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))
+    }
+
+    pub fn all(&self) -> Vec<Arc<Sandbox>> {
+        let inner = self.lock();
+        inner.order.iter().filter_map(|id| inner.map.get(id).cloned()).collect()
+    }
+
+    pub fn most_recent(&self) -> Option<String> {
+        self.lock().order.last().cloned()
+    }
+
+    /// Forgets a sandbox and removes its folders (no interpreter running).
+    pub fn remove(&self, id: &str) {
+        let sb = {
+            let mut inner = self.lock();
+            inner.order.retain(|x| x != id);
+            inner.map.remove(id)
+        };
+        if let Some(sb) = sb {
+            remove_dirs(&sb.dirs);
+        }
+    }
+
+    /// Stops any running call, drops the interpreter, and deletes the folders.
+    pub async fn close(&self, id: &str) -> Result<(), SandboxError> {
+        let sb = {
+            let mut inner = self.lock();
+            let sb = inner.map.remove(id).ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
+            inner.order.retain(|x| x != id);
+            sb
+        };
+        sb.closing.cancel();
+        // Wait for the running call (now cancelled) to let go, then drop its Store.
+        let mut slot = sb.slot.lock().await;
+        slot.session = None;
+        drop(slot);
+        let dirs = sb.dirs.clone();
+        let _ = tokio::task::spawn_blocking(move || remove_dirs(&dirs)).await;
+        Ok(())
+    }
+
+    pub async fn close_all(&self) {
+        let ids: Vec<String> = self.lock().order.clone();
+        for id in ids {
+            let _ = self.close(&id).await;
+        }
+    }
+}
+
+/// `remove_dir_all` does not follow symlinks, so a guest's links never lead deletion outside.
+fn remove_dirs(dirs: &Dirs) {
+    for d in [&dirs.workspace, &dirs.scratch] {
+        if let Err(e) = std::fs::remove_dir_all(d)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!("could not remove {}: {e}", d.display());
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! Turning a turn's raw output (exit status, captured streams, door messages) into the
+//! `Execution` the tools report.
+
+use serde::Deserialize;
+
+use super::session::{Ended, TurnOutput};
+use crate::sandbox::{Execution, LimitKind, PyError};
+
+/// A message the guest prelude sent through the door.
+#[derive(Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+enum Message {
+    Result { repr: String },
+    Error { name: String, value: String, traceback: String },
+}
+
+/// Recovers the exception from stderr when the prelude's hook did not report it (the hook
+/// itself failed, or the code replaced `sys.excepthook`).
+fn error_from_stderr(stderr: &str) -> PyError {
+    let tb_start = stderr.rfind("Traceback (most recent call last):").unwrap_or(0);
+    let traceback = stderr[tb_start..].trim_end().to_string();
+    let last = traceback.lines().last().unwrap_or("").trim();
+    let (name, value) = match last.split_once(": ") {
+        Some((n, v)) if !n.contains(' ') => (n.to_string(), v.to_string()),
+        _ if !last.contains(' ') && !last.is_empty() => (last.to_string(), String::new()),
+        _ => ("Error".to_string(), last.to_string()),
+    };
+    PyError { name, value, traceback }
+}
+
+fn ended_error(ended: &Ended, timeout_s: f64) -> (Option<LimitKind>, PyError) {
+    let e = |name: &str, value: String| PyError {
+        name: name.into(),
+        value,
+        traceback: String::new(),
+    };
+    match ended {
+        Ended::Timeout => (
+            Some(LimitKind::Timeout),
+            e("TimeoutError", format!("the code ran past the {timeout_s:.0} s limit and was stopped; pass a larger timeout_seconds (at most 300) or make it faster")),
+        ),
+        Ended::Fuel => (
+            Some(LimitKind::Fuel),
+            e("FuelExhausted", "the code used up this call's fuel budget (instructions) and was stopped".into()),
+        ),
+        Ended::StackOverflow => (
+            None,
+            e("StackOverflow", "the interpreter's stack overflowed (very deep recursion or nesting) and was stopped".into()),
+        ),
+        Ended::Exit(code) => (None, e("SystemExit", format!("os._exit({code}) ended the interpreter"))),
+        Ended::Quit(code) => (None, e("SystemExit", format!("exit({code}) ended the interpreter"))),
+        Ended::Cancelled => (None, e("Cancelled", "the call was cancelled and the code stopped".into())),
+        Ended::Trap(msg) => (None, e("InterpreterCrash", format!("the interpreter stopped: {msg}"))),
+    }
+}
+
+/// Builds the execution record. `state_lost_before` says the interpreter was fresh because
+/// an earlier call ended the previous one.
+pub fn execution(out: TurnOutput, state_lost_before: bool, timeout_s: f64) -> Execution {
+    let mut ex = Execution {
+        stdout: out.stdout.text,
+        stderr: out.stderr.text,
+        duration_ms: out.duration.as_millis() as u64,
+        state_lost: state_lost_before,
+        ..Default::default()
+    };
+    if state_lost_before {
+        ex.notes.push(
+            "This ran in a fresh interpreter: variables and imports from before the last reset are gone (files in the workspace remain).".into(),
+        );
+    }
+    let mut hook_error = None;
+    for raw in &out.messages {
+        match serde_json::from_slice::<Message>(raw) {
+            Ok(Message::Result { repr }) => ex.result = Some(repr),
+            Ok(Message::Error { name, value, traceback }) => hook_error = Some(PyError { name, value, traceback }),
+            Err(_) => {} // the guest may call the door itself; unknown messages are ignored
+        }
+    }
+    match &out.status {
+        Ok(0) => {}
+        Ok(1) => ex.error = Some(hook_error.unwrap_or_else(|| error_from_stderr(&ex.stderr))),
+        Ok(code) => {
+            ex.error = Some(hook_error.unwrap_or(PyError {
+                name: "SystemExit".into(),
+                value: code.to_string(),
+                traceback: String::new(),
+            }))
+        }
+        Err(ended) => {
+            let (limit, err) = ended_error(ended, timeout_s);
+            ex.limit = limit;
+            ex.error = Some(err);
+            ex.state_lost = true;
+            ex.notes.push(
+                "The interpreter was reset: variables and imports are gone; files in the workspace remain. The next call starts fresh.".into(),
+            );
+        }
+    }
+    if ex.limit.is_none() && ex.error.as_ref().is_some_and(|e| e.name == "MemoryError") {
+        ex.limit = Some(LimitKind::Memory);
+    }
+    if ex.limit.is_none() && (out.stdout.omitted > 0 || out.stderr.omitted > 0) {
+        ex.limit = Some(LimitKind::Output);
+    }
+    if out.dropped_messages > 0 {
+        ex.notes.push(format!("{} result message(s) were too large and were dropped", out.dropped_messages));
+    }
+    ex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stderr_fallback_finds_the_last_exception() {
+        let e = error_from_stderr("noise\nTraceback (most recent call last):\n  File \"<turn 2>\", line 1, in <module>\nZeroDivisionError: division by zero\n");
+        assert_eq!(e.name, "ZeroDivisionError");
+        assert_eq!(e.value, "division by zero");
+        assert!(e.traceback.starts_with("Traceback"));
+    }
+
+    #[test]
+    fn stderr_fallback_handles_bare_names() {
+        let e = error_from_stderr("Traceback (most recent call last):\nKeyboardInterrupt\n");
+        assert_eq!(e.name, "KeyboardInterrupt");
+    }
+}

@@ -1,0 +1,271 @@
+//! One interpreter: a Store, its instance, and the turns run in it.
+//!
+//! The Store owns everything the guest can reach (its WASI context with exactly the
+//! preopens below, its memory limiter, its captured output), so dropping the Store is the
+//! whole cleanup. Any trap or timeout drops it: the guest's re-entry guard makes a trapped
+//! instance unusable anyway (RUNTIME-ABI.md section 5).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use wasmtime::{Memory, Store, StoreLimits, StoreLimitsBuilder, Trap, TypedFunc, UpdateDeadline};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
+
+use super::door::Inbox;
+use super::engine::Interpreter;
+use super::output::{Capture, Captured};
+
+/// Guest paths. The workspace is the working folder and HOME.
+pub const WORKSPACE: &str = "/home/user";
+const STDLIB_DIR: &str = "/usr/local/lib";
+pub const SITE_PACKAGES: &str = "/usr/local/site-packages";
+
+const PRELUDE: &str = include_str!("../../runtime/guest/prelude.py");
+
+/// What a Store carries for the host functions.
+pub struct GuestState {
+    pub wasi: WasiP1Ctx,
+    limits: StoreLimits,
+    pub inbox: Inbox,
+    deadline: Instant,
+}
+
+/// Host folders and limits for one interpreter.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    pub workspace: PathBuf,
+    pub tmp: PathBuf,
+    pub site_packages: PathBuf,
+    pub memory_bytes: usize,
+    pub output_bytes: usize,
+}
+
+/// Why a turn ended the interpreter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ended {
+    Timeout,
+    Fuel,
+    StackOverflow,
+    /// `os._exit(n)`.
+    Exit(i32),
+    /// `exit()`/`quit()`: the guest asked to stop.
+    Quit(i32),
+    /// The client cancelled the call, or the sandbox was closed under it.
+    Cancelled,
+    Trap(String),
+}
+
+/// Everything one turn produced.
+#[derive(Debug)]
+pub struct TurnOutput {
+    /// The turn's exit code (0 ok, 1 exception, n for `sys.exit(n)`), or why the session ended.
+    pub status: Result<i32, Ended>,
+    pub stdout: Captured,
+    pub stderr: Captured,
+    pub messages: Vec<Vec<u8>>,
+    pub dropped_messages: usize,
+    pub duration: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the call's time limit was reached")]
+struct DeadlineReached;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("could not prepare the sandbox folders: {0}")]
+    Folders(String),
+    #[error("could not start the interpreter: {0}")]
+    Start(String),
+}
+
+pub struct Session {
+    store: Store<GuestState>,
+    memory: Memory,
+    host_alloc: TypedFunc<i32, i32>,
+    turn: TypedFunc<(i32, i32), i32>,
+    stdout: Capture,
+    stderr: Capture,
+    metered: bool,
+}
+
+fn wasi_context(
+    interp: &Interpreter,
+    cfg: &SessionConfig,
+    stdout: &Capture,
+    stderr: &Capture,
+) -> Result<WasiP1Ctx, SessionError> {
+    let folders = |e: wasmtime::Error| SessionError::Folders(format!("{e:#}"));
+    let mut b = WasiCtxBuilder::new();
+    b.stdout(stdout.clone()).stderr(stderr.clone());
+    // argv[1:] is appended to sys.path on the first turn: that is how installed packages
+    // become importable.
+    b.args(&["/usr/local/bin/python.wasm", SITE_PACKAGES]);
+    b.envs(&[
+        ("HOME", WORKSPACE),
+        ("PWD", WORKSPACE),
+        ("TMPDIR", "/tmp"),
+        ("PYTHONTZPATH", ""),
+        ("LANG", "C.UTF-8"),
+        ("MPLBACKEND", "Agg"),
+        ("MPLCONFIGDIR", "/tmp/.matplotlib"),
+    ]);
+    let files = &interp.files;
+    b.preopened_dir(&files.lib_dir, STDLIB_DIR, FsPerms::ReadOnly).map_err(folders)?;
+    let mpl_guest = format!("{STDLIB_DIR}/{}/matplotlib/mpl-data", crate::runtime::manifest().artifacts.stdlib_guest_name);
+    b.preopened_dir(&files.mpl_data, &mpl_guest, FsPerms::ReadOnly).map_err(folders)?;
+    b.preopened_dir(&cfg.site_packages, SITE_PACKAGES, FsPerms::ReadOnly).map_err(folders)?;
+    b.preopened_dir(&cfg.workspace, WORKSPACE, FsPerms::ReadWrite).map_err(folders)?;
+    b.preopened_dir(&cfg.tmp, "/tmp", FsPerms::ReadWrite).map_err(folders)?;
+    Ok(b.build_p1())
+}
+
+fn classify(err: wasmtime::Error) -> Ended {
+    if err.is::<DeadlineReached>() {
+        return Ended::Timeout;
+    }
+    if let Some(exit) = err.downcast_ref::<I32Exit>() {
+        return Ended::Exit(exit.0);
+    }
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => Ended::Fuel,
+        Some(Trap::Interrupt) => Ended::Timeout,
+        Some(Trap::StackOverflow) => Ended::StackOverflow,
+        _ => Ended::Trap(format!("{err:#}")),
+    }
+}
+
+impl Session {
+    /// Instantiates a fresh interpreter and runs the prelude in it.
+    pub async fn start(interp: &Arc<Interpreter>, cfg: &SessionConfig) -> Result<Session, SessionError> {
+        let stdout = Capture::new(cfg.output_bytes);
+        let stderr = Capture::new(cfg.output_bytes);
+        let wasi = wasi_context(interp, cfg, &stdout, &stderr)?;
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(cfg.memory_bytes)
+            .memories(1)
+            .instances(1)
+            .tables(1)
+            .table_elements(1 << 20)
+            .build();
+        let state = GuestState {
+            wasi,
+            limits,
+            inbox: Inbox::default(),
+            deadline: Instant::now() + Duration::from_secs(30),
+        };
+        let mut store = Store::new(&interp.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.epoch_deadline_callback(|ctx| {
+            if Instant::now() >= ctx.data().deadline {
+                Err(DeadlineReached.into())
+            } else {
+                // Yielding every tick lets other sandboxes' calls and the protocol run.
+                Ok(UpdateDeadline::Yield(1))
+            }
+        });
+        store.set_epoch_deadline(1);
+        if interp.metered {
+            store.set_fuel(u64::MAX).map_err(|e| SessionError::Start(format!("{e:#}")))?;
+        }
+        let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
+        let instance = interp.pre.instantiate_async(&mut store).await.map_err(start)?;
+        let memory = instance
+            .get_memory(&mut store, "memory")
+            .ok_or_else(|| SessionError::Start("the module exports no memory".into()))?;
+        let host_alloc = instance.get_typed_func::<i32, i32>(&mut store, "host_alloc").map_err(start)?;
+        let turn = instance.get_typed_func::<(i32, i32), i32>(&mut store, "turn").map_err(start)?;
+        let mut session = Session {
+            store,
+            memory,
+            host_alloc,
+            turn,
+            stdout,
+            stderr,
+            metered: interp.metered,
+        };
+        let out = session
+            .turn(PRELUDE, Duration::from_secs(30), None, &CancellationToken::new())
+            .await;
+        match out.status {
+            Ok(0) => Ok(session),
+            other => Err(SessionError::Start(format!(
+                "the sandbox prelude failed ({other:?}): {}",
+                out.stderr.text
+            ))),
+        }
+    }
+
+    /// Output written so far in the running turn, for progress reports.
+    pub fn live_output(&self) -> (Capture, Capture) {
+        (self.stdout.clone(), self.stderr.clone())
+    }
+
+    /// Runs one turn of source under a time limit and, when metered, a fuel budget.
+    pub async fn turn(
+        &mut self,
+        code: &str,
+        timeout: Duration,
+        fuel: Option<u64>,
+        cancel: &CancellationToken,
+    ) -> TurnOutput {
+        let started = Instant::now();
+        let deadline = started + timeout;
+        self.store.data_mut().deadline = deadline;
+        self.store.data_mut().inbox = Inbox::default();
+        self.store.set_epoch_deadline(1);
+        if self.metered {
+            let _ = self.store.set_fuel(fuel.unwrap_or(u64::MAX));
+        }
+        let status = match i32::try_from(code.len()) {
+            Err(_) => Err(Ended::Trap("source too large".into())),
+            Ok(len) => {
+                let run = run_turn(&mut self.store, self.memory, &self.host_alloc, &self.turn, code.as_bytes(), len);
+                // Epoch checks stop busy guests; this stops guests blocked in a host call
+                // (a long sleep), which epoch checks never interrupt.
+                let bounded = tokio::time::timeout_at(deadline.into(), run);
+                tokio::select! {
+                    _ = cancel.cancelled() => Err(Ended::Cancelled),
+                    r = bounded => match r {
+                        Err(_) => Err(Ended::Timeout),
+                        Ok(Ok(rc)) if (256..512).contains(&rc) => Err(Ended::Quit(rc & 0xff)),
+                        Ok(Ok(rc)) => Ok(rc),
+                        Ok(Err(e)) => Err(classify(e)),
+                    },
+                }
+            }
+        };
+        let inbox = self.store.data_mut().inbox.take();
+        TurnOutput {
+            status,
+            stdout: self.stdout.take(),
+            stderr: self.stderr.take(),
+            messages: inbox.messages,
+            dropped_messages: inbox.dropped,
+            duration: started.elapsed(),
+        }
+    }
+}
+
+async fn run_turn(
+    store: &mut Store<GuestState>,
+    memory: Memory,
+    host_alloc: &TypedFunc<i32, i32>,
+    turn: &TypedFunc<(i32, i32), i32>,
+    code: &[u8],
+    len: i32,
+) -> wasmtime::Result<i32> {
+    if len == 0 {
+        return turn.call_async(&mut *store, (0, 0)).await;
+    }
+    let ptr = host_alloc.call_async(&mut *store, len).await?;
+    if ptr == 0 {
+        // The guest reports "no memory for this turn's code" itself and lives on.
+        return turn.call_async(&mut *store, (0, len)).await;
+    }
+    memory.write(&mut *store, ptr as u32 as usize, code)?;
+    turn.call_async(&mut *store, (ptr, len)).await
+}

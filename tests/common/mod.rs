@@ -1,0 +1,105 @@
+//! Test harness: starts the real `mcp-code-sandbox` binary and talks MCP to it over stdio
+//! with rmcp's client, exactly as Claude Desktop would.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+/// The runtime home shared by every test server: `CODE_SANDBOX_HOME` if set, else the same
+/// platform folder a user's server uses.
+pub fn runtime_home() -> PathBuf {
+    mcp_code_sandbox::config::Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from)).home_dir()
+}
+
+/// Installs and compiles the runtime once per test binary (instant when already there), so a
+/// test never races the server's background installation.
+pub fn ensure_runtime() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let layout = mcp_code_sandbox::runtime::Layout::new(runtime_home());
+        mcp_code_sandbox::wasm::runtime_cell::install_and_load(&layout, None, false, &|s| eprintln!("runtime: {s}"))
+            .unwrap_or_else(|e| panic!("the runtime could not be installed: {e}"));
+    });
+}
+
+pub struct Server {
+    pub client: RunningService<RoleClient, ()>,
+    pub home: PathBuf,
+}
+
+/// A generous bound so a hung server fails the test instead of hanging CI.
+const CALL_BOUND: Duration = Duration::from_secs(120);
+
+impl Server {
+    pub async fn start() -> Server {
+        Server::start_with(&[]).await
+    }
+
+    pub async fn start_with(envs: &[(&str, &str)]) -> Server {
+        ensure_runtime();
+        let home = runtime_home();
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
+        cmd.env("CODE_SANDBOX_HOME", &home).env("RUST_LOG", "warn");
+        cmd.env_remove("INTERPRETER_TYPE");
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let transport = TokioChildProcess::new(cmd).expect("spawn the server");
+        let client = tokio::time::timeout(CALL_BOUND, ().serve(transport))
+            .await
+            .expect("initialize in time")
+            .expect("initialize");
+        Server { client, home }
+    }
+
+    pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
+        let Value::Object(obj) = args else { panic!("arguments must be an object") };
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(obj);
+        tokio::time::timeout(CALL_BOUND, self.client.call_tool(params))
+            .await
+            .unwrap_or_else(|_| panic!("{tool} did not answer within {CALL_BOUND:?}"))
+            .unwrap_or_else(|e| panic!("{tool} failed at the protocol level: {e}"))
+    }
+
+    /// Calls a tool and returns (is_error, structured content, text).
+    pub async fn call_json(&self, tool: &str, args: Value) -> (bool, Value, String) {
+        let r = self.call(tool, args).await;
+        (r.is_error.unwrap_or(false), r.structured_content.clone().unwrap_or(Value::Null), text_of(&r))
+    }
+
+    pub async fn exec(&self, sandbox: &str, code: &str) -> (bool, Value) {
+        let (err, v, _) = self.call_json("execute_code", json!({"sandbox_id": sandbox, "code": code})).await;
+        (err, v)
+    }
+
+    pub async fn create(&self) -> String {
+        let (err, v, text) = self.call_json("create_sandbox", json!({})).await;
+        assert!(!err, "create_sandbox failed: {text}");
+        v["sandbox_id"].as_str().expect("sandbox_id").to_string()
+    }
+
+    pub async fn create_with(&self, args: Value) -> String {
+        let (err, v, text) = self.call_json("create_sandbox", args).await;
+        assert!(!err, "create_sandbox failed: {text}");
+        v["sandbox_id"].as_str().expect("sandbox_id").to_string()
+    }
+
+    pub fn workspace(&self, id: &str) -> PathBuf {
+        self.home.join("sandboxes").join(id)
+    }
+
+    pub async fn stop(self) {
+        let _ = self.client.cancel().await;
+    }
+}
+
+pub fn text_of(r: &CallToolResult) -> String {
+    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
+}

