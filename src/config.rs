@@ -37,7 +37,13 @@ pub struct Settings {
     pub command: Option<Command>,
 
     /// Backend: `wasm` (local, zero network) or `e2b`.
-    #[arg(long, env = "INTERPRETER_TYPE", value_enum, default_value = "wasm", ignore_case = true)]
+    #[arg(
+        long,
+        env = "INTERPRETER_TYPE",
+        value_enum,
+        default_value = "wasm",
+        ignore_case = true
+    )]
     pub interpreter_type: Backend,
 
     /// Root of runtime/, cache/, wheels/ and sandboxes/ (default: the platform data dir).

@@ -14,8 +14,16 @@ async fn lists_exactly_the_ten_tools_with_schemas() {
     assert_eq!(
         names,
         [
-            "close_sandbox", "create_run_close", "create_sandbox", "execute_code", "get_sandbox_status",
-            "install_package", "list_files", "read_file", "upload_file", "write_file"
+            "close_sandbox",
+            "create_run_close",
+            "create_sandbox",
+            "execute_code",
+            "get_sandbox_status",
+            "install_package",
+            "list_files",
+            "read_file",
+            "upload_file",
+            "write_file"
         ]
     );
     for t in &tools {
@@ -33,14 +41,20 @@ async fn state_persists_and_final_expression_is_the_result() {
     let (err, v, _) = s.call_json("execute_code", json!({"code": "x = 41"})).await;
     assert!(!err);
     let id = v["sandbox_id"].as_str().unwrap().to_string();
-    assert!(v["notes"][0].as_str().unwrap_or("").contains("Created sandbox"), "first call reports the new sandbox: {v}");
+    assert!(
+        v["notes"][0].as_str().unwrap_or("").contains("Created sandbox"),
+        "first call reports the new sandbox: {v}"
+    );
     let (err, v) = s.exec(&id, "print(x + 1)").await;
     assert!(!err, "{v}");
     assert_eq!(v["stdout"], "42\n");
     assert_eq!(v["result"], serde_json::Value::Null);
     let r = s.call("execute_code", json!({"code": "x + 1"})).await;
     let v = r.structured_content.clone().unwrap();
-    assert_eq!(v["result"], "42", "the most recent sandbox is used when no id is given");
+    assert_eq!(
+        v["result"], "42",
+        "the most recent sandbox is used when no id is given"
+    );
     assert_eq!(v["stdout"], "", "the value is reported as result, not printed");
     assert!(text_of(&r).contains("Out: 42"));
     assert_eq!(v["state_lost"], false);
@@ -51,13 +65,21 @@ async fn state_persists_and_final_expression_is_the_result() {
 async fn numpy_and_pandas_import() {
     let s = Server::start().await;
     let id = s.create().await;
-    let (err, v) = s.exec(&id, "import numpy as np\nimport pandas as pd\nint(np.arange(5).sum())").await;
+    let (err, v) = s
+        .exec(
+            &id,
+            "import numpy as np\nimport pandas as pd\nint(np.arange(5).sum())",
+        )
+        .await;
     assert!(!err, "{v}");
     assert_eq!(v["result"], "10");
     let (err, v) = s.exec(&id, "pd.DataFrame({'a': [1, 2], 'b': [3, 4]})").await;
     assert!(!err, "{v}");
     let table = v["result"].as_str().unwrap();
-    assert!(table.contains('a') && table.contains('b') && table.contains('4'), "{table}");
+    assert!(
+        table.contains('a') && table.contains('b') && table.contains('4'),
+        "{table}"
+    );
     s.stop().await;
 }
 
@@ -66,7 +88,12 @@ async fn exceptions_are_structured_and_keep_state() {
     let s = Server::start().await;
     let id = s.create().await;
     s.exec(&id, "keep = 'kept'").await;
-    let r = s.call("execute_code", json!({"sandbox_id": id, "code": "def f():\n    return 1 / 0\nf()"})).await;
+    let r = s
+        .call(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "def f():\n    return 1 / 0\nf()"}),
+        )
+        .await;
     assert_eq!(r.is_error, Some(true));
     let v = r.structured_content.clone().unwrap();
     assert_eq!(v["error"]["name"], "ZeroDivisionError");
@@ -107,7 +134,10 @@ async fn files_flow_both_ways() {
     let s = Server::start().await;
     let id = s.create().await;
     let (err, v, text) = s
-        .call_json("write_file", json!({"sandbox_id": id, "file_path": "data/in.csv", "content": "a,b\n1,2\n3,4\n"}))
+        .call_json(
+            "write_file",
+            json!({"sandbox_id": id, "file_path": "data/in.csv", "content": "a,b\n1,2\n3,4\n"}),
+        )
         .await;
     assert!(!err, "{text}");
     assert_eq!(v["bytes_written"], 12);
@@ -117,18 +147,30 @@ async fn files_flow_both_ways() {
         .await;
     assert!(!err, "{v}");
     assert_eq!(v["result"], "6");
-    let (err, v, _) = s.call_json("read_file", json!({"sandbox_id": id, "file_path": "out.csv"})).await;
+    let (err, v, _) = s
+        .call_json("read_file", json!({"sandbox_id": id, "file_path": "out.csv"}))
+        .await;
     assert!(!err);
     assert_eq!(v["content"], "a,b\n1,2\n3,4\n");
     assert_eq!(v["size"], 12);
     let (_, v, _) = s.call_json("list_files", json!({"sandbox_id": id})).await;
-    let names: Vec<&str> = v["entries"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = v["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["data", "out.csv"]);
     assert_eq!(v["entries"][0]["type"], "directory");
     assert_eq!(v["entries"][1]["size"], 12);
     // Binary bytes come back as base64.
     s.exec(&id, "open('b.bin', 'wb').write(bytes([0, 255, 1]))").await;
-    let (_, v, _) = s.call_json("read_file", json!({"sandbox_id": id, "file_path": "/home/user/b.bin"})).await;
+    let (_, v, _) = s
+        .call_json(
+            "read_file",
+            json!({"sandbox_id": id, "file_path": "/home/user/b.bin"}),
+        )
+        .await;
     assert_eq!(v["content_base64"], "AP8B");
     // The host wrote through the real folder.
     assert!(s.workspace(&id).join("data/in.csv").is_file());
@@ -142,16 +184,30 @@ async fn bad_arguments_and_missing_things_are_tool_errors() {
     let (err, _, text) = s.call_json("execute_code", json!({"sandbox_id": id})).await;
     assert!(err);
     assert!(text.contains("code"), "{text}");
-    let (err, _, text) = s.call_json("execute_code", json!({"sandbox_id": "sbx-nope", "code": "1"})).await;
+    let (err, _, text) = s
+        .call_json("execute_code", json!({"sandbox_id": "sbx-nope", "code": "1"}))
+        .await;
     assert!(err);
-    assert!(text.contains("sbx-nope") && text.contains("create_sandbox"), "{text}");
-    let (err, _, text) = s.call_json("read_file", json!({"sandbox_id": id, "file_path": "missing.txt"})).await;
+    assert!(
+        text.contains("sbx-nope") && text.contains("create_sandbox"),
+        "{text}"
+    );
+    let (err, _, text) = s
+        .call_json("read_file", json!({"sandbox_id": id, "file_path": "missing.txt"}))
+        .await;
     assert!(err);
     assert!(text.contains("does not exist"), "{text}");
-    let (err, _, text) = s.call_json("execute_code", json!({"sandbox_id": id, "code": "1", "timeout_seconds": 301})).await;
+    let (err, _, text) = s
+        .call_json(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "1", "timeout_seconds": 301}),
+        )
+        .await;
     assert!(err);
     assert!(text.contains("300"), "{text}");
-    let (err, _, _) = s.call_json("read_file", json!({"sandbox_id": id, "file_path": "."})).await;
+    let (err, _, _) = s
+        .call_json("read_file", json!({"sandbox_id": id, "file_path": "."}))
+        .await;
     assert!(err);
     // The server is still fine.
     let (err, v) = s.exec(&id, "1+1").await;
@@ -174,7 +230,12 @@ async fn close_removes_the_folder_and_create_run_close_leaves_nothing() {
     let (err, _) = s.exec(&id, "1").await;
     assert!(err, "a closed sandbox is gone");
 
-    let (err, v, _) = s.call_json("create_run_close", json!({"code": "import sys\nsys.version_info[:2]"})).await;
+    let (err, v, _) = s
+        .call_json(
+            "create_run_close",
+            json!({"code": "import sys\nsys.version_info[:2]"}),
+        )
+        .await;
     assert!(!err, "{v}");
     assert_eq!(v["result"], "(3, 15)");
     let gone = v["sandbox_id"].as_str().unwrap();
@@ -187,7 +248,9 @@ async fn close_removes_the_folder_and_create_run_close_leaves_nothing() {
 #[tokio::test]
 async fn status_reports_one_or_all() {
     let s = Server::start().await;
-    let id = s.create_with(json!({"timeout_seconds": 12, "memory_mb": 256})).await;
+    let id = s
+        .create_with(json!({"timeout_seconds": 12, "memory_mb": 256}))
+        .await;
     s.exec(&id, "open('x', 'w').write('12345')").await;
     let (err, v, _) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
     assert!(!err);
@@ -205,7 +268,12 @@ async fn status_reports_one_or_all() {
 async fn install_package_answers_clearly() {
     let s = Server::start().await;
     let id = s.create().await;
-    let (err, _, text) = s.call_json("install_package", json!({"sandbox_id": id, "package_name": "tabulate"})).await;
+    let (err, _, text) = s
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": id, "package_name": "tabulate"}),
+        )
+        .await;
     assert!(err);
     assert!(text.contains("tabulate"), "{text}");
     s.stop().await;

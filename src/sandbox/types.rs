@@ -115,7 +115,9 @@ pub struct InstallOutcome {
 /// Errors a tool shows the user; each says what to do next.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("no open sandbox has the id '{0}'. Call get_sandbox_status to list the open ones, or create_sandbox for a new one")]
+    #[error(
+        "no open sandbox has the id '{0}'. Call get_sandbox_status to list the open ones, or create_sandbox for a new one"
+    )]
     NotFound(String),
     #[error("sandbox '{0}' was closed after it sat idle; create a new one with create_sandbox")]
     Expired(String),

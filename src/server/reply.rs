@@ -52,7 +52,12 @@ fn exec_text(res: &ExecResult) -> String {
             t.push('\n');
         }
     }
-    if !res.stderr.is_empty() && res.error.as_ref().is_none_or(|e| !res.stderr.contains(&e.traceback) || e.traceback.is_empty()) {
+    if !res.stderr.is_empty()
+        && res
+            .error
+            .as_ref()
+            .is_none_or(|e| !res.stderr.contains(&e.traceback) || e.traceback.is_empty())
+    {
         t.push_str("[stderr]\n");
         t.push_str(&res.stderr);
         if !res.stderr.ends_with('\n') {
@@ -73,7 +78,13 @@ fn exec_text(res: &ExecResult) -> String {
         }
     }
     if let Some(l) = &res.limit {
-        t.push_str(&format!("[limit reached: {}]\n", serde_json::to_value(l).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()));
+        t.push_str(&format!(
+            "[limit reached: {}]\n",
+            serde_json::to_value(l)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default()
+        ));
     }
     for n in &res.notes {
         t.push_str(&format!("[note] {n}\n"));

@@ -39,7 +39,9 @@ macro_rules! attempt {
 fn timeout_arg(t: Option<u64>) -> Result<Option<Duration>, SandboxError> {
     match t {
         None => Ok(None),
-        Some(0) => Err(SandboxError::InvalidArgument("timeout_seconds must be at least 1".into())),
+        Some(0) => Err(SandboxError::InvalidArgument(
+            "timeout_seconds must be at least 1".into(),
+        )),
         Some(s) if s > MAX_TIMEOUT.as_secs() => Err(SandboxError::InvalidArgument(format!(
             "timeout_seconds is {s}, above the {} s maximum; split the work into shorter calls",
             MAX_TIMEOUT.as_secs()
@@ -175,7 +177,14 @@ impl SandboxServer {
         let (id, notes) = attempt!(self.resolve(a.sandbox_id, true).await);
         let ex = attempt!(
             self.backend
-                .execute(&id, &a.code, ExecOptions { timeout, cancel: Some(ct) })
+                .execute(
+                    &id,
+                    &a.code,
+                    ExecOptions {
+                        timeout,
+                        cancel: Some(ct)
+                    }
+                )
                 .await
         );
         Ok(exec_reply(id, ex, notes))
@@ -191,11 +200,18 @@ impl SandboxServer {
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
         let out = attempt!(self.backend.install_package(&id, &a.package_name).await);
         let text = if out.already_available {
-            format!("{} is already available in the sandbox; just import it.", a.package_name)
+            format!(
+                "{} is already available in the sandbox; just import it.",
+                a.package_name
+            )
         } else {
             format!(
                 "Installed {}.",
-                out.installed.iter().map(|p| format!("{} {}", p.name, p.version)).collect::<Vec<_>>().join(", ")
+                out.installed
+                    .iter()
+                    .map(|p| format!("{} {}", p.name, p.version))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         };
         Ok(ok(
@@ -221,7 +237,14 @@ impl SandboxServer {
         let id = info.sandbox_id;
         let ex = self
             .backend
-            .execute(&id, &a.code, ExecOptions { timeout, cancel: Some(ct) })
+            .execute(
+                &id,
+                &a.code,
+                ExecOptions {
+                    timeout,
+                    cancel: Some(ct),
+                },
+            )
             .await;
         if let Err(e) = self.backend.close(&id).await {
             tracing::warn!("create_run_close could not close {id}: {e}");
@@ -276,7 +299,14 @@ impl SandboxServer {
             Ok(s) => (Some(s.clone()), None, s),
             Err(e) => {
                 let b64 = base64::engine::general_purpose::STANDARD.encode(e.as_bytes());
-                (None, Some(b64), format!("'{}' is binary ({size} bytes); its bytes are in content_base64.", path.relative()))
+                (
+                    None,
+                    Some(b64),
+                    format!(
+                        "'{}' is binary ({size} bytes); its bytes are in content_base64.",
+                        path.relative()
+                    ),
+                )
             }
         };
         Ok(ok(
@@ -306,7 +336,12 @@ impl SandboxServer {
             )));
         }
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
-        let n = attempt!(self.backend.files().write(&id, &path, a.content.into_bytes()).await);
+        let n = attempt!(
+            self.backend
+                .files()
+                .write(&id, &path, a.content.into_bytes())
+                .await
+        );
         Ok(ok(
             &WriteResult {
                 sandbox_id: id,
@@ -326,7 +361,11 @@ impl SandboxServer {
         let a: UploadFileArgs = attempt!(parse("upload_file", args));
         let (bytes, default_name) = match (&a.source_path, &a.content_base64) {
             (Some(_), Some(_)) => return Ok(fail("give either source_path or content_base64, not both")),
-            (None, None) => return Ok(fail("give source_path (a host file) or content_base64 (the bytes)")),
+            (None, None) => {
+                return Ok(fail(
+                    "give source_path (a host file) or content_base64 (the bytes)",
+                ));
+            }
             (Some(src), None) => {
                 let roots = self.settings.upload_roots();
                 let src = src.clone();
@@ -339,7 +378,10 @@ impl SandboxServer {
             }
             (None, Some(b64)) => {
                 if b64.len() as u64 > upload::MAX_UPLOAD * 4 / 3 + 4 {
-                    return Ok(fail(format!("content_base64 is over the {} byte upload limit", upload::MAX_UPLOAD)));
+                    return Ok(fail(format!(
+                        "content_base64 is over the {} byte upload limit",
+                        upload::MAX_UPLOAD
+                    )));
                 }
                 let bytes = attempt!(
                     base64::engine::general_purpose::STANDARD

@@ -17,7 +17,9 @@ pub fn read_allowed(source: &str, roots: &[PathBuf]) -> Result<(Vec<u8>, String)
         ));
     }
     if source.contains('\0') {
-        return Err(SandboxError::InvalidPath("the source path contains a NUL character".into()));
+        return Err(SandboxError::InvalidPath(
+            "the source path contains a NUL character".into(),
+        ));
     }
     let canonical = std::fs::canonicalize(Path::new(source)).map_err(|e| SandboxError::Io {
         context: format!("could not open the host file '{source}'"),
@@ -26,11 +28,18 @@ pub fn read_allowed(source: &str, roots: &[PathBuf]) -> Result<(Vec<u8>, String)
     if !roots.iter().any(|r| canonical.starts_with(r)) {
         return Err(SandboxError::InvalidArgument(format!(
             "'{source}' is outside the folders upload_file may read ({}). Move the file there, or add its folder to CODE_SANDBOX_UPLOAD_DIRS",
-            roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+            roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
-    let file = std::fs::File::open(&canonical).map_err(SandboxError::io(format!("could not open '{source}'")))?;
-    let md = file.metadata().map_err(SandboxError::io(format!("could not inspect '{source}'")))?;
+    let file =
+        std::fs::File::open(&canonical).map_err(SandboxError::io(format!("could not open '{source}'")))?;
+    let md = file
+        .metadata()
+        .map_err(SandboxError::io(format!("could not inspect '{source}'")))?;
     if !md.is_file() {
         return Err(SandboxError::NotRegular { path: source.into() });
     }

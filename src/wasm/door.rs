@@ -42,7 +42,8 @@ pub fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         "host",
         "call",
-        |mut caller: Caller<'_, GuestState>, (req_ptr, req_len, out_ptr_ptr, out_len_ptr): (i32, i32, i32, i32)| {
+        |mut caller: Caller<'_, GuestState>,
+         (req_ptr, req_len, out_ptr_ptr, out_len_ptr): (i32, i32, i32, i32)| {
             Box::new(async move { answer(&mut caller, req_ptr, req_len, out_ptr_ptr, out_len_ptr).await })
         },
     )?;
@@ -63,7 +64,9 @@ async fn answer(
     let Some(req) = read_u32_range(data.len(), req_ptr, req_len) else {
         return FAULT;
     };
-    if read_u32_range(data.len(), out_ptr_ptr, 4).is_none() || read_u32_range(data.len(), out_len_ptr, 4).is_none() {
+    if read_u32_range(data.len(), out_ptr_ptr, 4).is_none()
+        || read_u32_range(data.len(), out_len_ptr, 4).is_none()
+    {
         return FAULT;
     }
     let inbox = &caller.data().inbox;

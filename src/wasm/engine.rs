@@ -82,11 +82,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
 }
 
 /// Compiles the module to the cache unless a usable copy is there; returns the cache path.
-pub fn precompile(
-    engine: &Engine,
-    layout: &Layout,
-    files: &RuntimeFiles,
-) -> Result<PathBuf, EngineError> {
+pub fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<PathBuf, EngineError> {
     let dir = layout.cache_dir();
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let path = dir.join(cache_key(engine, files));
@@ -130,7 +126,8 @@ impl Interpreter {
     /// Builds the engine, loads (or compiles) the module, links WASI and the door, and starts
     /// the epoch ticker.
     pub fn load(layout: &Layout, files: RuntimeFiles, metered: bool) -> Result<Arc<Self>, EngineError> {
-        let engine = Engine::new(&engine_config(metered)).map_err(|e| EngineError::Engine(format!("{e:#}")))?;
+        let engine =
+            Engine::new(&engine_config(metered)).map_err(|e| EngineError::Engine(format!("{e:#}")))?;
         let module = load(&engine, layout, &files)?;
         let mut linker: Linker<GuestState> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut GuestState| &mut s.wasi)

@@ -53,14 +53,17 @@ fn list_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, Sandb
     let dir = if path.is_root() {
         root
     } else {
-        let md = root.symlink_metadata(path.relative()).map_err(not_found_or(&path, "could not list"))?;
+        let md = root
+            .symlink_metadata(path.relative())
+            .map_err(not_found_or(&path, "could not list"))?;
         if !md.is_dir() {
             return Err(SandboxError::InvalidArgument(format!(
                 "'{}' is a file, not a folder; use read_file to read it",
                 path.relative()
             )));
         }
-        root.open_dir(path.relative()).map_err(not_found_or(&path, "could not list"))?
+        root.open_dir(path.relative())
+            .map_err(not_found_or(&path, "could not list"))?
     };
     let mut out = Vec::new();
     for entry in dir.entries().map_err(not_found_or(&path, "could not list"))? {
@@ -93,7 +96,9 @@ fn list_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, Sandb
 
 fn read_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<u8>, SandboxError> {
     let rel = path.relative();
-    let md = root.symlink_metadata(&rel).map_err(not_found_or(&path, "could not read"))?;
+    let md = root
+        .symlink_metadata(&rel)
+        .map_err(not_found_or(&path, "could not read"))?;
     if md.is_dir() {
         return Err(SandboxError::IsDirectory { path: rel });
     }
@@ -108,7 +113,9 @@ fn read_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<u8>, SandboxError
         // The guest may swap the file for a FIFO or a link after the check above.
         opts.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
     }
-    let file = root.open_with(&rel, &opts).map_err(not_found_or(&path, "could not open"))?;
+    let file = root
+        .open_with(&rel, &opts)
+        .map_err(not_found_or(&path, "could not open"))?;
     let md = file.metadata().map_err(not_found_or(&path, "could not read"))?;
     if !md.is_file() {
         return Err(SandboxError::NotRegular { path: rel });
@@ -138,7 +145,8 @@ fn write_blocking(root: Dir, path: WorkspacePath, bytes: Vec<u8>) -> Result<u64,
                 context: format!("could not create the folder '{}'", parent.relative()),
                 source: e,
             })?;
-        root.open_dir(parent.relative()).map_err(not_found_or(&parent, "could not open"))?
+        root.open_dir(parent.relative())
+            .map_err(not_found_or(&parent, "could not open"))?
     };
     let name = path.file_name().unwrap_or_default().to_string();
     if let Ok(md) = dir.symlink_metadata(&name)
@@ -148,7 +156,11 @@ fn write_blocking(root: Dir, path: WorkspacePath, bytes: Vec<u8>) -> Result<u64,
     }
     // Written aside and renamed over: readers see the old file or the new one, and a file
     // hard-linked elsewhere keeps its bytes (the name gets a new inode).
-    let tmp = format!(".{}.{}.part", name.chars().take(64).collect::<String>(), uuid::Uuid::new_v4().simple());
+    let tmp = format!(
+        ".{}.{}.part",
+        name.chars().take(64).collect::<String>(),
+        uuid::Uuid::new_v4().simple()
+    );
     let result = (|| {
         let mut opts = OpenOptions::new();
         opts.write(true).create_new(true);

@@ -23,8 +23,8 @@ use self::session::{Session, SessionConfig};
 use crate::config::{MAX_TIMEOUT, Settings};
 use crate::runtime::Layout;
 use crate::sandbox::{
-    CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits, SandboxError,
-    SandboxFiles, SandboxInfo, SandboxStatus,
+    CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits, SandboxError, SandboxFiles,
+    SandboxInfo, SandboxStatus,
 };
 
 pub struct WasmBackend {
@@ -55,7 +55,10 @@ impl WasmBackend {
                 .timeout_seconds
                 .unwrap_or(self.settings.default_timeout().as_secs())
                 .clamp(1, MAX_TIMEOUT.as_secs()),
-            memory_mb: opts.memory_mb.unwrap_or(self.settings.default_memory_mb).clamp(64, 16 * 1024),
+            memory_mb: opts
+                .memory_mb
+                .unwrap_or(self.settings.default_memory_mb)
+                .clamp(64, 16 * 1024),
             output_bytes: self.settings.output_limit_bytes as u64,
             fuel_per_call: (self.settings.fuel_per_call > 0).then_some(self.settings.fuel_per_call),
         }
@@ -156,7 +159,9 @@ impl Interpreter for WasmBackend {
             slot.lost = false;
         }
         let Some(session) = slot.session.as_mut() else {
-            return Err(SandboxError::Backend("the interpreter could not be started".into()));
+            return Err(SandboxError::Backend(
+                "the interpreter could not be started".into(),
+            ));
         };
         sb.busy.store(true, Ordering::SeqCst);
         let fuel = sb.limits.fuel_per_call;

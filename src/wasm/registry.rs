@@ -59,7 +59,9 @@ impl Sandbox {
             }
         };
         let ws = self.dirs.workspace.clone();
-        let disk_bytes = tokio::task::spawn_blocking(move || disk_usage(&ws)).await.unwrap_or(0);
+        let disk_bytes = tokio::task::spawn_blocking(move || disk_usage(&ws))
+            .await
+            .unwrap_or(0);
         SandboxStatus {
             sandbox_id: self.id.clone(),
             state: state.into(),
@@ -144,7 +146,9 @@ impl Registry {
         {
             let inner = self.lock();
             if inner.map.len() >= self.max {
-                return Err(SandboxError::Capacity { open: inner.map.len() });
+                return Err(SandboxError::Capacity {
+                    open: inner.map.len(),
+                });
             }
         }
         let scratch = self.layout.scratch_dir().join(&id);
@@ -192,7 +196,11 @@ impl Registry {
 
     pub fn all(&self) -> Vec<Arc<Sandbox>> {
         let inner = self.lock();
-        inner.order.iter().filter_map(|id| inner.map.get(id).cloned()).collect()
+        inner
+            .order
+            .iter()
+            .filter_map(|id| inner.map.get(id).cloned())
+            .collect()
     }
 
     pub fn most_recent(&self) -> Option<String> {
@@ -215,7 +223,10 @@ impl Registry {
     pub async fn close(&self, id: &str) -> Result<(), SandboxError> {
         let sb = {
             let mut inner = self.lock();
-            let sb = inner.map.remove(id).ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
+            let sb = inner
+                .map
+                .remove(id)
+                .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
             inner.order.retain(|x| x != id);
             sb
         };

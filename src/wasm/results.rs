@@ -10,8 +10,14 @@ use crate::sandbox::{Execution, LimitKind, PyError};
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 enum Message {
-    Result { repr: String },
-    Error { name: String, value: String, traceback: String },
+    Result {
+        repr: String,
+    },
+    Error {
+        name: String,
+        value: String,
+        traceback: String,
+    },
 }
 
 /// Recovers the exception from stderr when the prelude's hook did not report it (the hook
@@ -25,7 +31,11 @@ fn error_from_stderr(stderr: &str) -> PyError {
         _ if !last.contains(' ') && !last.is_empty() => (last.to_string(), String::new()),
         _ => ("Error".to_string(), last.to_string()),
     };
-    PyError { name, value, traceback }
+    PyError {
+        name,
+        value,
+        traceback,
+    }
 }
 
 fn ended_error(ended: &Ended, timeout_s: f64) -> (Option<LimitKind>, PyError) {
@@ -37,20 +47,43 @@ fn ended_error(ended: &Ended, timeout_s: f64) -> (Option<LimitKind>, PyError) {
     match ended {
         Ended::Timeout => (
             Some(LimitKind::Timeout),
-            e("TimeoutError", format!("the code ran past the {timeout_s:.0} s limit and was stopped; pass a larger timeout_seconds (at most 300) or make it faster")),
+            e(
+                "TimeoutError",
+                format!(
+                    "the code ran past the {timeout_s:.0} s limit and was stopped; pass a larger timeout_seconds (at most 300) or make it faster"
+                ),
+            ),
         ),
         Ended::Fuel => (
             Some(LimitKind::Fuel),
-            e("FuelExhausted", "the code used up this call's fuel budget (instructions) and was stopped".into()),
+            e(
+                "FuelExhausted",
+                "the code used up this call's fuel budget (instructions) and was stopped".into(),
+            ),
         ),
         Ended::StackOverflow => (
             None,
-            e("StackOverflow", "the interpreter's stack overflowed (very deep recursion or nesting) and was stopped".into()),
+            e(
+                "StackOverflow",
+                "the interpreter's stack overflowed (very deep recursion or nesting) and was stopped".into(),
+            ),
         ),
-        Ended::Exit(code) => (None, e("SystemExit", format!("os._exit({code}) ended the interpreter"))),
-        Ended::Quit(code) => (None, e("SystemExit", format!("exit({code}) ended the interpreter"))),
-        Ended::Cancelled => (None, e("Cancelled", "the call was cancelled and the code stopped".into())),
-        Ended::Trap(msg) => (None, e("InterpreterCrash", format!("the interpreter stopped: {msg}"))),
+        Ended::Exit(code) => (
+            None,
+            e("SystemExit", format!("os._exit({code}) ended the interpreter")),
+        ),
+        Ended::Quit(code) => (
+            None,
+            e("SystemExit", format!("exit({code}) ended the interpreter")),
+        ),
+        Ended::Cancelled => (
+            None,
+            e("Cancelled", "the call was cancelled and the code stopped".into()),
+        ),
+        Ended::Trap(msg) => (
+            None,
+            e("InterpreterCrash", format!("the interpreter stopped: {msg}")),
+        ),
     }
 }
 
@@ -73,7 +106,17 @@ pub fn execution(out: TurnOutput, state_lost_before: bool, timeout_s: f64) -> Ex
     for raw in &out.messages {
         match serde_json::from_slice::<Message>(raw) {
             Ok(Message::Result { repr }) => ex.result = Some(repr),
-            Ok(Message::Error { name, value, traceback }) => hook_error = Some(PyError { name, value, traceback }),
+            Ok(Message::Error {
+                name,
+                value,
+                traceback,
+            }) => {
+                hook_error = Some(PyError {
+                    name,
+                    value,
+                    traceback,
+                })
+            }
             Err(_) => {} // the guest may call the door itself; unknown messages are ignored
         }
     }
@@ -104,7 +147,10 @@ pub fn execution(out: TurnOutput, state_lost_before: bool, timeout_s: f64) -> Ex
         ex.limit = Some(LimitKind::Output);
     }
     if out.dropped_messages > 0 {
-        ex.notes.push(format!("{} result message(s) were too large and were dropped", out.dropped_messages));
+        ex.notes.push(format!(
+            "{} result message(s) were too large and were dropped",
+            out.dropped_messages
+        ));
     }
     ex
 }
@@ -115,7 +161,9 @@ mod tests {
 
     #[test]
     fn stderr_fallback_finds_the_last_exception() {
-        let e = error_from_stderr("noise\nTraceback (most recent call last):\n  File \"<turn 2>\", line 1, in <module>\nZeroDivisionError: division by zero\n");
+        let e = error_from_stderr(
+            "noise\nTraceback (most recent call last):\n  File \"<turn 2>\", line 1, in <module>\nZeroDivisionError: division by zero\n",
+        );
         assert_eq!(e.name, "ZeroDivisionError");
         assert_eq!(e.value, "division by zero");
         assert!(e.traceback.starts_with("Traceback"));

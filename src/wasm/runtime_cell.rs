@@ -102,7 +102,11 @@ impl RuntimeCell {
             self.start();
         }
         let mut rx = self.tx.subscribe();
-        let waited = tokio::time::timeout(PATIENCE, rx.wait_for(|s| matches!(s, State::Ready(_) | State::Failed(_)))).await;
+        let waited = tokio::time::timeout(
+            PATIENCE,
+            rx.wait_for(|s| matches!(s, State::Ready(_) | State::Failed(_))),
+        )
+        .await;
         match waited {
             Ok(Ok(state)) => match &*state {
                 State::Ready(i) => Ok(i.clone()),

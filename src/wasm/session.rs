@@ -114,12 +114,20 @@ fn wasi_context(
         ("MPLCONFIGDIR", "/tmp/.matplotlib"),
     ]);
     let files = &interp.files;
-    b.preopened_dir(&files.lib_dir, STDLIB_DIR, FsPerms::ReadOnly).map_err(folders)?;
-    let mpl_guest = format!("{STDLIB_DIR}/{}/matplotlib/mpl-data", crate::runtime::manifest().artifacts.stdlib_guest_name);
-    b.preopened_dir(&files.mpl_data, &mpl_guest, FsPerms::ReadOnly).map_err(folders)?;
-    b.preopened_dir(&cfg.site_packages, SITE_PACKAGES, FsPerms::ReadOnly).map_err(folders)?;
-    b.preopened_dir(&cfg.workspace, WORKSPACE, FsPerms::ReadWrite).map_err(folders)?;
-    b.preopened_dir(&cfg.tmp, "/tmp", FsPerms::ReadWrite).map_err(folders)?;
+    b.preopened_dir(&files.lib_dir, STDLIB_DIR, FsPerms::ReadOnly)
+        .map_err(folders)?;
+    let mpl_guest = format!(
+        "{STDLIB_DIR}/{}/matplotlib/mpl-data",
+        crate::runtime::manifest().artifacts.stdlib_guest_name
+    );
+    b.preopened_dir(&files.mpl_data, &mpl_guest, FsPerms::ReadOnly)
+        .map_err(folders)?;
+    b.preopened_dir(&cfg.site_packages, SITE_PACKAGES, FsPerms::ReadOnly)
+        .map_err(folders)?;
+    b.preopened_dir(&cfg.workspace, WORKSPACE, FsPerms::ReadWrite)
+        .map_err(folders)?;
+    b.preopened_dir(&cfg.tmp, "/tmp", FsPerms::ReadWrite)
+        .map_err(folders)?;
     Ok(b.build_p1())
 }
 
@@ -169,15 +177,21 @@ impl Session {
         });
         store.set_epoch_deadline(1);
         if interp.metered {
-            store.set_fuel(u64::MAX).map_err(|e| SessionError::Start(format!("{e:#}")))?;
+            store
+                .set_fuel(u64::MAX)
+                .map_err(|e| SessionError::Start(format!("{e:#}")))?;
         }
         let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
         let instance = interp.pre.instantiate_async(&mut store).await.map_err(start)?;
         let memory = instance
             .get_memory(&mut store, "memory")
             .ok_or_else(|| SessionError::Start("the module exports no memory".into()))?;
-        let host_alloc = instance.get_typed_func::<i32, i32>(&mut store, "host_alloc").map_err(start)?;
-        let turn = instance.get_typed_func::<(i32, i32), i32>(&mut store, "turn").map_err(start)?;
+        let host_alloc = instance
+            .get_typed_func::<i32, i32>(&mut store, "host_alloc")
+            .map_err(start)?;
+        let turn = instance
+            .get_typed_func::<(i32, i32), i32>(&mut store, "turn")
+            .map_err(start)?;
         let mut session = Session {
             store,
             memory,
@@ -223,7 +237,14 @@ impl Session {
         let status = match i32::try_from(code.len()) {
             Err(_) => Err(Ended::Trap("source too large".into())),
             Ok(len) => {
-                let run = run_turn(&mut self.store, self.memory, &self.host_alloc, &self.turn, code.as_bytes(), len);
+                let run = run_turn(
+                    &mut self.store,
+                    self.memory,
+                    &self.host_alloc,
+                    &self.turn,
+                    code.as_bytes(),
+                    len,
+                );
                 // Epoch checks stop busy guests; this stops guests blocked in a host call
                 // (a long sleep), which epoch checks never interrupt.
                 let bounded = tokio::time::timeout_at(deadline.into(), run);

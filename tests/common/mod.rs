@@ -15,7 +15,10 @@ use serde_json::{Value, json};
 /// The runtime home shared by every test server: `CODE_SANDBOX_HOME` if set, else the same
 /// platform folder a user's server uses.
 pub fn runtime_home() -> PathBuf {
-    mcp_code_sandbox::config::Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from)).home_dir()
+    mcp_code_sandbox::config::Settings::defaults_with_home(
+        std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from),
+    )
+    .home_dir()
 }
 
 /// Installs and compiles the runtime once per test binary (instant when already there), so a
@@ -24,8 +27,10 @@ pub fn ensure_runtime() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let layout = mcp_code_sandbox::runtime::Layout::new(runtime_home());
-        mcp_code_sandbox::wasm::runtime_cell::install_and_load(&layout, None, false, &|s| eprintln!("runtime: {s}"))
-            .unwrap_or_else(|e| panic!("the runtime could not be installed: {e}"));
+        mcp_code_sandbox::wasm::runtime_cell::install_and_load(&layout, None, false, &|s| {
+            eprintln!("runtime: {s}")
+        })
+        .unwrap_or_else(|e| panic!("the runtime could not be installed: {e}"));
     });
 }
 
@@ -60,7 +65,9 @@ impl Server {
     }
 
     pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {
-        let Value::Object(obj) = args else { panic!("arguments must be an object") };
+        let Value::Object(obj) = args else {
+            panic!("arguments must be an object")
+        };
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(obj);
         tokio::time::timeout(CALL_BOUND, self.client.call_tool(params))
             .await
@@ -71,11 +78,17 @@ impl Server {
     /// Calls a tool and returns (is_error, structured content, text).
     pub async fn call_json(&self, tool: &str, args: Value) -> (bool, Value, String) {
         let r = self.call(tool, args).await;
-        (r.is_error.unwrap_or(false), r.structured_content.clone().unwrap_or(Value::Null), text_of(&r))
+        (
+            r.is_error.unwrap_or(false),
+            r.structured_content.clone().unwrap_or(Value::Null),
+            text_of(&r),
+        )
     }
 
     pub async fn exec(&self, sandbox: &str, code: &str) -> (bool, Value) {
-        let (err, v, _) = self.call_json("execute_code", json!({"sandbox_id": sandbox, "code": code})).await;
+        let (err, v, _) = self
+            .call_json("execute_code", json!({"sandbox_id": sandbox, "code": code}))
+            .await;
         (err, v)
     }
 
@@ -101,5 +114,9 @@ impl Server {
 }
 
 pub fn text_of(r: &CallToolResult) -> String {
-    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

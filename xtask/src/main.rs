@@ -30,7 +30,8 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.task {
         Task::FetchRuntime { from, metered } => {
-            let settings = Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
+            let settings =
+                Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
             let layout = Layout::new(settings.home_dir());
             let started = std::time::Instant::now();
             let progress = |stage: Stage| eprintln!("[{:>6.1}s] {stage}", started.elapsed().as_secs_f64());
