@@ -45,8 +45,34 @@ def __code_sandbox_setup():
             message = "<unprintable>"
         send("error", name=exc_type.__name__, value=message[:10_000], traceback=text[-50_000:])
 
+    def flush_figures():
+        # Every figure left open is sent as a PNG and closed, so the next call starts clean.
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is None:
+            return
+        import base64
+        import io
+
+        for num in plt.get_fignums():
+            fig = plt.figure(num)
+            buf = io.BytesIO()
+            try:
+                fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+            except Exception as exc:
+                sys.stderr.write(f"[figure {num} could not be rendered: {exc}]\n")
+                continue
+            data = buf.getvalue()
+            if len(data) > image_limit:
+                send("dropped", reason=f"figure {num} is {len(data)} bytes as PNG, over the {image_limit} byte limit")
+                continue
+            send("image", mime="image/png", data=base64.b64encode(data).decode("ascii"))
+        plt.close("all")
+
+    image_limit = 8 * 1024 * 1024
     sys.displayhook = displayhook
     sys.excepthook = excepthook
+    # Called by the host after each call; kept out of the user's namespace.
+    builtins.__code_sandbox_after__ = flush_figures
 
 
 __code_sandbox_setup()

@@ -27,6 +27,10 @@ use crate::sandbox::{
     SandboxInfo, SandboxStatus,
 };
 
+/// Run after every call: sends open matplotlib figures as PNGs through the door.
+const AFTER_CALL: &str = "__code_sandbox_after__()";
+const AFTER_CALL_TIMEOUT: Duration = Duration::from_secs(20);
+
 pub struct WasmBackend {
     settings: Arc<Settings>,
     runtime: Arc<RuntimeCell>,
@@ -165,7 +169,12 @@ impl Interpreter for WasmBackend {
         };
         sb.busy.store(true, Ordering::SeqCst);
         let fuel = sb.limits.fuel_per_call;
-        let out = session.turn(code, timeout, fuel, &stop).await;
+        let mut out = session.turn(code, timeout, fuel, &stop).await;
+        if out.status.is_ok() {
+            // Figures the code left open come back as images (and are closed).
+            let after = session.turn(AFTER_CALL, AFTER_CALL_TIMEOUT, fuel, &stop).await;
+            out.absorb(after);
+        }
         sb.busy.store(false, Ordering::SeqCst);
         guard.abort();
         let ended = out.status.is_err();

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use super::session::{Ended, TurnOutput};
-use crate::sandbox::{Execution, LimitKind, PyError};
+use crate::sandbox::{Execution, Image, LimitKind, PyError};
 
 /// A message the guest prelude sent through the door.
 #[derive(Deserialize)]
@@ -18,7 +18,17 @@ enum Message {
         value: String,
         traceback: String,
     },
+    Image {
+        mime: String,
+        data: String,
+    },
+    Dropped {
+        reason: String,
+    },
 }
+
+/// Most images one call returns.
+const MAX_IMAGES: usize = 20;
 
 /// Recovers the exception from stderr when the prelude's hook did not report it (the hook
 /// itself failed, or the code replaced `sys.excepthook`).
@@ -106,6 +116,24 @@ pub fn execution(out: TurnOutput, state_lost_before: bool, timeout_s: f64) -> Ex
     for raw in &out.messages {
         match serde_json::from_slice::<Message>(raw) {
             Ok(Message::Result { repr }) => ex.result = Some(repr),
+            Ok(Message::Image { mime, data }) => {
+                use base64::Engine as _;
+                match base64::engine::general_purpose::STANDARD.decode(data.as_bytes()) {
+                    Ok(bytes) if ex.images.len() < MAX_IMAGES && mime == "image/png" => {
+                        ex.images.push(Image {
+                            mime_type: mime,
+                            data: bytes,
+                        })
+                    }
+                    Ok(_) => ex.notes.push(format!(
+                        "An image was dropped: at most {MAX_IMAGES} PNG images per call."
+                    )),
+                    Err(_) => ex
+                        .notes
+                        .push("An image could not be decoded and was dropped.".into()),
+                }
+            }
+            Ok(Message::Dropped { reason }) => ex.notes.push(format!("An image was dropped: {reason}.")),
             Ok(Message::Error {
                 name,
                 value,

@@ -70,6 +70,22 @@ pub struct TurnOutput {
     pub duration: Duration,
 }
 
+impl TurnOutput {
+    /// Folds a follow-up host turn (figure collection) into this one.
+    pub fn absorb(&mut self, after: TurnOutput) {
+        self.messages.extend(after.messages);
+        self.dropped_messages += after.dropped_messages;
+        if !after.stderr.text.is_empty() {
+            self.stderr.text.push_str(&after.stderr.text);
+        }
+        self.stdout.text.push_str(&after.stdout.text);
+        self.duration += after.duration;
+        if let Err(ended) = after.status {
+            self.status = Err(ended);
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("the call's time limit was reached")]
 struct DeadlineReached;

@@ -1,0 +1,82 @@
+//! matplotlib figures come back as PNG image content, once, and never stale.
+
+mod common;
+
+use base64::Engine as _;
+use common::Server;
+use serde_json::json;
+
+fn pngs(r: &rmcp::model::CallToolResult) -> Vec<Vec<u8>> {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_image())
+        .map(|i| {
+            assert_eq!(i.mime_type, "image/png");
+            base64::engine::general_purpose::STANDARD
+                .decode(&i.data)
+                .expect("valid base64")
+        })
+        .collect()
+}
+
+fn png_size(png: &[u8]) -> (u32, u32) {
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
+    assert_eq!(&png[12..16], b"IHDR");
+    let w = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    let h = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    (w, h)
+}
+
+#[tokio::test]
+async fn plots_come_back_as_png_images() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let r = s
+        .call(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3], [1, 4, 9])\nplt.title('squares')\nplt.show()"}),
+        )
+        .await;
+    assert_eq!(r.is_error, Some(false), "{:?}", r.content);
+    let images = pngs(&r);
+    assert_eq!(images.len(), 1);
+    let (w, h) = png_size(&images[0]);
+    assert!(w > 100 && h > 100, "{w}x{h}");
+    assert_eq!(r.structured_content.as_ref().unwrap()["images"], 1);
+
+    let r = s
+        .call(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "fig1 = plt.figure(); plt.plot([1, 2])\nfig2 = plt.figure(); plt.bar(['a', 'b'], [3, 4])"}),
+        )
+        .await;
+    assert_eq!(pngs(&r).len(), 2, "two open figures, two images");
+
+    let r = s
+        .call("execute_code", json!({"sandbox_id": id, "code": "x = 1"}))
+        .await;
+    assert!(pngs(&r).is_empty(), "no stale figure from the last call");
+    let r = s
+        .call(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "len(plt.get_fignums())"}),
+        )
+        .await;
+    assert_eq!(r.structured_content.as_ref().unwrap()["result"], "0");
+
+    // Saving to a file works too, and the file is readable from the host.
+    let (err, v) = s
+        .exec(&id, "plt.figure(); plt.plot([3, 1]); plt.savefig('chart.png'); plt.close('all')\nimport os\nos.path.getsize('chart.png') > 1000")
+        .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], "True");
+    assert_eq!(v["images"], 0, "a closed figure is not sent");
+    let (_, v, _) = s
+        .call_json("read_file", json!({"sandbox_id": id, "file_path": "chart.png"}))
+        .await;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(v["content_base64"].as_str().unwrap())
+        .unwrap();
+    png_size(&bytes);
+    s.stop().await;
+}
