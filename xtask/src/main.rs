@@ -1,5 +1,7 @@
 //! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench`.
 
+mod bench;
+
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -24,6 +26,8 @@ enum Task {
         #[arg(long)]
         metered: bool,
     },
+    /// Measure round trips, start-up and CPU-bound speed; prints a table of medians and ratios.
+    Bench,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -40,6 +44,18 @@ fn main() -> anyhow::Result<()> {
                 install_and_load(&layout, from.as_deref(), true, &progress)?;
             }
             eprintln!("runtime ready under {}", layout.home.display());
+        }
+        Task::Bench => {
+            let settings =
+                Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
+            let status = std::process::Command::new(env!("CARGO"))
+                .args(["build", "--release", "--quiet", "--bin", "mcp-code-sandbox"])
+                .status()?;
+            anyhow::ensure!(status.success(), "building the server failed");
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+            let bin = root.join("target/release/mcp-code-sandbox");
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(bench::run(bin, settings.home_dir()))?;
         }
     }
     Ok(())

@@ -1,0 +1,214 @@
+//! `cargo xtask bench`: medians over many runs, each beside a baseline measured in the same
+//! process, so the ratios mean something on a noisy machine.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use mcp_code_sandbox::runtime::Layout;
+use mcp_code_sandbox::wasm::runtime_cell::install_and_load;
+use mcp_code_sandbox::wasm::session::{Session, SessionConfig};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.3} ms", d.as_secs_f64() * 1e3)
+}
+
+struct Row {
+    what: String,
+    ours: Duration,
+    baseline: Option<(String, Duration)>,
+    runs: usize,
+}
+
+async fn spawn(bin: &Path, home: &Path) -> anyhow::Result<RunningService<RoleClient, ()>> {
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.env("CODE_SANDBOX_HOME", home).env("RUST_LOG", "warn");
+    Ok(().serve(TokioChildProcess::new(cmd)?).await?)
+}
+
+async fn call(c: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> anyhow::Result<Value> {
+    let Value::Object(o) = args else {
+        anyhow::bail!("args")
+    };
+    let r = c
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(o))
+        .await?;
+    if r.is_error == Some(true) {
+        anyhow::bail!("{tool} failed: {:?}", r.content);
+    }
+    Ok(r.structured_content.unwrap_or(Value::Null))
+}
+
+/// Time a Python snippet takes under native CPython, measured inside that interpreter.
+fn native_python(code: &str, runs: usize) -> Option<Duration> {
+    let script = format!(
+        "import time\nts=[]\nfor _ in range({runs}):\n    t=time.perf_counter()\n    {code}\n    ts.append(time.perf_counter()-t)\nts.sort()\nprint(ts[len(ts)//2])"
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .ok()?;
+    let s = String::from_utf8(out.stdout).ok()?;
+    s.trim().parse::<f64>().ok().map(Duration::from_secs_f64)
+}
+
+pub async fn run(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
+    let layout = Layout::new(&home);
+    let interp = install_and_load(&layout, None, false, &|s| eprintln!("runtime: {s}"))?;
+    let mut rows = Vec::new();
+
+    // Baseline: our own host in-process, no protocol: one turn of `1+1` in a live session.
+    let scratch = std::env::temp_dir().join(format!("mcs-bench-{}", std::process::id()));
+    let cfg = SessionConfig {
+        workspace: scratch.join("ws"),
+        tmp: scratch.join("tmp"),
+        site_packages: scratch.join("site"),
+        memory_bytes: 1 << 30,
+        output_bytes: 1 << 20,
+    };
+    for d in [&cfg.workspace, &cfg.tmp, &cfg.site_packages] {
+        std::fs::create_dir_all(d)?;
+    }
+    let cancel = CancellationToken::new();
+    let mut inproc_create = Vec::new();
+    let mut session = None;
+    for _ in 0..30 {
+        let t = Instant::now();
+        let mut s = Session::start(&interp, &cfg).await?;
+        s.turn("1+1", Duration::from_secs(10), None, &cancel).await;
+        inproc_create.push(t.elapsed());
+        session = Some(s);
+    }
+    let mut session = session.expect("a session");
+    let mut inproc_turn = Vec::new();
+    for _ in 0..300 {
+        let t = Instant::now();
+        session.turn("1+1", Duration::from_secs(10), None, &cancel).await;
+        inproc_turn.push(t.elapsed());
+    }
+    let inproc_turn = median(inproc_turn);
+    let inproc_create = median(inproc_create);
+
+    // Server start to first result, warm cache.
+    eprintln!("bench: server start to first result");
+    let mut starts = Vec::new();
+    for _ in 0..10 {
+        let t = Instant::now();
+        let c = spawn(&bin, &home).await?;
+        call(&c, "execute_code", json!({"code": "1+1"})).await?;
+        starts.push(t.elapsed());
+        let _ = c.cancel().await;
+    }
+    rows.push(Row {
+        what: "server start -> first result (warm cache)".into(),
+        ours: median(starts),
+        baseline: None,
+        runs: 10,
+    });
+
+    let c = spawn(&bin, &home).await?;
+    let id = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    eprintln!("bench: execute_code round trips");
+    let mut trips = Vec::new();
+    for _ in 0..300 {
+        let t = Instant::now();
+        call(&c, "execute_code", json!({"sandbox_id": id, "code": "1+1"})).await?;
+        trips.push(t.elapsed());
+    }
+    rows.push(Row {
+        what: "execute_code(\"1+1\") round trip over stdio".into(),
+        ours: median(trips),
+        baseline: Some(("our host, in-process turn".into(), inproc_turn)),
+        runs: 300,
+    });
+
+    eprintln!("bench: create to first result");
+    let mut creates = Vec::new();
+    for _ in 0..30 {
+        let t = Instant::now();
+        let v = call(&c, "create_sandbox", json!({})).await?;
+        let sid = v["sandbox_id"].as_str().unwrap_or_default().to_string();
+        call(&c, "execute_code", json!({"sandbox_id": sid, "code": "1+1"})).await?;
+        creates.push(t.elapsed());
+        call(&c, "close_sandbox", json!({"sandbox_id": sid})).await?;
+    }
+    rows.push(Row {
+        what: "create_sandbox + first result over stdio".into(),
+        ours: median(creates),
+        baseline: Some(("our host, in-process new session + turn".into(), inproc_create)),
+        runs: 30,
+    });
+
+    eprintln!("bench: CPU-bound Python");
+    let cpu = "sum(i*i for i in range(2_000_000))";
+    let mut cpus = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        call(&c, "execute_code", json!({"sandbox_id": id, "code": cpu})).await?;
+        cpus.push(t.elapsed());
+    }
+    rows.push(Row {
+        what: format!("execute_code(\"{cpu}\")"),
+        ours: median(cpus),
+        baseline: native_python(cpu, 5).map(|d| ("native CPython (python3 here)".to_string(), d)),
+        runs: 5,
+    });
+
+    eprintln!("bench: import numpy (fresh sandbox each time)");
+    let mut imports = Vec::new();
+    for _ in 0..5 {
+        let v = call(&c, "create_sandbox", json!({})).await?;
+        let sid = v["sandbox_id"].as_str().unwrap_or_default().to_string();
+        let t = Instant::now();
+        call(
+            &c,
+            "execute_code",
+            json!({"sandbox_id": sid, "code": "import numpy"}),
+        )
+        .await?;
+        imports.push(t.elapsed());
+        call(&c, "close_sandbox", json!({"sandbox_id": sid})).await?;
+    }
+    rows.push(Row {
+        what: "execute_code(\"import numpy\") in a fresh sandbox".into(),
+        ours: median(imports),
+        baseline: None,
+        runs: 5,
+    });
+    let _ = c.cancel().await;
+    let _ = std::fs::remove_dir_all(&scratch);
+
+    println!("| measurement | runs | median | baseline (same run) | baseline median | ratio |");
+    println!("|---|---|---|---|---|---|");
+    for r in rows {
+        match r.baseline {
+            Some((name, b)) => println!(
+                "| {} | {} | {} | {} | {} | {:.2}x |",
+                r.what,
+                r.runs,
+                ms(r.ours),
+                name,
+                ms(b),
+                r.ours.as_secs_f64() / b.as_secs_f64()
+            ),
+            None => println!("| {} | {} | {} | - | - | - |", r.what, r.runs, ms(r.ours)),
+        }
+    }
+    println!(
+        "\nwasi-python's own host: not compared in this run (needs its Python package and wasmtime-py)."
+    );
+    Ok(())
+}
