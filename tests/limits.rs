@@ -60,7 +60,7 @@ async fn memory_bomb_is_a_memory_error_and_the_session_survives() {
     let s = Server::start().await;
     let id = s.create_with(json!({"memory_mb": 256})).await;
     s.exec(&id, "survivor = 'yes'").await;
-    let (err, v) = s.exec(&id, "b = bytearray(2 * 1024**3)").await;
+    let (err, v) = s.exec(&id, "b = bytearray(1024**3)").await;
     assert!(err);
     assert_eq!(v["error"]["name"], "MemoryError");
     assert_eq!(v["limit"], "memory");

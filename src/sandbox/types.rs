@@ -44,11 +44,17 @@ pub struct SandboxStatus {
     pub limits: Limits,
 }
 
-#[derive(Clone, Debug, Default)]
+/// Called about once a second while a call runs: seconds elapsed, and the last line of
+/// output so far.
+pub type ProgressFn = std::sync::Arc<dyn Fn(f64, String) + Send + Sync>;
+
+#[derive(Clone, Default)]
 pub struct ExecOptions {
     pub timeout: Option<std::time::Duration>,
     /// Fires when the client cancels the call.
     pub cancel: Option<tokio_util::sync::CancellationToken>,
+    /// Progress reports, when the client asked for them.
+    pub progress: Option<ProgressFn>,
 }
 
 /// Which limit stopped a call.

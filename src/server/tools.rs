@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use rmcp::model::{CallToolResult, JsonObject};
-use rmcp::{ErrorData, tool, tool_router};
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, RequestMetaObject};
+use rmcp::{ErrorData, Peer, RoleServer, tool, tool_router};
 use tokio_util::sync::CancellationToken;
 
 use super::SandboxServer;
@@ -15,7 +17,7 @@ use super::reply::{exec_reply, fail, input_schema, ok, output_schema, parse};
 use super::upload;
 use crate::config::MAX_TIMEOUT;
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{CreateOptions, ExecOptions, SandboxError, SandboxStatus};
+use crate::sandbox::{CreateOptions, ExecOptions, ProgressFn, SandboxError, SandboxStatus};
 
 type ToolResult = Result<CallToolResult, ErrorData>;
 
@@ -59,6 +61,23 @@ fn check_code(code: &str) -> Result<(), SandboxError> {
         )));
     }
     Ok(())
+}
+
+/// Sends MCP progress notifications when the client gave a progress token.
+fn progress_reporter(meta: &RequestMetaObject, peer: &Peer<RoleServer>) -> Option<ProgressFn> {
+    let token = meta.get_progress_token()?;
+    let peer = peer.clone();
+    Some(Arc::new(move |elapsed: f64, last_line: String| {
+        let mut message = format!("running for {elapsed:.0} s");
+        if !last_line.is_empty() {
+            message.push_str(&format!("; last output: {last_line}"));
+        }
+        let param = ProgressNotificationParam::new(token.clone(), elapsed).with_message(message);
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let _ = peer.notify_progress(param).await;
+        });
+    }))
 }
 
 fn status_text(s: &SandboxStatus) -> String {
@@ -170,7 +189,13 @@ impl SandboxServer {
         input_schema = input_schema::<ExecuteCodeArgs>(),
         output_schema = output_schema::<ExecResult>()
     )]
-    async fn execute_code(&self, args: JsonObject, ct: CancellationToken) -> ToolResult {
+    async fn execute_code(
+        &self,
+        args: JsonObject,
+        ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> ToolResult {
         let a: ExecuteCodeArgs = attempt!(parse("execute_code", args));
         attempt!(check_code(&a.code));
         let timeout = attempt!(timeout_arg(a.timeout_seconds));
@@ -182,7 +207,8 @@ impl SandboxServer {
                     &a.code,
                     ExecOptions {
                         timeout,
-                        cancel: Some(ct)
+                        cancel: Some(ct),
+                        progress: progress_reporter(&meta, &peer),
                     }
                 )
                 .await
@@ -229,7 +255,13 @@ impl SandboxServer {
         input_schema = input_schema::<CreateRunCloseArgs>(),
         output_schema = output_schema::<ExecResult>()
     )]
-    async fn create_run_close(&self, args: JsonObject, ct: CancellationToken) -> ToolResult {
+    async fn create_run_close(
+        &self,
+        args: JsonObject,
+        ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> ToolResult {
         let a: CreateRunCloseArgs = attempt!(parse("create_run_close", args));
         attempt!(check_code(&a.code));
         let timeout = attempt!(timeout_arg(a.timeout_seconds));
@@ -243,6 +275,7 @@ impl SandboxServer {
                 ExecOptions {
                     timeout,
                     cancel: Some(ct),
+                    progress: progress_reporter(&meta, &peer),
                 },
             )
             .await;

@@ -30,6 +30,8 @@ use crate::sandbox::{
 /// Run after every call: sends open matplotlib figures as PNGs through the door.
 const AFTER_CALL: &str = "__code_sandbox_after__()";
 const AFTER_CALL_TIMEOUT: Duration = Duration::from_secs(20);
+/// How often a long call reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 pub struct WasmBackend {
     settings: Arc<Settings>,
@@ -169,7 +171,22 @@ impl Interpreter for WasmBackend {
         };
         sb.busy.store(true, Ordering::SeqCst);
         let fuel = sb.limits.fuel_per_call;
+        let ticker = opts.progress.clone().map(|report| {
+            let (stdout, _) = session.live_output();
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let mut tick =
+                    tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+                loop {
+                    tick.tick().await;
+                    report(started.elapsed().as_secs_f64(), stdout.last_line());
+                }
+            })
+        });
         let mut out = session.turn(code, timeout, fuel, &stop).await;
+        if let Some(t) = ticker {
+            t.abort();
+        }
         if out.status.is_ok() {
             // Figures the code left open come back as images (and are closed).
             let after = session.turn(AFTER_CALL, AFTER_CALL_TIMEOUT, fuel, &stop).await;

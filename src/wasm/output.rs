@@ -82,6 +82,25 @@ impl Capture {
         self.lock().total
     }
 
+    /// The last complete or partial line written so far (at most 200 characters).
+    pub fn last_line(&self) -> String {
+        let b = self.lock();
+        let bytes: Vec<u8> = if b.tail.is_empty() {
+            b.head.clone()
+        } else {
+            b.tail.iter().copied().collect()
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let line = text.trim_end_matches('\n').rsplit('\n').next().unwrap_or("");
+        line.chars()
+            .rev()
+            .take(200)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect()
+    }
+
     /// Takes what was written so far and starts afresh for the next call.
     pub fn take(&self) -> Captured {
         let mut b = self.lock();
