@@ -71,12 +71,65 @@ async fn plots_come_back_as_png_images() {
     assert!(!err, "{v}");
     assert_eq!(v["result"], "True");
     assert_eq!(v["images"], 0, "a closed figure is not sent");
-    let (_, v, _) = s
-        .call_json("read_file", json!({"sandbox_id": id, "file_path": "chart.png"}))
+    let r = s
+        .call("read_file", json!({"sandbox_id": id, "file_path": "chart.png"}))
         .await;
+    let v = r.structured_content.clone().unwrap();
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(v["content_base64"].as_str().unwrap())
         .unwrap();
     png_size(&bytes);
+    assert_eq!(
+        pngs(&r),
+        vec![bytes.clone()],
+        "read_file shows a PNG as an image too"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn sandbox_files_are_resources() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    s.exec(&id, "import os\nos.makedirs('out', exist_ok=True)\nopen('out/table.csv', 'w').write('a,b\\n1,2\\n')\nopen('blob.bin', 'wb').write(bytes(range(256)))").await;
+    let listed = s.client.list_all_resources().await.expect("resources/list");
+    let uris: Vec<String> = listed.iter().map(|r| r.uri.clone()).collect();
+    let csv_uri = format!("sandbox://{id}/out/table.csv");
+    assert!(uris.contains(&csv_uri), "{uris:?}");
+    assert!(uris.contains(&format!("sandbox://{id}/blob.bin")), "{uris:?}");
+    let csv = listed.iter().find(|r| r.uri == csv_uri).unwrap();
+    assert_eq!(csv.mime_type.as_deref(), Some("text/csv"));
+    assert_eq!(csv.size, Some(8));
+
+    let read = s
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(csv_uri.clone()))
+        .await
+        .unwrap();
+    match &read.contents[0] {
+        rmcp::model::ResourceContents::TextResourceContents { text, .. } => assert_eq!(text, "a,b\n1,2\n"),
+        other => panic!("expected text, got {other:?}"),
+    }
+    let read = s
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+            "sandbox://{id}/blob.bin"
+        )))
+        .await
+        .unwrap();
+    match &read.contents[0] {
+        rmcp::model::ResourceContents::BlobResourceContents { blob, .. } => {
+            let bytes = base64::engine::general_purpose::STANDARD.decode(blob).unwrap();
+            assert_eq!(bytes, (0..=255u8).collect::<Vec<u8>>());
+        }
+        other => panic!("expected a blob, got {other:?}"),
+    }
+    let bad = s
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(format!(
+            "sandbox://{id}/../../etc/passwd"
+        )))
+        .await;
+    assert!(bad.is_err(), "an escaping resource URI is refused");
     s.stop().await;
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, RequestMetaObject};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ProgressNotificationParam, RequestMetaObject};
 use rmcp::{ErrorData, Peer, RoleServer, tool, tool_router};
 use tokio_util::sync::CancellationToken;
 
@@ -14,7 +14,7 @@ use super::SandboxServer;
 use super::args::*;
 use super::outputs::*;
 use super::reply::{exec_reply, fail, input_schema, ok, output_schema, parse};
-use super::upload;
+use super::{mime, resources, upload};
 use crate::config::MAX_TIMEOUT;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{CreateOptions, ExecOptions, ProgressFn, SandboxError, SandboxStatus};
@@ -342,16 +342,27 @@ impl SandboxServer {
                 )
             }
         };
-        Ok(ok(
+        let mime = mime::guess(&path.relative());
+        let image = content_base64.clone().filter(|_| mime::is_image(mime));
+        let mut reply = ok(
             &ReadResult {
-                sandbox_id: id,
+                sandbox_id: id.clone(),
                 path: path.relative(),
                 size,
                 content,
                 content_base64,
             },
             text,
-        ))
+        );
+        if let Some(b64) = image {
+            // Pictures are shown as pictures, and named as a resource the client can reopen.
+            reply.content.push(ContentBlock::image(b64, mime));
+            reply.content.push(ContentBlock::text(format!(
+                "resource: {}",
+                resources::uri(&id, &path.relative())
+            )));
+        }
+        Ok(reply)
     }
 
     #[tool(
