@@ -10,3 +10,4 @@ pub mod runtime;
 pub mod sandbox;
 pub mod server;
 pub mod wasm;
+pub mod wheels;

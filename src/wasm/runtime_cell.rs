@@ -49,6 +49,10 @@ pub fn install_and_load(
     let files = runtime::install(layout, from, progress)?;
     progress(Stage::Compiling);
     let interp = Interpreter::load(layout, files, metered)?;
+    // The wheel cache is a convenience: without it the interpreter still works.
+    if let Err(e) = crate::wheels::catalog::fetch(layout, &|m| tracing::info!("wheels: {m}")) {
+        tracing::warn!("the package cache could not be filled ({e}); install_package will offer less");
+    }
     progress(Stage::Ready);
     Ok(interp)
 }

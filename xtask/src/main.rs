@@ -26,6 +26,8 @@ enum Task {
         #[arg(long)]
         metered: bool,
     },
+    /// Download and verify the pinned pure-Python wheels for install_package (fetch-runtime does this too).
+    FetchWheels,
     /// Measure round trips, start-up and CPU-bound speed; prints a table of medians and ratios.
     Bench,
 }
@@ -44,6 +46,13 @@ fn main() -> anyhow::Result<()> {
                 install_and_load(&layout, from.as_deref(), true, &progress)?;
             }
             eprintln!("runtime ready under {}", layout.home.display());
+        }
+        Task::FetchWheels => {
+            let settings =
+                Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
+            let layout = Layout::new(settings.home_dir());
+            let n = mcp_code_sandbox::wheels::catalog::fetch(&layout, &|m| eprintln!("{m}"))?;
+            eprintln!("{n} wheels fetched; cache at {}", layout.wheels_dir().display());
         }
         Task::Bench => {
             let settings =

@@ -1,0 +1,135 @@
+//! The pinned wheel list (`runtime/wheels.toml`) and fetching it with pip by name and version.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+use super::WheelError;
+use crate::runtime::Layout;
+
+#[derive(Debug, Deserialize)]
+pub struct Pinned {
+    pub name: String,
+    pub version: String,
+    pub file: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Catalog {
+    wheel: Vec<Pinned>,
+}
+
+const WHEELS_TOML: &str = include_str!("../../runtime/wheels.toml");
+
+pub fn pinned() -> &'static [Pinned] {
+    static C: OnceLock<Catalog> = OnceLock::new();
+    // Part of the source tree, checked by a unit test: a parse failure is a build defect.
+    &C.get_or_init(|| toml::from_str(WHEELS_TOML).expect("runtime/wheels.toml is valid"))
+        .wheel
+}
+
+fn verified(path: &Path, p: &Pinned) -> bool {
+    crate::runtime::file_digest(path)
+        .map(|(sha, _)| sha == p.sha256)
+        .unwrap_or(false)
+}
+
+/// Downloads the pinned wheels that are missing, verifies each, and stores them in `wheels/`.
+/// Returns how many were fetched. A wheel whose digest differs is deleted, never kept.
+pub fn fetch(layout: &Layout, progress: &dyn Fn(String)) -> Result<usize, WheelError> {
+    let dir = layout.wheels_dir();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| WheelError::Fetch(format!("creating {}: {e}", dir.display())))?;
+    let missing: Vec<&Pinned> = pinned()
+        .iter()
+        .filter(|p| !verified(&dir.join(&p.file), p))
+        .collect();
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    progress(format!("downloading {} pinned wheels with pip", missing.len()));
+    let staging: PathBuf = dir.join(format!(".pip-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&staging).map_err(|e| WheelError::Fetch(e.to_string()))?;
+    let python = std::env::var("PYTHON")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "python3".into());
+    let out = Command::new(python)
+        // The target is CPython 3.15 on WASI: ask for pure wheels for it, whatever the host runs.
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+        ])
+        .args([
+            "--python-version",
+            "3.15",
+            "--implementation",
+            "cp",
+            "--abi",
+            "none",
+            "--platform",
+            "any",
+            "-d",
+        ])
+        .arg(&staging)
+        .args(missing.iter().map(|p| format!("{}=={}", p.name, p.version)))
+        .stdin(std::process::Stdio::null())
+        .output();
+    let result = match out {
+        Err(e) => Err(WheelError::Fetch(format!("could not run pip: {e}"))),
+        Ok(o) if !o.status.success() => Err(WheelError::Fetch(format!(
+            "pip failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .rev()
+                .take(4)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ))),
+        Ok(_) => {
+            let mut bad = Vec::new();
+            for p in &missing {
+                let got = staging.join(&p.file);
+                if verified(&got, p) {
+                    let _ = std::fs::rename(&got, dir.join(&p.file));
+                } else {
+                    bad.push(p.file.clone());
+                }
+            }
+            if bad.is_empty() {
+                Ok(missing.len())
+            } else {
+                Err(WheelError::Fetch(format!(
+                    "these downloads did not match their pinned SHA-256 and were discarded: {}",
+                    bad.join(", ")
+                )))
+            }
+        }
+    };
+    let _ = std::fs::remove_dir_all(&staging);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_catalog_pins_at_least_thirty_pure_wheels() {
+        let p = super::pinned();
+        assert!(p.len() >= 30);
+        for w in p {
+            assert_eq!(w.sha256.len(), 64, "{}", w.name);
+            assert!(
+                crate::wheels::index::parse_file_name(&w.file).is_some_and(|(_, _, pure)| pure),
+                "{}",
+                w.file
+            );
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Packages for wasm sandboxes: pure-Python wheels from a pinned local cache, resolved and
+//! unpacked on the host into one sandbox's site-packages. Nothing here touches the network at
+//! run time; [`catalog::fetch`] fills the cache ahead of time with pip.
+
+pub mod catalog;
+pub mod index;
+pub mod install;
+pub mod resolve;
+pub mod unpack;
+
+/// PEP 503 normal form: lowercase, runs of `-`, `_`, `.` become one `-`.
+pub fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut sep = false;
+    for c in name.chars() {
+        if matches!(c, '-' | '_' | '.') {
+            sep = true;
+        } else {
+            if sep && !out.is_empty() {
+                out.push('-');
+            }
+            sep = false;
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WheelError {
+    #[error(
+        "'{0}' is not a plain package name. Give a name like 'tabulate' (optionally with a version, like 'rich>=13'); paths and URLs are not accepted"
+    )]
+    BadName(String),
+    #[error("no package named '{name}' is in the local wheel cache.{hint}")]
+    Unknown { name: String, hint: String },
+    #[error(
+        "'{0}' exists only as compiled (platform-specific) wheels, and compiled extensions cannot load in the WebAssembly sandbox. Look for a pure-Python alternative"
+    )]
+    NativeOnly(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("wheel {file} was refused: {reason}. Nothing was installed")]
+    Unsafe { file: String, reason: String },
+    #[error("wheel {file} is unreadable: {reason}")]
+    Broken { file: String, reason: String },
+    #[error("could not install: {context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Fetch(String),
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn normalizes_per_pep_503() {
+        assert_eq!(super::normalize("Friendly-Bard"), "friendly-bard");
+        assert_eq!(super::normalize("FRIENDLY__bard"), "friendly-bard");
+        assert_eq!(super::normalize("friendly.bard"), "friendly-bard");
+        assert_eq!(super::normalize("jaraco_functools"), "jaraco-functools");
+    }
+}
