@@ -78,6 +78,14 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_MAX_SANDBOXES", default_value_t = 32)]
     pub max_sandboxes: usize,
 
+    /// Most tool calls running code at once (across sandboxes).
+    #[arg(long, env = "CODE_SANDBOX_MAX_CONCURRENT_CALLS", default_value_t = 8)]
+    pub max_concurrent_calls: usize,
+
+    /// Seconds a sandbox may sit unused before it is closed (0 = never; default 30 minutes).
+    #[arg(long, env = "CODE_SANDBOX_IDLE_SECONDS", default_value_t = 1800)]
+    pub idle_seconds: u64,
+
     /// E2B API key, for the `e2b` backend.
     #[arg(long, env = "E2B_API_KEY", hide_env_values = true)]
     pub e2b_api_key: Option<String>,

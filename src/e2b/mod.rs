@@ -1,16 +1,369 @@
-//! The remote E2B backend.
+//! The remote E2B backend: full Linux sandboxes in E2B's cloud behind the same two traits, so
+//! the ten tools behave the same way on either backend.
 
-use std::sync::Arc;
+mod client;
+mod stream;
 
-use crate::config::Settings;
-use crate::sandbox::SandboxError;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-pub struct E2bBackend;
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+pub use self::client::{Client, E2bError, Remote};
+use self::stream::Collector;
+use crate::config::{MAX_TIMEOUT, Settings};
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{
+    CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter, LimitKind, Limits,
+    Package, PyError, SandboxError, SandboxFiles, SandboxInfo, SandboxStatus,
+};
+
+/// How long an idle E2B sandbox lives; every use extends it again.
+const LIFETIME_S: u64 = 15 * 60;
+
+impl From<E2bError> for SandboxError {
+    fn from(e: E2bError) -> Self {
+        SandboxError::Backend(e.to_string())
+    }
+}
+
+struct Entry {
+    remote: Remote,
+    created_at: chrono::DateTime<chrono::Utc>,
+    executions: AtomicU64,
+    limits: Limits,
+}
+
+struct State {
+    map: HashMap<String, Arc<Entry>>,
+    order: Vec<String>,
+}
+
+pub struct E2bBackend {
+    client: Client,
+    settings: Arc<Settings>,
+    state: Arc<Mutex<State>>,
+}
 
 impl E2bBackend {
-    pub fn build(_settings: Arc<Settings>) -> Result<Arc<dyn crate::sandbox::Interpreter>, SandboxError> {
-        Err(SandboxError::Unsupported(
-            "the e2b backend is not built yet; unset INTERPRETER_TYPE to use the local wasm backend".into(),
-        ))
+    pub fn build(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxError> {
+        let client = Client::from_settings(&settings)?;
+        Ok(Arc::new(E2bBackend {
+            client,
+            settings,
+            state: Arc::new(Mutex::new(State {
+                map: HashMap::new(),
+                order: Vec::new(),
+            })),
+        }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn entry(&self, id: &str) -> Result<Arc<Entry>, SandboxError> {
+        self.lock()
+            .map
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))
+    }
+
+    /// Runs code and collects the stream, bounded by `timeout` and the client's cancellation.
+    async fn run(
+        &self,
+        e: &Entry,
+        code: &str,
+        timeout: Duration,
+        opts: &ExecOptions,
+    ) -> Result<Execution, SandboxError> {
+        let started = std::time::Instant::now();
+        let mut collector = Collector::new(self.settings.output_limit_bytes);
+        let cancel = opts.cancel.clone().unwrap_or_default();
+        let work = async {
+            let resp = self.client.execute(&e.remote, code).await?;
+            let mut body = resp.bytes_stream();
+            while let Some(chunk) = body.next().await {
+                match chunk {
+                    Ok(bytes) => collector.feed(&bytes).map_err(E2bError::Protocol)?,
+                    // The connection broke: whatever arrived is kept, and finish() says it was cut.
+                    Err(_) => break,
+                }
+                if collector.ended {
+                    break;
+                }
+            }
+            Ok::<(), E2bError>(())
+        };
+        let outcome = tokio::select! {
+            _ = cancel.cancelled() => Some("cancelled"),
+            r = tokio::time::timeout(timeout, work) => match r {
+                Err(_) => Some("timeout"),
+                Ok(Err(e)) => return Err(e.into()),
+                Ok(Ok(())) => None,
+            },
+        };
+        let mut ex = collector.finish();
+        match outcome {
+            Some("timeout") => {
+                ex.limit = Some(LimitKind::Timeout);
+                ex.error = Some(PyError {
+                    name: "TimeoutError".into(),
+                    value: format!(
+                        "no answer within {:.0} s; the remote code may still be running",
+                        timeout.as_secs_f64()
+                    ),
+                    traceback: String::new(),
+                });
+            }
+            Some(_) => {
+                ex.error = Some(PyError {
+                    name: "Cancelled".into(),
+                    value: "the call was cancelled; the remote code may still be running".into(),
+                    traceback: String::new(),
+                });
+            }
+            None => {}
+        }
+        ex.duration_ms = started.elapsed().as_millis() as u64;
+        Ok(ex)
+    }
+
+    fn guest_path(path: &WorkspacePath) -> String {
+        path.guest()
+    }
+}
+
+#[async_trait]
+impl Interpreter for E2bBackend {
+    fn backend(&self) -> &'static str {
+        "e2b"
+    }
+
+    async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
+        if self.lock().map.len() >= self.settings.max_sandboxes {
+            return Err(SandboxError::Capacity {
+                open: self.settings.max_sandboxes,
+            });
+        }
+        let remote = self.client.create(LIFETIME_S).await?;
+        let limits = Limits {
+            timeout_seconds: opts
+                .timeout_seconds
+                .unwrap_or(self.settings.default_timeout().as_secs())
+                .clamp(1, MAX_TIMEOUT.as_secs()),
+            memory_mb: opts.memory_mb.unwrap_or(0),
+            output_bytes: self.settings.output_limit_bytes as u64,
+            fuel_per_call: None,
+        };
+        let id = remote.id.clone();
+        let entry = Arc::new(Entry {
+            remote,
+            created_at: chrono::Utc::now(),
+            executions: AtomicU64::new(0),
+            limits: limits.clone(),
+        });
+        let mut st = self.lock();
+        st.map.insert(id.clone(), entry);
+        st.order.push(id.clone());
+        Ok(SandboxInfo {
+            sandbox_id: id,
+            backend: "e2b".into(),
+            python_version: "3 (E2B code interpreter)".into(),
+            workspace: crate::sandbox::paths::WORKSPACE.into(),
+            limits,
+        })
+    }
+
+    async fn close(&self, id: &str) -> Result<(), SandboxError> {
+        let e = {
+            let mut st = self.lock();
+            st.order.retain(|x| x != id);
+            st.map
+                .remove(id)
+                .ok_or_else(|| SandboxError::NotFound(id.to_string()))?
+        };
+        self.client.kill(&e.remote.id).await?;
+        Ok(())
+    }
+
+    async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
+        let e = self.entry(id)?;
+        let state = self.client.state(&e.remote.id).await?;
+        Ok(SandboxStatus {
+            sandbox_id: id.to_string(),
+            state,
+            created_at: e.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            executions: e.executions.load(Ordering::SeqCst),
+            disk_bytes: 0,
+            limits: e.limits.clone(),
+        })
+    }
+
+    async fn list(&self) -> Vec<SandboxStatus> {
+        let ids: Vec<String> = self.lock().order.clone();
+        let mut out = Vec::new();
+        for id in ids {
+            if let Ok(s) = self.status(&id).await {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    async fn most_recent(&self) -> Option<String> {
+        self.lock().order.last().cloned()
+    }
+
+    async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
+        let e = self.entry(id)?;
+        // Keep the sandbox alive while it is used; a sandbox that is already gone says so here.
+        self.client.extend(&e.remote.id, LIFETIME_S).await?;
+        let timeout = opts
+            .timeout
+            .unwrap_or(Duration::from_secs(e.limits.timeout_seconds))
+            .min(MAX_TIMEOUT);
+        let ex = self.run(&e, code, timeout, &opts).await?;
+        e.executions.fetch_add(1, Ordering::SeqCst);
+        Ok(ex)
+    }
+
+    async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
+        // Only plain names reach the remote shell.
+        let req =
+            crate::wheels::resolve::parse_request(name).map_err(|e| SandboxError::Package(e.to_string()))?;
+        let spec = req.to_string();
+        if spec.contains(['\'', '"', '`', '$', '\n']) {
+            return Err(SandboxError::Package(format!(
+                "'{name}' is not a plain package name"
+            )));
+        }
+        let e = self.entry(id)?;
+        self.client.extend(&e.remote.id, LIFETIME_S).await?;
+        // Through the kernel, so the package lands where the kernel imports from.
+        let code = format!("%pip install --disable-pip-version-check '{spec}'");
+        let ex = self.run(&e, &code, MAX_TIMEOUT, &ExecOptions::default()).await?;
+        if let Some(err) = ex.error {
+            return Err(SandboxError::Package(format!(
+                "pip failed: {}: {}\n{}",
+                err.name, err.value, ex.stderr
+            )));
+        }
+        let installed: Vec<Package> = ex
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("Successfully installed "))
+            .flat_map(|l| l.split_whitespace())
+            .filter_map(|p| p.rsplit_once('-'))
+            .map(|(n, v)| Package {
+                name: crate::wheels::normalize(n),
+                version: v.to_string(),
+            })
+            .collect();
+        if installed.is_empty() && !ex.stdout.contains("Requirement already satisfied") {
+            return Err(SandboxError::Package(format!(
+                "pip did not install '{name}':\n{}{}",
+                ex.stdout, ex.stderr
+            )));
+        }
+        Ok(InstallOutcome {
+            already_available: installed.is_empty(),
+            installed,
+            available: None,
+            built_in: None,
+        })
+    }
+
+    fn files(&self) -> &dyn SandboxFiles {
+        self
+    }
+
+    async fn shutdown(&self) {
+        let ids: Vec<String> = self.lock().order.clone();
+        for id in ids {
+            let _ = self.close(&id).await;
+        }
+    }
+}
+
+fn entry_kind(t: &str) -> &'static str {
+    match t {
+        "FILE_TYPE_FILE" => "file",
+        "FILE_TYPE_DIRECTORY" => "directory",
+        "FILE_TYPE_SYMLINK" => "symlink",
+        _ => "other",
+    }
+}
+
+#[async_trait]
+impl SandboxFiles for E2bBackend {
+    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+        let e = self.entry(id)?;
+        let v = self
+            .client
+            .filesystem(
+                &e.remote,
+                "ListDir",
+                json!({"path": Self::guest_path(path), "depth": 1}),
+            )
+            .await
+            .map_err(|err| match err {
+                E2bError::Gone(404) => SandboxError::FileNotFound {
+                    path: path.relative(),
+                },
+                other => other.into(),
+            })?;
+        let mut out: Vec<FileEntry> = v
+            .get("entries")
+            .and_then(Value::as_array)
+            .map(|a| a.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .map(|en| {
+                let name = en.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                FileEntry {
+                    path: path.join(&name).relative(),
+                    kind: entry_kind(en.get("type").and_then(Value::as_str).unwrap_or("")).into(),
+                    size: match en.get("size") {
+                        Some(Value::String(s)) => s.parse().unwrap_or(0),
+                        Some(Value::Number(n)) => n.as_u64().unwrap_or(0),
+                        _ => 0,
+                    },
+                    name,
+                }
+            })
+            .collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    async fn read(&self, id: &str, path: &WorkspacePath) -> Result<Vec<u8>, SandboxError> {
+        let e = self.entry(id)?;
+        self.client
+            .read_file(&e.remote, &Self::guest_path(path))
+            .await
+            .map_err(|err| match err {
+                E2bError::Gone(404) => SandboxError::FileNotFound {
+                    path: path.relative(),
+                },
+                E2bError::Status { status: 400, .. } => SandboxError::IsDirectory {
+                    path: path.relative(),
+                },
+                other => other.into(),
+            })
+    }
+
+    async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
+        let e = self.entry(id)?;
+        let n = bytes.len() as u64;
+        self.client
+            .write_file(&e.remote, &Self::guest_path(path), bytes)
+            .await?;
+        Ok(n)
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod factory;
 pub mod paths;
+pub mod text_cap;
 mod types;
 
 pub use types::*;

@@ -135,6 +135,8 @@ pub enum SandboxError {
     Expired(String),
     #[error("{open} sandboxes are open, the most allowed. Close one with close_sandbox, then try again")]
     Capacity { open: usize },
+    #[error("{0}")]
+    CallCapacity(String),
     #[error("sandbox '{0}' is busy with another call; wait for it to finish, or use another sandbox")]
     Busy(String),
     #[error("the Python runtime is not ready yet: {0}")]

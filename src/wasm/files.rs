@@ -32,6 +32,7 @@ impl WasmFiles {
 
     fn root(&self, id: &str) -> Result<Dir, SandboxError> {
         let sb = self.registry.get(id)?;
+        sb.touch();
         Dir::open_ambient_dir(&sb.dirs.workspace, ambient_authority())
             .map_err(SandboxError::io("could not open the sandbox's workspace"))
     }

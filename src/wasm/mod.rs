@@ -36,6 +36,8 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 pub struct WasmBackend {
     settings: Arc<Settings>,
+    /// Bounds the calls running code at once, across sandboxes.
+    calls: Arc<tokio::sync::Semaphore>,
     runtime: Arc<RuntimeCell>,
     registry: Arc<Registry>,
     files: WasmFiles,
@@ -46,9 +48,27 @@ impl WasmBackend {
     pub fn new(settings: Arc<Settings>) -> Result<Self, SandboxError> {
         let layout = Layout::new(settings.home_dir());
         let registry = Arc::new(Registry::new(layout.clone(), settings.max_sandboxes)?);
+        registry.clean_leftovers();
         let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0);
         runtime.start();
+        if settings.idle_seconds > 0 {
+            let idle = Duration::from_secs(settings.idle_seconds);
+            let weak = Arc::downgrade(&registry);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(
+                    Duration::from_secs(30)
+                        .min(idle / 2)
+                        .max(Duration::from_millis(200)),
+                );
+                loop {
+                    tick.tick().await;
+                    let Some(r) = weak.upgrade() else { break };
+                    r.reap_idle(idle).await;
+                }
+            });
+        }
         Ok(WasmBackend {
+            calls: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_calls.max(1))),
             files: WasmFiles::new(registry.clone()),
             settings,
             runtime,
@@ -142,6 +162,12 @@ impl Interpreter for WasmBackend {
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
         let sb = self.registry.get(id)?;
         let interp = self.runtime.get().await?;
+        let _permit = self.calls.clone().try_acquire_owned().map_err(|_| {
+            SandboxError::CallCapacity(format!(
+                "{} calls are already running code, the most allowed; wait for one to finish (or raise CODE_SANDBOX_MAX_CONCURRENT_CALLS)",
+                self.settings.max_concurrent_calls
+            ))
+        })?;
         let timeout = opts
             .timeout
             .unwrap_or(Duration::from_secs(sb.limits.timeout_seconds))

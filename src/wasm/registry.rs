@@ -44,6 +44,10 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
+    pub fn idle_for(&self) -> std::time::Duration {
+        self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+    }
+
     pub fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
@@ -98,6 +102,8 @@ pub fn disk_usage(root: &Path) -> u64 {
 
 struct Inner {
     map: HashMap<String, Arc<Sandbox>>,
+    /// Ids closed for sitting idle, so a later call can say why they are gone.
+    expired: std::collections::HashSet<String>,
     /// Ids in creation order, for "the most recent open sandbox".
     order: Vec<String>,
 }
@@ -106,6 +112,22 @@ pub struct Registry {
     layout: Layout,
     max: usize,
     inner: Mutex<Inner>,
+}
+
+const OWNER: &str = "owner.pid";
+
+fn process_alive(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        // Signal 0 checks existence without sending anything.
+        let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
 }
 
 fn new_id() -> String {
@@ -131,6 +153,7 @@ impl Registry {
             max: max.max(1),
             inner: Mutex::new(Inner {
                 map: HashMap::new(),
+                expired: Default::default(),
                 order: Vec::new(),
             }),
         })
@@ -164,6 +187,8 @@ impl Registry {
                 return Err(e);
             }
         }
+        // Stamped with our pid, so a later server can tell our folders from a dead one's.
+        let _ = std::fs::write(dirs.scratch.join(OWNER), std::process::id().to_string());
         let sb = Arc::new(Sandbox {
             id: id.clone(),
             dirs,
@@ -187,11 +212,63 @@ impl Registry {
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
-        self.lock()
-            .map
-            .get(id)
-            .cloned()
-            .ok_or_else(|| SandboxError::NotFound(id.to_string()))
+        let inner = self.lock();
+        match inner.map.get(id) {
+            Some(sb) => Ok(sb.clone()),
+            None if inner.expired.contains(id) => Err(SandboxError::Expired(id.to_string())),
+            None => Err(SandboxError::NotFound(id.to_string())),
+        }
+    }
+
+    /// Closes sandboxes unused for longer than `idle` (none busy).
+    pub async fn reap_idle(&self, idle: std::time::Duration) {
+        let stale: Vec<String> = self
+            .all()
+            .into_iter()
+            .filter(|sb| !sb.busy.load(Ordering::SeqCst) && sb.idle_for() >= idle)
+            .map(|sb| sb.id.clone())
+            .collect();
+        for id in stale {
+            tracing::info!("closing sandbox {id}: idle for over {} s", idle.as_secs());
+            if self.close(&id).await.is_ok() {
+                self.lock().expired.insert(id);
+            }
+        }
+    }
+
+    /// Removes sandbox folders left by a server that is no longer running (a crash or kill -9).
+    pub fn clean_leftovers(&self) {
+        let Ok(rd) = std::fs::read_dir(self.layout.sandboxes_dir()) else {
+            return;
+        };
+        for entry in rd.flatten() {
+            let id = entry.file_name().to_string_lossy().into_owned();
+            if !id.starts_with("sbx-") || self.lock().map.contains_key(&id) {
+                continue;
+            }
+            let scratch = self.layout.scratch_dir().join(&id);
+            let owner = std::fs::read_to_string(scratch.join(OWNER))
+                .ok()
+                .and_then(|s| s.trim().parse::<u32>().ok());
+            let orphan = match owner {
+                Some(pid) => !process_alive(pid),
+                // A folder a starting server has not stamped yet is left for a minute.
+                None => entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .map(|t| t.elapsed().unwrap_or_default().as_secs() > 60)
+                    .unwrap_or(false),
+            };
+            if orphan {
+                tracing::info!("removing {id}, left by a server that is gone");
+                remove_dirs(&Dirs {
+                    workspace: entry.path(),
+                    tmp: scratch.join("tmp"),
+                    site_packages: scratch.join("site-packages"),
+                    scratch,
+                });
+            }
+        }
     }
 
     pub fn all(&self) -> Vec<Arc<Sandbox>> {

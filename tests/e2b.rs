@@ -1,0 +1,580 @@
+//! The e2b backend against a local fake of E2B's HTTP API (E2B itself is not reachable here).
+//! The fake speaks the documented protocol: JSON control plane with X-API-KEY, NDJSON
+//! execution stream, envd's file API and Connect-JSON filesystem RPCs, and it checks the
+//! headers the SDKs send, recording every violation.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine as _;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+const KEY: &str = "e2b_0123456789abcdef";
+const PNG_1X1: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+#[derive(Default)]
+struct Fake {
+    sandboxes: HashMap<String, String>,
+    files: HashMap<String, Vec<u8>>,
+    violations: Vec<String>,
+    seen: Vec<String>,
+    next: u32,
+}
+
+type Shared = Arc<Mutex<Fake>>;
+
+struct Req {
+    method: String,
+    path: String,
+    query: HashMap<String, String>,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+async fn read_req(r: &mut BufReader<TcpStream>) -> Option<Req> {
+    let mut line = String::new();
+    if r.read_line(&mut line).await.ok()? == 0 {
+        return None;
+    }
+    let mut parts = line.split_whitespace();
+    let method = parts.next()?.to_string();
+    let target = parts.next()?.to_string();
+    let mut headers = HashMap::new();
+    loop {
+        let mut h = String::new();
+        r.read_line(&mut h).await.ok()?;
+        let h = h.trim_end();
+        if h.is_empty() {
+            break;
+        }
+        let (k, v) = h.split_once(':')?;
+        headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+    }
+    let mut body = Vec::new();
+    if let Some(n) = headers
+        .get("content-length")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        body.resize(n, 0);
+        r.read_exact(&mut body).await.ok()?;
+    } else if headers
+        .get("transfer-encoding")
+        .is_some_and(|t| t.contains("chunked"))
+    {
+        loop {
+            let mut size = String::new();
+            r.read_line(&mut size).await.ok()?;
+            let n = usize::from_str_radix(size.trim(), 16).ok()?;
+            let mut chunk = vec![0; n + 2];
+            r.read_exact(&mut chunk).await.ok()?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        }
+    }
+    let (path, q) = target.split_once('?').unwrap_or((&target, ""));
+    let query = q
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), urldecode(v)))
+        .collect();
+    Some(Req {
+        method,
+        path: path.to_string(),
+        query,
+        headers,
+        body,
+    })
+}
+
+fn urldecode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap_or(b'?'));
+            i += 3;
+        } else {
+            out.push(if b[i] == b'+' { b' ' } else { b[i] });
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+async fn respond(w: &mut TcpStream, status: u16, ctype: &str, body: &[u8]) {
+    let head = format!(
+        "HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = w.write_all(head.as_bytes()).await;
+    let _ = w.write_all(body).await;
+}
+
+async fn json_resp(w: &mut TcpStream, status: u16, v: Value) {
+    respond(w, status, "application/json", v.to_string().as_bytes()).await;
+}
+
+fn ndjson(lines: &[Value]) -> Vec<u8> {
+    lines
+        .iter()
+        .map(|l| format!("{l}\n"))
+        .collect::<String>()
+        .into_bytes()
+}
+
+/// The multipart part named `file`.
+fn multipart_file(req: &Req) -> Option<Vec<u8>> {
+    let ct = req.headers.get("content-type")?;
+    let boundary = ct.split("boundary=").nth(1)?.trim_matches('"');
+    let delim = format!("--{boundary}");
+    let body = &req.body;
+    let text = String::from_utf8_lossy(body);
+    let start = text.find("name=\"file\"")?;
+    let data_start = text[start..].find("\r\n\r\n")? + start + 4;
+    let end = text[data_start..].find(&format!("\r\n{delim}"))? + data_start;
+    Some(body[data_start..end].to_vec())
+}
+
+async fn handle(stream: TcpStream, fake: Shared) {
+    let mut r = BufReader::new(stream);
+    let Some(req) = read_req(&mut r).await else { return };
+    let mut w = r.into_inner();
+    let port = req.headers.get("e2b-sandbox-port").cloned();
+    fake.lock()
+        .unwrap()
+        .seen
+        .push(format!("{} {} port={:?}", req.method, req.path, port));
+    let Some(port) = port else {
+        return control(&mut w, &req, &fake).await;
+    };
+    let id = req.headers.get("e2b-sandbox-id").cloned().unwrap_or_default();
+    let token = fake.lock().unwrap().sandboxes.get(&id).cloned();
+    let Some(token) = token else {
+        return json_resp(&mut w, 502, json!({"code": 502, "message": "sandbox not found"})).await;
+    };
+    if req.headers.get("x-access-token") != Some(&token) {
+        fake.lock()
+            .unwrap()
+            .violations
+            .push(format!("{} without the access token", req.path));
+        return json_resp(
+            &mut w,
+            401,
+            json!({"code": 401, "message": "missing access token"}),
+        )
+        .await;
+    }
+    match (port.as_str(), req.method.as_str(), req.path.as_str()) {
+        ("49999", "POST", "/execute") => execute(&mut w, &req, &fake).await,
+        ("49983", "GET", "/files") | ("49983", "POST", "/files") => {
+            if req.query.get("username").map(String::as_str) != Some("user") {
+                fake.lock()
+                    .unwrap()
+                    .violations
+                    .push("files without username=user".into());
+            }
+            let path = req.query.get("path").cloned().unwrap_or_default();
+            if req.method == "GET" {
+                let got = fake.lock().unwrap().files.get(&path).cloned();
+                match got {
+                    Some(b) => respond(&mut w, 200, "application/octet-stream", &b).await,
+                    None => json_resp(&mut w, 404, json!({"message": "file not found", "code": 404})).await,
+                }
+            } else {
+                let Some(bytes) = multipart_file(&req) else {
+                    fake.lock()
+                        .unwrap()
+                        .violations
+                        .push("upload without a multipart part named file".into());
+                    return json_resp(&mut w, 400, json!({"message": "no file", "code": 400})).await;
+                };
+                fake.lock().unwrap().files.insert(path.clone(), bytes);
+                let name = path.rsplit('/').next().unwrap_or("").to_string();
+                json_resp(&mut w, 200, json!([{"path": path, "name": name, "type": "file"}])).await
+            }
+        }
+        ("49983", "POST", "/filesystem.Filesystem/ListDir") => {
+            let entries = list_dir(&req, &fake);
+            json_resp(&mut w, 200, json!({"entries": entries})).await
+        }
+        _ => {
+            json_resp(
+                &mut w,
+                404,
+                json!({"code": "not_found", "message": "no such route"}),
+            )
+            .await
+        }
+    }
+}
+
+fn list_dir(req: &Req, fake: &Shared) -> Vec<Value> {
+    let mut f = fake.lock().unwrap();
+    if req.headers.get("connect-protocol-version").map(String::as_str) != Some("1") {
+        f.violations
+            .push("ListDir without Connect-Protocol-Version: 1".into());
+    }
+    if req.headers.get("authorization").map(String::as_str) != Some("Basic dXNlcjo=") {
+        f.violations.push("ListDir without Basic user auth".into());
+    }
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+    let dir = body["path"]
+        .as_str()
+        .unwrap_or("")
+        .trim_end_matches('/')
+        .to_string();
+    f.files
+        .iter()
+        .filter_map(|(p, b)| {
+            let rest = p.strip_prefix(&format!("{dir}/"))?;
+            (!rest.contains('/')).then(|| {
+                json!({"name": rest, "path": p, "type": "FILE_TYPE_FILE", "size": b.len().to_string(),
+                       "mode": 420, "permissions": "-rw-r--r--", "owner": "user", "group": "user",
+                       "modifiedTime": "2026-12-02T00:00:00Z"})
+            })
+        })
+        .collect()
+}
+
+fn new_sandbox(fake: &Shared, body: &Value) -> (String, String) {
+    let mut f = fake.lock().unwrap();
+    if body["templateID"] != "code-interpreter-v1" {
+        f.violations
+            .push(format!("created with template {}", body["templateID"]));
+    }
+    f.next += 1;
+    let id = format!("fake{}", f.next);
+    let token = format!("tok-{id}");
+    f.sandboxes.insert(id.clone(), token.clone());
+    (id, token)
+}
+
+async fn control(w: &mut TcpStream, req: &Req, fake: &Shared) {
+    if req.headers.get("x-api-key").map(String::as_str) != Some(KEY) {
+        return json_resp(w, 401, json!({"code": 401, "message": "Invalid API key"})).await;
+    }
+    let parts: Vec<&str> = req.path.trim_start_matches('/').split('/').collect();
+    match (req.method.as_str(), parts.as_slice()) {
+        ("POST", ["sandboxes"]) => {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            let (id, token) = new_sandbox(fake, &body);
+            json_resp(
+                w,
+                201,
+                json!({"templateID": "code-interpreter-v1", "sandboxID": id, "clientID": "c1",
+                                     "envdVersion": "0.5.7", "envdAccessToken": token, "domain": null}),
+            )
+            .await
+        }
+        ("GET", ["sandboxes", id]) => {
+            let known = fake.lock().unwrap().sandboxes.contains_key(*id);
+            if known {
+                json_resp(
+                    w,
+                    200,
+                    json!({"sandboxID": id, "templateID": "code-interpreter-v1", "state": "running",
+                                         "startedAt": "2026-12-02T00:00:00Z", "endAt": "2026-12-02T01:00:00Z",
+                                         "cpuCount": 2, "memoryMB": 1024}),
+                )
+                .await
+            } else {
+                json_resp(w, 404, json!({"code": 404, "message": "not found"})).await
+            }
+        }
+        ("DELETE", ["sandboxes", id]) => {
+            let gone = fake.lock().unwrap().sandboxes.remove(*id).is_some();
+            respond(w, if gone { 204 } else { 404 }, "application/json", b"").await
+        }
+        ("POST", ["sandboxes", id, "timeout"]) => {
+            let known = fake.lock().unwrap().sandboxes.contains_key(*id);
+            respond(w, if known { 204 } else { 404 }, "application/json", b"").await
+        }
+        _ => json_resp(w, 404, json!({"code": 404, "message": "no such route"})).await,
+    }
+}
+
+async fn execute(w: &mut TcpStream, req: &Req, _fake: &Shared) {
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+    let code = body["code"].as_str().unwrap_or("").to_string();
+    let count = json!({"type": "number_of_executions", "execution_count": 1});
+    let end = json!({"type": "end_of_execution"});
+    let lines = match code.as_str() {
+        "print('hello')" => vec![
+            count,
+            json!({"type": "stdout", "text": "hello\n", "timestamp": 1}),
+            end,
+        ],
+        "6*7" => vec![
+            count,
+            json!({"type": "keepalive"}),
+            json!({"type": "result", "is_main_result": true, "text": "42"}),
+            end,
+        ],
+        "plot()" => vec![
+            count,
+            json!({"type": "result", "is_main_result": false, "png": PNG_1X1, "text": "<Figure>"}),
+            end,
+        ],
+        "1/0" => vec![
+            count,
+            json!({"type": "error", "name": "ZeroDivisionError", "value": "division by zero",
+                                    "traceback": "Traceback...\nZeroDivisionError: division by zero"}),
+            end,
+        ],
+        "cut()" => {
+            let b = ndjson(&[count, json!({"type": "stdout", "text": "partial\n"})]);
+            respond(w, 200, "application/x-ndjson", &b).await;
+            return;
+        }
+        "slow()" => {
+            let _ = w
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+            for _ in 0..100 {
+                if w.write_all(b"{\"type\":\"keepalive\"}\n").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            return;
+        }
+        c if c.starts_with("%pip install") && c.contains("tabulate") => vec![
+            count,
+            json!({"type": "stdout", "text": "Collecting tabulate\nSuccessfully installed tabulate-0.9.0\n"}),
+            end,
+        ],
+        _ => vec![
+            count,
+            json!({"type": "stdout", "text": format!("ran {} bytes\n", code.len())}),
+            end,
+        ],
+    };
+    respond(w, 200, "application/x-ndjson", &ndjson(&lines)).await;
+}
+
+async fn start_fake() -> (String, Shared) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let fake: Shared = Arc::default();
+    let f = fake.clone();
+    tokio::spawn(async move {
+        while let Ok((s, _)) = listener.accept().await {
+            tokio::spawn(handle(s, f.clone()));
+        }
+    });
+    (url, fake)
+}
+
+async fn server(url: &str, key: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
+    cmd.env("INTERPRETER_TYPE", "e2b")
+        .env("E2B_API_KEY", key)
+        .env("E2B_API_URL", url)
+        .env("E2B_SANDBOX_URL", url)
+        .env("CODE_SANDBOX_HOME", std::env::temp_dir().join("mcs-e2b-home"))
+        .env("RUST_LOG", "warn");
+    ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap()
+}
+
+async fn call(
+    c: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> (bool, Value, String) {
+    let Value::Object(o) = args else { unreachable!() };
+    let r = tokio::time::timeout(
+        Duration::from_secs(60),
+        c.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(o)),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    (
+        r.is_error.unwrap_or(false),
+        r.structured_content.clone().unwrap_or_default(),
+        common::text_of(&r),
+    )
+}
+
+#[tokio::test]
+async fn the_ten_tools_work_against_the_e2b_protocol() {
+    let (url, fake) = start_fake().await;
+    let c = server(&url, KEY).await;
+    let (err, v, text) = call(&c, "create_sandbox", json!({})).await;
+    assert!(!err, "{text}");
+    assert_eq!(v["backend"], "e2b");
+    let id = v["sandbox_id"].as_str().unwrap().to_string();
+
+    let (err, v, _) = call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": id, "code": "print('hello')"}),
+    )
+    .await;
+    assert!(!err);
+    assert_eq!(v["stdout"], "hello\n");
+    let (_, v, _) = call(&c, "execute_code", json!({"code": "6*7"})).await;
+    assert_eq!(
+        v["result"], "42",
+        "keepalives are ignored; the main result is the value"
+    );
+    let r = {
+        let Value::Object(o) = json!({"sandbox_id": id, "code": "plot()"}) else {
+            unreachable!()
+        };
+        c.call_tool(CallToolRequestParams::new("execute_code").with_arguments(o))
+            .await
+            .unwrap()
+    };
+    let img = r
+        .content
+        .iter()
+        .find_map(|c| c.as_image())
+        .expect("the displayed PNG is image content");
+    assert_eq!(img.mime_type, "image/png");
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD
+            .decode(&img.data)
+            .unwrap()[..4],
+        *b"\x89PNG"
+    );
+    let (err, v, _) = call(&c, "execute_code", json!({"sandbox_id": id, "code": "1/0"})).await;
+    assert!(err);
+    assert_eq!(v["error"]["name"], "ZeroDivisionError");
+
+    let (err, _, text) = call(
+        &c,
+        "write_file",
+        json!({"sandbox_id": id, "file_path": "data/a.csv", "content": "x,y\n1,2\n"}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    let (err, v, _) = call(
+        &c,
+        "read_file",
+        json!({"sandbox_id": id, "file_path": "/home/user/data/a.csv"}),
+    )
+    .await;
+    assert!(!err);
+    assert_eq!(v["content"], "x,y\n1,2\n");
+    let (_, v, _) = call(&c, "list_files", json!({"sandbox_id": id, "path": "data"})).await;
+    assert_eq!(
+        v["entries"],
+        json!([{"name": "a.csv", "path": "data/a.csv", "type": "file", "size": 8}])
+    );
+    let (err, _, text) = call(
+        &c,
+        "read_file",
+        json!({"sandbox_id": id, "file_path": "nope.txt"}),
+    )
+    .await;
+    assert!(err);
+    assert!(text.contains("does not exist"), "{text}");
+    let (err, v, text) = call(
+        &c,
+        "install_package",
+        json!({"sandbox_id": id, "package_name": "tabulate"}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    assert_eq!(v["installed"], json!([{"name": "tabulate", "version": "0.9.0"}]));
+    let (err, _, _) = call(
+        &c,
+        "install_package",
+        json!({"sandbox_id": id, "package_name": "x; rm -rf /"}),
+    )
+    .await;
+    assert!(err, "only plain names reach the remote shell");
+    let (err, v, _) = call(&c, "get_sandbox_status", json!({"sandbox_id": id})).await;
+    assert!(!err);
+    assert_eq!(v["state"], "running");
+
+    let (err, v, _) = call(&c, "execute_code", json!({"sandbox_id": id, "code": "cut()"})).await;
+    assert!(err);
+    assert!(
+        v["error"]["value"].as_str().unwrap().contains("end_of_execution"),
+        "{v}"
+    );
+    assert_eq!(v["stdout"], "partial\n");
+    let (err, v, _) = call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": id, "code": "slow()", "timeout_seconds": 1}),
+    )
+    .await;
+    assert!(err);
+    assert_eq!(v["limit"], "timeout");
+
+    let (err, _, _) = call(&c, "close_sandbox", json!({"sandbox_id": id})).await;
+    assert!(!err);
+    let (err, _, text) = call(&c, "execute_code", json!({"sandbox_id": id, "code": "1"})).await;
+    assert!(err);
+    assert!(text.contains(&id));
+
+    let (err, v, _) = call(&c, "create_run_close", json!({"code": "6*7"})).await;
+    assert!(!err);
+    assert_eq!(v["result"], "42");
+    let f = fake.lock().unwrap();
+    assert!(f.violations.is_empty(), "protocol violations: {:?}", f.violations);
+    assert!(
+        f.sandboxes.is_empty(),
+        "every sandbox was killed: {:?}",
+        f.sandboxes
+    );
+    assert!(
+        f.seen.iter().any(|s| s.contains("/timeout")),
+        "use extends the sandbox's timeout"
+    );
+    drop(f);
+    let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn errors_are_clear_and_the_key_never_leaks() {
+    let (url, fake) = start_fake().await;
+    let wrong = "e2b_ffffffffffffffff";
+    let c = server(&url, wrong).await;
+    let (err, v, text) = call(&c, "create_sandbox", json!({})).await;
+    assert!(err);
+    assert!(text.contains("401") && text.contains("E2B_API_KEY"), "{text}");
+    assert!(
+        !text.contains(wrong) && !v.to_string().contains(wrong),
+        "the key leaked: {text}"
+    );
+    let _ = c.cancel().await;
+
+    let c = server(&url, KEY).await;
+    let (_, v, _) = call(&c, "create_sandbox", json!({})).await;
+    let id = v["sandbox_id"].as_str().unwrap().to_string();
+    // The sandbox disappears remotely (timed out): the next call says so.
+    fake.lock().unwrap().sandboxes.clear();
+    let (err, _, text) = call(&c, "execute_code", json!({"sandbox_id": id, "code": "1"})).await;
+    assert!(err);
+    assert!(text.contains("gone or timed out"), "{text}");
+    let _ = c.cancel().await;
+
+    // Nothing listens: unreachable, said plainly.
+    let dead = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead_url = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let c = server(&dead_url, KEY).await;
+    let (err, _, text) = call(&c, "create_sandbox", json!({})).await;
+    assert!(err);
+    assert!(text.contains("could not be reached"), "{text}");
+    let _ = c.cancel().await;
+}

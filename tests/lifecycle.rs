@@ -1,0 +1,109 @@
+//! Lifecycle: capacity, idle sandboxes, shutdown and leftovers of a killed server.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Server;
+use serde_json::json;
+
+#[tokio::test]
+async fn capacity_is_a_clear_error_and_open_sandboxes_keep_working() {
+    let s = Server::start_with(&[("CODE_SANDBOX_MAX_SANDBOXES", "3")]).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(s.create().await);
+    }
+    for _ in 0..5 {
+        let (err, _, text) = s.call_json("create_sandbox", json!({})).await;
+        assert!(err);
+        assert!(
+            text.contains("3 sandboxes are open") && text.contains("close_sandbox"),
+            "{text}"
+        );
+    }
+    for id in &ids {
+        let (err, v) = s.exec(id, "1+1").await;
+        assert!(!err);
+        assert_eq!(v["result"], "2");
+    }
+    s.call_json("close_sandbox", json!({"sandbox_id": ids[0]})).await;
+    s.create().await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn idle_sandboxes_are_closed_and_say_so() {
+    let s = Server::start_with(&[("CODE_SANDBOX_IDLE_SECONDS", "2")]).await;
+    let id = s.create().await;
+    s.exec(&id, "x = 1").await;
+    let ws = s.workspace(&id);
+    assert!(ws.exists());
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (err, _, text) = s
+        .call_json("execute_code", json!({"sandbox_id": id, "code": "x"}))
+        .await;
+    assert!(err);
+    assert!(text.contains("idle"), "{text}");
+    assert!(!ws.exists(), "its folder is removed");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn closing_stdin_removes_every_sandbox_folder() {
+    let s = Server::start().await;
+    let a = s.create().await;
+    let b = s.create().await;
+    s.exec(&a, "open('f', 'w').write('x')").await;
+    let (wa, wb) = (s.workspace(&a), s.workspace(&b));
+    assert!(wa.exists() && wb.exists());
+    s.stop().await;
+    for _ in 0..50 {
+        if !wa.exists() && !wb.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!wa.exists() && !wb.exists(), "shutdown removes the folders");
+}
+
+#[tokio::test]
+async fn a_killed_servers_leftovers_are_cleaned_at_the_next_start() {
+    common::ensure_runtime();
+    let home = common::runtime_home();
+    // A server that dies without cleaning up: make its folders by hand, stamped with a pid
+    // that cannot be running.
+    let id = format!("sbx-dead{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let ws = home.join("sandboxes").join(&id);
+    let scratch = home.join("scratch").join(&id);
+    std::fs::create_dir_all(ws.join("sub")).unwrap();
+    std::fs::create_dir_all(scratch.join("tmp")).unwrap();
+    std::fs::write(ws.join("sub/.big.abc.part"), b"partial write").unwrap();
+    std::fs::write(scratch.join("owner.pid"), "4194304").unwrap();
+    // A live server's folder (this test's own pid) is left alone.
+    let live = format!("sbx-live{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    std::fs::create_dir_all(home.join("sandboxes").join(&live)).unwrap();
+    std::fs::create_dir_all(home.join("scratch").join(&live)).unwrap();
+    std::fs::write(
+        home.join("scratch").join(&live).join("owner.pid"),
+        std::process::id().to_string(),
+    )
+    .unwrap();
+
+    let s = Server::start().await;
+    let fresh = s.create().await;
+    let (err, v) = s.exec(&fresh, "1+1").await;
+    assert!(!err);
+    assert_eq!(v["result"], "2");
+    assert!(
+        !ws.exists() && !scratch.exists(),
+        "the dead server's folders are gone"
+    );
+    assert!(
+        home.join("sandboxes").join(&live).exists(),
+        "a live server's folder is kept"
+    );
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(home.join("sandboxes").join(&live));
+    let _ = std::fs::remove_dir_all(home.join("scratch").join(&live));
+}
