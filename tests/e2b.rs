@@ -529,18 +529,19 @@ async fn the_ten_tools_work_against_the_e2b_protocol() {
     let (err, v, _) = call(&c, "create_run_close", json!({"code": "6*7"})).await;
     assert!(!err);
     assert_eq!(v["result"], "42");
-    let f = fake.lock().unwrap();
-    assert!(f.violations.is_empty(), "protocol violations: {:?}", f.violations);
-    assert!(
-        f.sandboxes.is_empty(),
-        "every sandbox was killed: {:?}",
-        f.sandboxes
-    );
-    assert!(
-        f.seen.iter().any(|s| s.contains("/timeout")),
-        "use extends the sandbox's timeout"
-    );
-    drop(f);
+    {
+        let f = fake.lock().unwrap();
+        assert!(f.violations.is_empty(), "protocol violations: {:?}", f.violations);
+        assert!(
+            f.sandboxes.is_empty(),
+            "every sandbox was killed: {:?}",
+            f.sandboxes
+        );
+        assert!(
+            f.seen.iter().any(|s| s.contains("/timeout")),
+            "use extends the sandbox's timeout"
+        );
+    }
     let _ = c.cancel().await;
 }
 
