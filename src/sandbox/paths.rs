@@ -166,3 +166,32 @@ mod tests {
         assert!(WorkspacePath::parse_file("/home/user/").is_err());
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(5000))]
+
+        /// Whatever the input, an accepted path is plain components inside the workspace.
+        #[test]
+        fn accepted_paths_never_escape(s in "(\\PC|/|\\.|\\\\|:|\u{0}){0,64}") {
+            if let Ok(p) = WorkspacePath::parse(&s) {
+                let rel = p.relative();
+                prop_assert!(!rel.starts_with('/'));
+                prop_assert!(rel.split('/').all(|c| c != ".." && !c.is_empty()));
+                prop_assert!(!rel.contains('\\') && !rel.contains('\0'));
+                prop_assert!(p.guest().starts_with(WORKSPACE));
+            }
+        }
+
+        #[test]
+        fn dot_dot_anywhere_is_refused(a in "[a-z]{0,8}", b in "[a-z]{0,8}") {
+            let path = format!("{a}/../{b}");
+            prop_assert!(WorkspacePath::parse(&path).is_err());
+        }
+    }
+}

@@ -245,3 +245,68 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod fuzz {
+    use std::collections::HashSet;
+    use std::io::Write;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn wheel_with(names: &[String]) -> (tempdir::Dir, WheelFile) {
+        let dir = tempdir::Dir::new();
+        let path = dir.0.join("fuzz-1.0-py3-none-any.whl");
+        let mut z = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        for n in names {
+            if z.start_file(n.as_str(), zip::write::SimpleFileOptions::default())
+                .is_ok()
+            {
+                let _ = z.write_all(b"x");
+            }
+        }
+        let _ = z.finish();
+        let w = WheelFile {
+            path,
+            file: "fuzz-1.0-py3-none-any.whl".into(),
+            name: "fuzz".into(),
+            version: "1.0".parse().unwrap(),
+            pure: true,
+        };
+        (dir, w)
+    }
+
+    mod tempdir {
+        pub struct Dir(pub std::path::PathBuf);
+        impl Dir {
+            pub fn new() -> Self {
+                let d = std::env::temp_dir().join(format!("mcs-fuzz-{}", uuid::Uuid::new_v4().simple()));
+                std::fs::create_dir_all(&d).unwrap();
+                Dir(d)
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Whatever names a wheel holds, nothing is ever written outside the staging folder.
+        #[test]
+        fn unpacking_never_writes_outside(names in proptest::collection::vec("(\\.\\./|/|[a-z]{1,4}/|\\.data/|purelib/|\\\\|C:){0,4}[a-z]{1,6}(\\.py)?", 1..6)) {
+            let (dir, w) = wheel_with(&names);
+            let staging = dir.0.join("staging");
+            std::fs::create_dir_all(&staging).unwrap();
+            let before: HashSet<_> = std::fs::read_dir(&dir.0).unwrap().flatten().map(|e| e.file_name()).collect();
+            let _ = unpack(&w, &staging, &mut HashSet::new());
+            let after: HashSet<_> = std::fs::read_dir(&dir.0).unwrap().flatten().map(|e| e.file_name()).collect();
+            prop_assert_eq!(before, after, "a file appeared beside the staging folder");
+            prop_assert!(!dir.0.parent().unwrap().join("x.py").exists());
+        }
+    }
+}
