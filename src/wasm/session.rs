@@ -229,6 +229,11 @@ impl Session {
         }
     }
 
+    /// Size of the guest's linear memory, in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.memory.data_size(&self.store)
+    }
+
     /// Output written so far in the running turn, for progress reports.
     pub fn live_output(&self) -> (Capture, Capture) {
         (self.stdout.clone(), self.stderr.clone())

