@@ -268,13 +268,24 @@ async fn status_reports_one_or_all() {
 async fn install_package_answers_clearly() {
     let s = Server::start().await;
     let id = s.create().await;
-    let (err, _, text) = s
+    let (err, v, text) = s
         .call_json(
             "install_package",
             json!({"sandbox_id": id, "package_name": "tabulate"}),
         )
         .await;
+    assert!(!err, "{text}");
+    assert_eq!(v["already_available"], true);
+    let (err, _, text) = s
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": id, "package_name": "no-such-package-xyz"}),
+        )
+        .await;
     assert!(err);
-    assert!(text.contains("tabulate"), "{text}");
+    assert!(
+        text.contains("no-such-package-xyz") && text.contains("'?'"),
+        "{text}"
+    );
     s.stop().await;
 }

