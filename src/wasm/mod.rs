@@ -36,6 +36,9 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
 pub struct WasmBackend {
     settings: Arc<Settings>,
+    /// One sandbox with its interpreter already started, so `create_sandbox` answers in about
+    /// a millisecond instead of waiting for the interpreter's first turn.
+    spare: Arc<tokio::sync::Mutex<Option<Arc<Sandbox>>>>,
     /// Bounds the calls running code at once, across sandboxes.
     calls: Arc<tokio::sync::Semaphore>,
     runtime: Arc<RuntimeCell>,
@@ -67,13 +70,51 @@ impl WasmBackend {
                 }
             });
         }
-        Ok(WasmBackend {
+        let backend = WasmBackend {
+            spare: Arc::default(),
             calls: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_calls.max(1))),
             files: WasmFiles::new(registry.clone()),
             settings,
             runtime,
             registry,
-        })
+        };
+        backend.warm_spare();
+        Ok(backend)
+    }
+
+    /// Starts a spare interpreter in the background, unless one is ready.
+    fn warm_spare(&self) {
+        let spare = self.spare.clone();
+        let runtime = self.runtime.clone();
+        let registry = self.registry.clone();
+        let limits = self.limits(&CreateOptions::default());
+        tokio::spawn(async move {
+            let mut slot = spare.lock().await;
+            if slot.is_some() {
+                return;
+            }
+            let Ok(interp) = runtime.get().await else { return };
+            let Ok(sb) = registry.prepare(limits) else { return };
+            match Session::start(&interp, &Self::session_config(&sb)).await {
+                Ok(session) => {
+                    sb.slot.lock().await.session = Some(session);
+                    *slot = Some(sb);
+                }
+                Err(e) => {
+                    tracing::warn!("could not warm a spare sandbox: {e}");
+                    registry.discard(&sb);
+                }
+            }
+        });
+    }
+
+    /// The spare, if it is ready and has the limits asked for.
+    async fn take_spare(&self, limits: &Limits) -> Option<Arc<Sandbox>> {
+        let mut slot = self.spare.try_lock().ok()?;
+        if slot.as_ref().is_some_and(|sb| sb.limits == *limits) {
+            return slot.take();
+        }
+        None
     }
 
     /// The pinned cache, then the user's own folder of wheels.
@@ -118,6 +159,22 @@ impl Interpreter for WasmBackend {
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         let interp = self.runtime.get().await?;
         let limits = self.limits(&opts);
+        if let Some(sb) = self.take_spare(&limits).await {
+            let id = sb.id.clone();
+            if let Err((e, sb)) = self.registry.publish(sb) {
+                *self.spare.lock().await = Some(sb);
+                return Err(e);
+            }
+            self.warm_spare();
+            return Ok(SandboxInfo {
+                sandbox_id: id,
+                backend: "wasm".into(),
+                python_version: interp.files.python_version.clone(),
+                workspace: crate::sandbox::paths::WORKSPACE.into(),
+                limits,
+            });
+        }
+        self.warm_spare();
         let sb = self.registry.reserve(limits.clone())?;
         let started = Session::start(&interp, &Self::session_config(&sb)).await;
         match started {
@@ -316,6 +373,10 @@ impl Interpreter for WasmBackend {
     }
 
     async fn shutdown(&self) {
+        if let Some(sb) = self.spare.lock().await.take() {
+            sb.slot.lock().await.session = None;
+            self.registry.discard(&sb);
+        }
         self.registry.close_all().await;
     }
 }

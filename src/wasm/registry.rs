@@ -165,7 +165,6 @@ impl Registry {
 
     /// Makes the folders of a new sandbox and registers it, within the capacity.
     pub fn reserve(&self, limits: Limits) -> Result<Arc<Sandbox>, SandboxError> {
-        let id = new_id();
         {
             let inner = self.lock();
             if inner.map.len() >= self.max {
@@ -174,6 +173,17 @@ impl Registry {
                 });
             }
         }
+        let sb = self.prepare(limits)?;
+        self.publish(sb.clone()).map_err(|(e, sb)| {
+            remove_dirs(&sb.dirs);
+            e
+        })?;
+        Ok(sb)
+    }
+
+    /// Makes a sandbox's folders without listing it: a spare, warmed before anyone asks.
+    pub fn prepare(&self, limits: Limits) -> Result<Arc<Sandbox>, SandboxError> {
+        let id = new_id();
         let scratch = self.layout.scratch_dir().join(&id);
         let dirs = Dirs {
             workspace: self.layout.sandboxes_dir().join(&id),
@@ -189,8 +199,8 @@ impl Registry {
         }
         // Stamped with our pid, so a later server can tell our folders from a dead one's.
         let _ = std::fs::write(dirs.scratch.join(OWNER), std::process::id().to_string());
-        let sb = Arc::new(Sandbox {
-            id: id.clone(),
+        Ok(Arc::new(Sandbox {
+            id,
             dirs,
             limits,
             created_at: chrono::Utc::now(),
@@ -199,16 +209,24 @@ impl Registry {
             closing: CancellationToken::new(),
             slot: tokio::sync::Mutex::new(Slot::default()),
             last_used: Mutex::new(Instant::now()),
-        });
+        }))
+    }
+
+    /// Lists a prepared sandbox, within the capacity (on refusal the sandbox comes back).
+    pub fn publish(&self, sb: Arc<Sandbox>) -> Result<(), (SandboxError, Arc<Sandbox>)> {
         let mut inner = self.lock();
         if inner.map.len() >= self.max {
-            drop(inner);
-            remove_dirs(&sb.dirs);
-            return Err(SandboxError::Capacity { open: self.max });
+            return Err((SandboxError::Capacity { open: self.max }, sb));
         }
-        inner.map.insert(id.clone(), sb.clone());
-        inner.order.push(id);
-        Ok(sb)
+        sb.touch();
+        inner.map.insert(sb.id.clone(), sb.clone());
+        inner.order.push(sb.id.clone());
+        Ok(())
+    }
+
+    /// Deletes the folders of a sandbox that was never listed.
+    pub fn discard(&self, sb: &Sandbox) {
+        remove_dirs(&sb.dirs);
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
