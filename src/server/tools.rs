@@ -63,6 +63,20 @@ fn check_code(code: &str) -> Result<(), SandboxError> {
     Ok(())
 }
 
+/// Options of a call that runs code: its time limit, the client's cancellation, progress.
+fn exec_options(
+    timeout: Option<Duration>,
+    ct: CancellationToken,
+    meta: &RequestMetaObject,
+    peer: &Peer<RoleServer>,
+) -> ExecOptions {
+    ExecOptions {
+        timeout,
+        cancel: Some(ct),
+        progress: progress_reporter(meta, peer),
+    }
+}
+
 /// Sends MCP progress notifications when the client gave a progress token.
 fn progress_reporter(meta: &RequestMetaObject, peer: &Peer<RoleServer>) -> Option<ProgressFn> {
     let token = meta.get_progress_token()?;
@@ -202,15 +216,7 @@ impl SandboxServer {
         let (id, notes) = attempt!(self.resolve(a.sandbox_id, true).await);
         let ex = attempt!(
             self.backend
-                .execute(
-                    &id,
-                    &a.code,
-                    ExecOptions {
-                        timeout,
-                        cancel: Some(ct),
-                        progress: progress_reporter(&meta, &peer),
-                    }
-                )
+                .execute(&id, &a.code, exec_options(timeout, ct, &meta, &peer))
                 .await
         );
         Ok(exec_reply(id, ex, notes))
@@ -278,15 +284,7 @@ impl SandboxServer {
         let id = info.sandbox_id;
         let ex = self
             .backend
-            .execute(
-                &id,
-                &a.code,
-                ExecOptions {
-                    timeout,
-                    cancel: Some(ct),
-                    progress: progress_reporter(&meta, &peer),
-                },
-            )
+            .execute(&id, &a.code, exec_options(timeout, ct, &meta, &peer))
             .await;
         if let Err(e) = self.backend.close(&id).await {
             tracing::warn!("create_run_close could not close {id}: {e}");

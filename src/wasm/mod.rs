@@ -108,9 +108,10 @@ impl WasmBackend {
         });
     }
 
-    /// The spare, if it is ready and has the limits asked for.
+    /// The spare, if it has the limits asked for; one being warmed is waited for, which is
+    /// sooner than starting another interpreter beside it.
     async fn take_spare(&self, limits: &Limits) -> Option<Arc<Sandbox>> {
-        let mut slot = self.spare.try_lock().ok()?;
+        let mut slot = self.spare.lock().await;
         if slot.as_ref().is_some_and(|sb| sb.limits == *limits) {
             return slot.take();
         }

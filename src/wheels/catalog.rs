@@ -1,7 +1,6 @@
 //! The pinned wheel list (`runtime/wheels.toml`) and fetching it with pip by name and version.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use serde::Deserialize;
@@ -53,45 +52,29 @@ pub fn fetch(layout: &Layout, progress: &dyn Fn(String)) -> Result<usize, WheelE
     progress(format!("downloading {} pinned wheels with pip", missing.len()));
     let staging: PathBuf = dir.join(format!(".pip-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&staging).map_err(|e| WheelError::Fetch(e.to_string()))?;
-    let python = std::env::var("PYTHON")
-        .ok()
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "python3".into());
-    let out = Command::new(python)
-        // The target is CPython 3.15 on WASI: ask for pure wheels for it, whatever the host runs.
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--no-deps",
-            "--only-binary=:all:",
-            "--disable-pip-version-check",
-        ])
-        .args([
-            "--python-version",
-            "3.15",
-            "--implementation",
-            "cp",
-            "--abi",
-            "none",
-            "--platform",
-            "any",
-            "-d",
-        ])
-        .arg(&staging)
-        .args(missing.iter().map(|p| format!("{}=={}", p.name, p.version)))
-        .stdin(std::process::Stdio::null())
-        .output();
+    let specs: Vec<String> = missing
+        .iter()
+        .map(|p| format!("{}=={}", p.name, p.version))
+        .collect();
+    // The target is CPython 3.15 on WASI: ask for pure wheels for it, whatever the host runs.
+    let target = [
+        "--python-version",
+        "3.15",
+        "--implementation",
+        "cp",
+        "--abi",
+        "none",
+        "--platform",
+        "any",
+    ];
+    let out = crate::runtime::pip::download(&specs, &target, &staging);
     let result = match out {
-        Err(e) => Err(WheelError::Fetch(format!("could not run pip: {e}"))),
-        Ok(o) if !o.status.success() => Err(WheelError::Fetch(format!(
+        Err(crate::runtime::pip::PipError::Missing(e)) => {
+            Err(WheelError::Fetch(format!("could not run pip: {e}")))
+        }
+        Err(crate::runtime::pip::PipError::Failed { stderr, .. }) => Err(WheelError::Fetch(format!(
             "pip failed: {}",
-            String::from_utf8_lossy(&o.stderr)
-                .lines()
-                .rev()
-                .take(4)
-                .collect::<Vec<_>>()
-                .join(" | ")
+            stderr.replace('\n', " | ")
         ))),
         Ok(_) => {
             let mut bad = Vec::new();
