@@ -29,6 +29,9 @@ use crate::sandbox::{
 
 /// Run after every call: sends open matplotlib figures as PNGs through the door.
 const AFTER_CALL: &str = "__code_sandbox_after__()";
+const WARM_UP: &str = "0";
+const SPARE_DELAY: Duration = Duration::from_millis(30);
+const FORGET_WARM_UP: &str = "__import__('builtins').__dict__.pop('_', None) and None";
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
 const AFTER_CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often a long call reports progress.
@@ -89,6 +92,9 @@ impl WasmBackend {
         let registry = self.registry.clone();
         let limits = self.limits(&CreateOptions::default());
         tokio::spawn(async move {
+            // Let the call that took the last spare run first: on two cores, warming beside
+            // it would slow it down.
+            tokio::time::sleep(SPARE_DELAY).await;
             let mut slot = spare.lock().await;
             if slot.is_some() {
                 return;
@@ -96,7 +102,13 @@ impl WasmBackend {
             let Ok(interp) = runtime.get().await else { return };
             let Ok(sb) = registry.prepare(limits) else { return };
             match Session::start(&interp, &Self::session_config(&sb)).await {
-                Ok(session) => {
+                Ok(mut session) => {
+                    // Walk the paths a first call takes (compile, echo, door, figure check) so
+                    // their pages are faulted in now, not while the user waits; leave no `_`.
+                    let quiet = CancellationToken::new();
+                    for code in [WARM_UP, AFTER_CALL, FORGET_WARM_UP] {
+                        session.turn(code, Duration::from_secs(10), None, &quiet).await;
+                    }
                     sb.slot.lock().await.session = Some(session);
                     *slot = Some(sb);
                 }

@@ -209,7 +209,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         creates.push(t.elapsed());
         call(&c, "close_sandbox", json!({"sandbox_id": sid})).await?;
         // A person asks again seconds later, not microseconds: give the spare time to warm.
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
     }
     rows.push(Row {
         what: "create_sandbox + first result over stdio (spare warmed between)".into(),
