@@ -34,6 +34,8 @@ fn main() -> ExitCode {
         Some(Command::InstallRuntime { from }) => install_runtime(&settings, from),
         None | Some(Command::Serve) => runtime.block_on(serve(settings)),
     };
+    // Give blocking file tasks a moment to finish instead of cutting them off mid-way.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

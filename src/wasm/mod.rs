@@ -42,6 +42,8 @@ pub struct WasmBackend {
     /// One sandbox with its interpreter already started, so `create_sandbox` answers in about
     /// a millisecond instead of waiting for the interpreter's first turn.
     spare: Arc<tokio::sync::Mutex<Option<Arc<Sandbox>>>>,
+    /// Set at shutdown, so no new interpreter starts while the process winds down.
+    stopping: Arc<std::sync::atomic::AtomicBool>,
     /// Bounds the calls running code at once, across sandboxes.
     calls: Arc<tokio::sync::Semaphore>,
     runtime: Arc<RuntimeCell>,
@@ -75,6 +77,7 @@ impl WasmBackend {
         }
         let backend = WasmBackend {
             spare: Arc::default(),
+            stopping: Arc::default(),
             calls: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_calls.max(1))),
             files: WasmFiles::new(registry.clone()),
             settings,
@@ -91,12 +94,13 @@ impl WasmBackend {
         let runtime = self.runtime.clone();
         let registry = self.registry.clone();
         let limits = self.limits(&CreateOptions::default());
+        let stopping = self.stopping.clone();
         tokio::spawn(async move {
             // Let the call that took the last spare run first: on two cores, warming beside
             // it would slow it down.
             tokio::time::sleep(SPARE_DELAY).await;
             let mut slot = spare.lock().await;
-            if slot.is_some() {
+            if slot.is_some() || stopping.load(Ordering::SeqCst) {
                 return;
             }
             let Ok(interp) = runtime.get().await else { return };
@@ -386,6 +390,7 @@ impl Interpreter for WasmBackend {
     }
 
     async fn shutdown(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
         if let Some(sb) = self.spare.lock().await.take() {
             sb.slot.lock().await.session = None;
             self.registry.discard(&sb);
