@@ -217,6 +217,22 @@ async fn bad_arguments_and_missing_things_are_tool_errors() {
 }
 
 #[tokio::test]
+async fn read_file_refuses_a_file_too_large_to_inline_with_its_size() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    s.exec(&id, "open('big.txt', 'w').write('x' * 2_000_000)").await;
+    let (err, _, text) = s
+        .call_json("read_file", json!({"sandbox_id": id, "file_path": "big.txt"}))
+        .await;
+    assert!(err);
+    assert!(
+        text.contains("2000000 bytes") && text.contains("execute_code"),
+        "{text}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn close_removes_the_folder_and_create_run_close_leaves_nothing() {
     let s = Server::start().await;
     let id = s.create().await;

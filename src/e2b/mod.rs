@@ -342,9 +342,10 @@ impl SandboxFiles for E2bBackend {
         Ok(out)
     }
 
-    async fn read(&self, id: &str, path: &WorkspacePath) -> Result<Vec<u8>, SandboxError> {
+    async fn read(&self, id: &str, path: &WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
         let e = self.entry(id)?;
-        self.client
+        let bytes = self
+            .client
             .read_file(&e.remote, &Self::guest_path(path))
             .await
             .map_err(|err| match err {
@@ -355,7 +356,16 @@ impl SandboxFiles for E2bBackend {
                     path: path.relative(),
                 },
                 other => other.into(),
-            })
+            })?;
+        // envd sends the whole file; the limit still holds for what we hand on.
+        if bytes.len() as u64 > limit {
+            return Err(SandboxError::TooLarge {
+                path: path.relative(),
+                size: bytes.len() as u64,
+                limit,
+            });
+        }
+        Ok(bytes)
     }
 
     async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {

@@ -9,6 +9,9 @@ mod types;
 
 pub use types::*;
 
+/// Largest file a resource read returns.
+pub const MAX_RESOURCE_READ: u64 = 50 << 20;
+
 use async_trait::async_trait;
 
 /// Runs code in sandboxes that keep their state between calls.
@@ -39,7 +42,8 @@ pub trait Interpreter: Send + Sync {
 #[async_trait]
 pub trait SandboxFiles: Send + Sync {
     async fn list(&self, id: &str, path: &paths::WorkspacePath) -> Result<Vec<FileEntry>, SandboxError>;
-    async fn read(&self, id: &str, path: &paths::WorkspacePath) -> Result<Vec<u8>, SandboxError>;
+    /// Reads a whole file, refusing one over `limit` bytes before reading it where the backend can.
+    async fn read(&self, id: &str, path: &paths::WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError>;
     /// Replaces the file atomically: readers see the old bytes or the new, never a mix.
     async fn write(&self, id: &str, path: &paths::WorkspacePath, bytes: Vec<u8>)
     -> Result<u64, SandboxError>;

@@ -64,7 +64,7 @@ impl SandboxServer {
         let bytes = self
             .backend
             .files()
-            .read(&id, &path)
+            .read(&id, &path, crate::sandbox::MAX_RESOURCE_READ)
             .await
             .map_err(|e| ErrorData::resource_not_found(e.to_string(), None))?;
         let mime = mime::guess(&path.relative());

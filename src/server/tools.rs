@@ -327,14 +327,18 @@ impl SandboxServer {
         let a: ReadFileArgs = attempt!(parse("read_file", args));
         let path = attempt!(WorkspacePath::parse_file(&a.file_path));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
-        let bytes = attempt!(self.backend.files().read(&id, &path).await);
+        // The size is checked before the file is read, so a huge file costs nothing.
+        let bytes = match self.backend.files().read(&id, &path, MAX_INLINE).await {
+            Ok(b) => b,
+            Err(SandboxError::TooLarge { size, .. }) => {
+                return Ok(fail(format!(
+                    "'{}' is {size} bytes, too large to return inline (limit {MAX_INLINE}). Read a part of it with execute_code (for example pandas' nrows, or f.read(10000))",
+                    path.relative()
+                )));
+            }
+            Err(e) => return Ok(fail(e)),
+        };
         let size = bytes.len() as u64;
-        if size > MAX_INLINE {
-            return Ok(fail(format!(
-                "'{}' is {size} bytes, too large to return inline (limit {MAX_INLINE}). Read a part of it with execute_code (for example pandas' nrows, or f.read(10000))",
-                path.relative()
-            )));
-        }
         let (content, content_base64, text) = match String::from_utf8(bytes) {
             Ok(s) => (Some(s.clone()), None, s),
             Err(e) => {

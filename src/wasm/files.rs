@@ -16,8 +16,6 @@ use super::registry::Registry;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{FileEntry, SandboxError, SandboxFiles};
 
-/// Largest file `read_file` returns.
-pub const MAX_READ: u64 = 50 << 20;
 /// Most entries `list_files` returns.
 const MAX_ENTRIES: usize = 10_000;
 
@@ -95,7 +93,7 @@ fn list_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, Sandb
     Ok(out)
 }
 
-fn read_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<u8>, SandboxError> {
+fn read_blocking(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
     let rel = path.relative();
     let md = root
         .symlink_metadata(&rel)
@@ -121,15 +119,15 @@ fn read_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<u8>, SandboxError
     if !md.is_file() {
         return Err(SandboxError::NotRegular { path: rel });
     }
-    if md.len() > MAX_READ {
+    if md.len() > limit {
         return Err(SandboxError::TooLarge {
             path: rel,
             size: md.len(),
-            limit: MAX_READ,
+            limit,
         });
     }
     let mut buf = Vec::with_capacity(md.len() as usize);
-    file.take(MAX_READ + 1)
+    file.take(limit + 1)
         .read_to_end(&mut buf)
         .map_err(not_found_or(&path, "could not read"))?;
     Ok(buf)
@@ -196,10 +194,10 @@ impl SandboxFiles for WasmFiles {
         blocking(move || list_blocking(root, path)).await
     }
 
-    async fn read(&self, id: &str, path: &WorkspacePath) -> Result<Vec<u8>, SandboxError> {
+    async fn read(&self, id: &str, path: &WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
         let root = self.root(id)?;
         let path = path.clone();
-        blocking(move || read_blocking(root, path)).await
+        blocking(move || read_blocking(root, path, limit)).await
     }
 
     async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {

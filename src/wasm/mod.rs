@@ -176,35 +176,30 @@ impl Interpreter for WasmBackend {
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         let interp = self.runtime.get().await?;
         let limits = self.limits(&opts);
-        if let Some(sb) = self.take_spare(&limits).await {
-            let id = sb.id.clone();
-            if let Err((e, sb)) = self.registry.publish(sb) {
-                *self.spare.lock().await = Some(sb);
-                return Err(e);
+        let id = match self.take_spare(&limits).await {
+            Some(sb) => {
+                let id = sb.id.clone();
+                if let Err((e, sb)) = self.registry.publish(sb) {
+                    *self.spare.lock().await = Some(sb);
+                    return Err(e);
+                }
+                id
             }
-            self.warm_spare();
-            return Ok(SandboxInfo {
-                sandbox_id: id,
-                backend: "wasm".into(),
-                python_version: interp.files.python_version.clone(),
-                workspace: crate::sandbox::paths::WORKSPACE.into(),
-                limits,
-            });
-        }
+            None => {
+                let sb = self.registry.reserve(limits.clone())?;
+                match Session::start(&interp, &Self::session_config(&sb)).await {
+                    Ok(session) => sb.slot.lock().await.session = Some(session),
+                    Err(e) => {
+                        self.registry.remove(&sb.id);
+                        return Err(SandboxError::Backend(e.to_string()));
+                    }
+                }
+                sb.id.clone()
+            }
+        };
         self.warm_spare();
-        let sb = self.registry.reserve(limits.clone())?;
-        let started = Session::start(&interp, &Self::session_config(&sb)).await;
-        match started {
-            Ok(session) => {
-                sb.slot.lock().await.session = Some(session);
-            }
-            Err(e) => {
-                self.registry.remove(&sb.id);
-                return Err(SandboxError::Backend(e.to_string()));
-            }
-        }
         Ok(SandboxInfo {
-            sandbox_id: sb.id.clone(),
+            sandbox_id: id,
             backend: "wasm".into(),
             python_version: interp.files.python_version.clone(),
             workspace: crate::sandbox::paths::WORKSPACE.into(),
