@@ -66,6 +66,10 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_MEMORY_MB", default_value_t = 1024)]
     pub default_memory_mb: u64,
 
+    /// Disk quota of a sandbox (its files, /tmp and installed packages), in MiB.
+    #[arg(long, env = "CODE_SANDBOX_DISK_MB", default_value_t = 1024)]
+    pub disk_mb: u64,
+
     /// Cap on each of stdout and stderr per call, in bytes (head and tail are kept).
     #[arg(long, env = "CODE_SANDBOX_OUTPUT_BYTES", default_value_t = 1 << 20)]
     pub output_limit_bytes: usize,

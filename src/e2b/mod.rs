@@ -158,6 +158,7 @@ impl Interpreter for E2bBackend {
                 .unwrap_or(self.settings.default_timeout().as_secs())
                 .clamp(1, MAX_TIMEOUT.as_secs()),
             memory_mb: opts.memory_mb.unwrap_or(0),
+            disk_bytes: 0,
             output_bytes: self.settings.output_limit_bytes as u64,
             fuel_per_call: None,
         };

@@ -10,6 +10,9 @@ pub struct Limits {
     pub timeout_seconds: u64,
     /// Memory the interpreter may use, in MiB.
     pub memory_mb: u64,
+    /// Disk quota: bytes the sandbox's files, /tmp and installed packages may hold (0: set by
+    /// the remote backend's template).
+    pub disk_bytes: u64,
     /// Bytes of stdout and of stderr kept per call (head and tail).
     pub output_bytes: u64,
     /// WebAssembly fuel per call, when metering is on.
@@ -153,6 +156,10 @@ pub enum SandboxError {
     NotRegular { path: String },
     #[error("'{path}' is {size} bytes, over the {limit} byte limit for this operation")]
     TooLarge { path: String, size: u64, limit: u64 },
+    #[error(
+        "the sandbox's disk quota is full: {used} of {limit} bytes used, {wanted} more needed. Delete files in the sandbox, or raise CODE_SANDBOX_DISK_MB"
+    )]
+    DiskFull { limit: u64, used: u64, wanted: u64 },
     #[error("{0}")]
     Unsupported(String),
     #[error("{0}")]

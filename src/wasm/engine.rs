@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstancePre, Linker, Module};
 
-use super::door;
 use super::session::GuestState;
+use super::{door, guest_fs};
 use crate::runtime::{Layout, RuntimeFiles};
 
 /// Kept in step with the `=` pin in Cargo.toml; part of the cache key.
@@ -59,6 +59,8 @@ pub fn engine_config(metered: bool) -> Config {
 pub struct Interpreter {
     pub engine: Engine,
     pub pre: InstancePre<GuestState>,
+    /// The proxy through which the shadowed WASI functions call the originals (`guest_fs`).
+    pub proxy: InstancePre<GuestState>,
     pub files: RuntimeFiles,
     pub metered: bool,
 }
@@ -129,17 +131,23 @@ impl Interpreter {
         let engine =
             Engine::new(&engine_config(metered)).map_err(|e| EngineError::Engine(format!("{e:#}")))?;
         let module = load(&engine, layout, &files)?;
+        let link = |e: wasmtime::Error| EngineError::Link(format!("{e:#}"));
+        let wasi = |linker: &mut Linker<GuestState>| {
+            wasmtime_wasi::p1::add_to_linker_async(linker, |s: &mut GuestState| &mut s.wasi)
+        };
+        let mut wasi_only: Linker<GuestState> = Linker::new(&engine);
+        wasi(&mut wasi_only).map_err(link)?;
+        let proxy = guest_fs::proxy::prepare(&engine, &wasi_only).map_err(link)?;
         let mut linker: Linker<GuestState> = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut GuestState| &mut s.wasi)
-            .map_err(|e| EngineError::Link(format!("{e:#}")))?;
-        door::add_to_linker(&mut linker).map_err(|e| EngineError::Link(format!("{e:#}")))?;
-        let pre = linker
-            .instantiate_pre(&module)
-            .map_err(|e| EngineError::Link(format!("{e:#}")))?;
+        wasi(&mut linker).map_err(link)?;
+        guest_fs::shadow::add_to_linker(&mut linker).map_err(link)?;
+        door::add_to_linker(&mut linker).map_err(link)?;
+        let pre = linker.instantiate_pre(&module).map_err(link)?;
         start_ticker(&engine);
         Ok(Arc::new(Interpreter {
             engine,
             pre,
+            proxy,
             files,
             metered,
         }))

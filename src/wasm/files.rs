@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 
+use super::quota::{DiskQuota, ENTRY_COST};
 use super::registry::Registry;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{FileEntry, SandboxError, SandboxFiles};
@@ -29,10 +30,15 @@ impl WasmFiles {
     }
 
     fn root(&self, id: &str) -> Result<Dir, SandboxError> {
+        Ok(self.root_and_quota(id)?.0)
+    }
+
+    fn root_and_quota(&self, id: &str) -> Result<(Dir, Arc<DiskQuota>), SandboxError> {
         let sb = self.registry.get(id)?;
         sb.touch();
-        Dir::open_ambient_dir(&sb.dirs.workspace, ambient_authority())
-            .map_err(SandboxError::io("could not open the sandbox's workspace"))
+        let root = Dir::open_ambient_dir(&sb.dirs.workspace, ambient_authority())
+            .map_err(SandboxError::io("could not open the sandbox's workspace"))?;
+        Ok((root, sb.quota.clone()))
     }
 }
 
@@ -133,7 +139,41 @@ fn read_blocking(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, 
     Ok(buf)
 }
 
-fn write_blocking(root: Dir, path: WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
+/// Folders of `path` that do not exist yet.
+fn missing_folders(root: &Dir, path: &WorkspacePath) -> u64 {
+    let mut missing = 0;
+    let mut p = path.clone();
+    while !p.is_root() && root.symlink_metadata(p.relative()).is_err() {
+        missing += 1;
+        p = p.parent();
+    }
+    missing
+}
+
+fn write_blocking(
+    root: Dir,
+    quota: &DiskQuota,
+    path: WorkspacePath,
+    bytes: Vec<u8>,
+) -> Result<u64, SandboxError> {
+    let parent = path.parent();
+    // The new file and any new folders are charged up front; the old file is released once
+    // the new one has replaced it.
+    let reserved = bytes.len() as u64 + ENTRY_COST * (1 + missing_folders(&root, &parent));
+    quota.reserve(reserved)?;
+    let written = write_reserved(root, quota, &path, &bytes);
+    if written.is_err() {
+        quota.release(reserved);
+    }
+    written
+}
+
+fn write_reserved(
+    root: Dir,
+    quota: &DiskQuota,
+    path: &WorkspacePath,
+    bytes: &[u8],
+) -> Result<u64, SandboxError> {
     let rel = path.relative();
     let parent = path.parent();
     let dir = if parent.is_root() {
@@ -148,9 +188,8 @@ fn write_blocking(root: Dir, path: WorkspacePath, bytes: Vec<u8>) -> Result<u64,
             .map_err(not_found_or(&parent, "could not open"))?
     };
     let name = path.file_name().unwrap_or_default().to_string();
-    if let Ok(md) = dir.symlink_metadata(&name)
-        && md.is_dir()
-    {
+    let old = dir.symlink_metadata(&name).ok();
+    if old.as_ref().is_some_and(|md| md.is_dir()) {
         return Err(SandboxError::IsDirectory { path: rel });
     }
     // Written aside and renamed over: readers see the old file or the new one, and a file
@@ -164,7 +203,7 @@ fn write_blocking(root: Dir, path: WorkspacePath, bytes: Vec<u8>) -> Result<u64,
         let mut opts = OpenOptions::new();
         opts.write(true).create_new(true);
         let mut f = dir.open_with(&tmp, &opts)?;
-        f.write_all(&bytes)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         dir.rename(&tmp, &dir, &name)
     })();
@@ -174,6 +213,9 @@ fn write_blocking(root: Dir, path: WorkspacePath, bytes: Vec<u8>) -> Result<u64,
             context: format!("could not write '{rel}'"),
             source: e,
         });
+    }
+    if let Some(old) = old {
+        quota.forget_entry(&old);
     }
     Ok(bytes.len() as u64)
 }
@@ -201,8 +243,8 @@ impl SandboxFiles for WasmFiles {
     }
 
     async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
-        let root = self.root(id)?;
+        let (root, quota) = self.root_and_quota(id)?;
         let path = path.clone();
-        blocking(move || write_blocking(root, path, bytes)).await
+        blocking(move || write_blocking(root, &quota, path, bytes)).await
     }
 }

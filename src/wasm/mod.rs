@@ -3,7 +3,9 @@
 pub mod door;
 pub mod engine;
 mod files;
+mod guest_fs;
 pub mod output;
+pub mod quota;
 mod registry;
 mod results;
 pub mod runtime_cell;
@@ -151,6 +153,7 @@ impl WasmBackend {
                 .memory_mb
                 .unwrap_or(self.settings.default_memory_mb)
                 .clamp(64, 16 * 1024),
+            disk_bytes: self.settings.disk_mb.saturating_mul(1 << 20),
             output_bytes: self.settings.output_limit_bytes as u64,
             fuel_per_call: (self.settings.fuel_per_call > 0).then_some(self.settings.fuel_per_call),
         }
@@ -161,6 +164,7 @@ impl WasmBackend {
             workspace: sb.dirs.workspace.clone(),
             tmp: sb.dirs.tmp.clone(),
             site_packages: sb.dirs.site_packages.clone(),
+            quota: sb.quota.clone(),
             memory_bytes: (sb.limits.memory_mb as usize) << 20,
             output_bytes: sb.limits.output_bytes as usize,
         }
@@ -343,6 +347,7 @@ impl Interpreter for WasmBackend {
         let runtime_packages = interp.files.packages.clone();
         let python = interp.files.python_version.clone();
         let dirs = sb.dirs.clone();
+        let quota = sb.quota.clone();
         let outcome = tokio::task::spawn_blocking(move || {
             crate::wheels::install::install(
                 &request,
@@ -352,6 +357,7 @@ impl Interpreter for WasmBackend {
                     runtime: &runtime_packages,
                     site_packages: &dirs.site_packages,
                     scratch: &dirs.scratch,
+                    quota: &quota,
                 },
             )
         })

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+use super::quota::DiskQuota;
 use super::session::Session;
 use crate::runtime::Layout;
 use crate::sandbox::{Limits, SandboxError, SandboxStatus};
@@ -33,6 +34,8 @@ pub struct Slot {
 pub struct Sandbox {
     pub id: String,
     pub dirs: Dirs,
+    /// Shared by the guest's file calls and the host-side file tools.
+    pub quota: Arc<DiskQuota>,
     pub limits: Limits,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub executions: AtomicU64,
@@ -62,10 +65,7 @@ impl Sandbox {
                 Ok(_) => "ready",
             }
         };
-        let ws = self.dirs.workspace.clone();
-        let disk_bytes = tokio::task::spawn_blocking(move || disk_usage(&ws))
-            .await
-            .unwrap_or(0);
+        let disk_bytes = self.quota.used();
         SandboxStatus {
             sandbox_id: self.id.clone(),
             state: state.into(),
@@ -75,29 +75,6 @@ impl Sandbox {
             limits: self.limits.clone(),
         }
     }
-}
-
-/// Bytes used under `root`, never following links.
-pub fn disk_usage(root: &Path) -> u64 {
-    let mut total = 0u64;
-    let mut stack = vec![root.to_path_buf()];
-    let mut seen = 0usize;
-    while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
-        for entry in rd.flatten() {
-            seen += 1;
-            if seen > 1_000_000 {
-                return total;
-            }
-            let Ok(md) = entry.metadata() else { continue };
-            if md.is_dir() {
-                stack.push(entry.path());
-            } else if md.is_file() {
-                total += md.len();
-            }
-        }
-    }
-    total
 }
 
 struct Inner {
@@ -202,6 +179,7 @@ impl Registry {
         Ok(Arc::new(Sandbox {
             id,
             dirs,
+            quota: Arc::new(DiskQuota::new(limits.disk_bytes)),
             limits,
             created_at: chrono::Utc::now(),
             executions: AtomicU64::new(0),

@@ -16,7 +16,9 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use super::door::Inbox;
 use super::engine::Interpreter;
+use super::guest_fs::{GuestFs, Proxy};
 use super::output::{Capture, Captured};
+use super::quota::DiskQuota;
 
 /// Guest paths. The workspace is the working folder and HOME.
 pub const WORKSPACE: &str = "/home/user";
@@ -28,6 +30,7 @@ const PRELUDE: &str = include_str!("../../runtime/guest/prelude.py");
 /// What a Store carries for the host functions.
 pub struct GuestState {
     pub wasi: WasiP1Ctx,
+    pub fs: GuestFs,
     limits: StoreLimits,
     pub inbox: Inbox,
     deadline: Instant,
@@ -39,6 +42,7 @@ pub struct SessionConfig {
     pub workspace: PathBuf,
     pub tmp: PathBuf,
     pub site_packages: PathBuf,
+    pub quota: Arc<DiskQuota>,
     pub memory_bytes: usize,
     pub output_bytes: usize,
 }
@@ -147,6 +151,24 @@ fn wasi_context(
     Ok(b.build_p1())
 }
 
+/// The descriptor table's starting point, in the order `wasi_context` preopens: the
+/// read-only stdlib, mpl-data and site-packages, then the workspace and /tmp, which count
+/// towards the disk quota.
+fn watched_folders(cfg: &SessionConfig) -> Result<GuestFs, SessionError> {
+    let open = |p: &PathBuf| {
+        cap_std::fs::Dir::open_ambient_dir(p, cap_std::ambient_authority())
+            .map_err(|e| SessionError::Folders(format!("{}: {e}", p.display())))
+    };
+    let preopens = vec![
+        None,
+        None,
+        None,
+        Some(open(&cfg.workspace)?),
+        Some(open(&cfg.tmp)?),
+    ];
+    Ok(GuestFs::new(cfg.quota.clone(), preopens))
+}
+
 fn classify(err: wasmtime::Error) -> Ended {
     if err.is::<DeadlineReached>() {
         return Ended::Timeout;
@@ -172,13 +194,16 @@ impl Session {
         let t_wasi = t0.elapsed();
         let limits = StoreLimitsBuilder::new()
             .memory_size(cfg.memory_bytes)
-            .memories(1)
-            .instances(1)
+            // The interpreter, and the small proxy of `guest_fs`.
+            .memories(2)
+            .instances(2)
             .tables(1)
             .table_elements(1 << 20)
             .build();
+        let fs = watched_folders(cfg)?;
         let state = GuestState {
             wasi,
+            fs,
             limits,
             inbox: Inbox::default(),
             deadline: Instant::now() + Duration::from_secs(30),
@@ -200,6 +225,10 @@ impl Session {
                 .map_err(|e| SessionError::Start(format!("{e:#}")))?;
         }
         let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
+        let proxy = Proxy::instantiate(&interp.proxy, &mut store)
+            .await
+            .map_err(start)?;
+        store.data_mut().fs.set_proxy(proxy);
         let instance = interp.pre.instantiate_async(&mut store).await.map_err(start)?;
         let t_inst = t0.elapsed();
         let memory = instance

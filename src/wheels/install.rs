@@ -14,6 +14,7 @@ use super::index::{WheelFile, scan};
 use super::resolve::{Present, parse_request, resolve};
 use super::unpack::unpack;
 use super::{WheelError, normalize};
+use crate::wasm::quota::{DiskQuota, tree_cost};
 
 pub struct Target<'a> {
     pub python: &'a str,
@@ -23,6 +24,8 @@ pub struct Target<'a> {
     pub site_packages: &'a Path,
     /// A host-private folder for staging.
     pub scratch: &'a Path,
+    /// The sandbox's disk quota, which the installed files count against.
+    pub quota: &'a DiskQuota,
 }
 
 #[derive(Debug, PartialEq)]
@@ -87,7 +90,7 @@ pub fn install(request: &str, t: &Target) -> Result<Outcome, WheelError> {
         .scratch
         .join(format!(".install-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&staging).map_err(io("creating the staging folder"))?;
-    let result = stage_and_move(&plan.wheels, &staging, t.site_packages);
+    let result = stage_and_move(&plan.wheels, &staging, t.site_packages, t.quota);
     let _ = std::fs::remove_dir_all(&staging);
     result?;
     Ok(Outcome {
@@ -100,7 +103,12 @@ pub fn install(request: &str, t: &Target) -> Result<Outcome, WheelError> {
     })
 }
 
-fn stage_and_move(wheels: &[WheelFile], staging: &Path, site: &Path) -> Result<(), WheelError> {
+fn stage_and_move(
+    wheels: &[WheelFile],
+    staging: &Path,
+    site: &Path,
+    quota: &DiskQuota,
+) -> Result<(), WheelError> {
     let mut taken = HashSet::new();
     let mut tops = Vec::new();
     for w in wheels {
@@ -110,6 +118,11 @@ fn stage_and_move(wheels: &[WheelFile], staging: &Path, site: &Path) -> Result<(
             }
         }
     }
+    // Staged in host-private space, so nothing reached the sandbox before this check.
+    let cost = tree_cost(staging);
+    quota
+        .reserve(cost)
+        .map_err(|full| WheelError::DiskFull(full.to_string()))?;
     let mut moved = Vec::new();
     for top in &tops {
         if let Err(e) = merge_move(&staging.join(top), &site.join(top), &mut moved) {
@@ -120,6 +133,7 @@ fn stage_and_move(wheels: &[WheelFile], staging: &Path, site: &Path) -> Result<(
                     std::fs::remove_file(p)
                 };
             }
+            quota.release(cost);
             return Err(e);
         }
     }

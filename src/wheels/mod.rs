@@ -52,6 +52,8 @@ pub enum WheelError {
     },
     #[error("{0}")]
     Fetch(String),
+    #[error("{0}. Nothing was installed")]
+    DiskFull(String),
 }
 
 #[cfg(test)]

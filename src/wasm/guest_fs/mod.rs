@@ -1,0 +1,179 @@
+//! The guest's file calls, watched: the disk quota and the open-file cap.
+//!
+//! wasmtime-wasi implements the file calls but has no notion of a quota, and its descriptor
+//! table is private. So the WASI functions that add or remove bytes, names or descriptors are
+//! shadowed in the linker ([`shadow`]): each shadow checks, calls the original
+//! implementation through a small [`proxy`] instance, and then measures what changed. To measure, every descriptor the guest
+//! opens in a writable folder gets a host-side twin ([`Open`]) opened through a cap-std
+//! `Dir` on the same folder, so `fstat` on the twin sees the guest's file through renames
+//! and deletes.
+
+pub mod proxy;
+pub mod shadow;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cap_std::fs::{Dir, File, Metadata, OpenOptions};
+
+use super::quota::{self, DiskQuota, ENTRY_COST};
+pub use proxy::Proxy;
+
+/// Most descriptors one guest may hold open (files and folders), beyond stdio and preopens.
+pub const MAX_OPEN: usize = 256;
+
+/// WASI errno values (wasi_snapshot_preview1 `errno`).
+pub mod errno {
+    pub const SUCCESS: i32 = 0;
+    pub const FAULT: i32 = 21;
+    pub const IO: i32 = 29;
+    pub const MFILE: i32 = 33;
+    pub const NAMETOOLONG: i32 = 37;
+    pub const NOSPC: i32 = 51;
+}
+
+/// The host twin of one guest descriptor.
+pub enum Open {
+    /// A folder in the workspace or /tmp: paths opened under it are watched.
+    Dir(Arc<Dir>),
+    /// A file in the workspace or /tmp.
+    File(Arc<File>),
+    /// Anything in a read-only folder: counted towards the cap, nothing to measure.
+    Unwatched,
+}
+
+pub struct GuestFs {
+    quota: Arc<DiskQuota>,
+    open: HashMap<u32, Open>,
+    preopens: usize,
+    proxy: Option<Proxy>,
+}
+
+impl GuestFs {
+    /// `preopens` lists the guest's preopened folders in descriptor order (from 3), with the
+    /// host folder of the writable ones.
+    pub fn new(quota: Arc<DiskQuota>, preopens: Vec<Option<Dir>>) -> Self {
+        let count = preopens.len();
+        let open = preopens
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let fd = 3 + i as u32;
+                (fd, d.map_or(Open::Unwatched, |d| Open::Dir(Arc::new(d))))
+            })
+            .collect();
+        GuestFs {
+            quota,
+            open,
+            preopens: count,
+            proxy: None,
+        }
+    }
+
+    pub fn set_proxy(&mut self, proxy: Proxy) {
+        self.proxy = Some(proxy);
+    }
+
+    pub fn proxy(&self) -> Option<Proxy> {
+        self.proxy.clone()
+    }
+
+    pub fn quota(&self) -> &Arc<DiskQuota> {
+        &self.quota
+    }
+
+    pub fn dir(&self, fd: i32) -> Option<Arc<Dir>> {
+        match self.open.get(&(fd as u32)) {
+            Some(Open::Dir(d)) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn file(&self, fd: i32) -> Option<Arc<File>> {
+        match self.open.get(&(fd as u32)) {
+            Some(Open::File(f)) => Some(f.clone()),
+            _ => None,
+        }
+    }
+
+    pub fn is_full(&self) -> bool {
+        self.open.len() >= self.preopens + MAX_OPEN
+    }
+
+    /// Records a descriptor the guest just opened.
+    pub fn insert(&mut self, fd: i32, twin: Open) {
+        if let Open::File(f) = &twin
+            && let Ok(md) = f.metadata()
+        {
+            self.quota.opened(quota::key(&md));
+        }
+        if let Some(old) = self.open.insert(fd as u32, twin) {
+            self.forget(old);
+        }
+    }
+
+    /// The guest closed `fd` (or renumbered over it).
+    pub fn remove(&mut self, fd: i32) -> Option<Open> {
+        self.open.remove(&(fd as u32))
+    }
+
+    /// Moves a twin along with `fd_renumber`.
+    pub fn renumber(&mut self, from: i32, to: i32) {
+        let moved = self.open.remove(&(from as u32));
+        if let Some(old) = self.open.remove(&(to as u32)) {
+            self.forget(old);
+        }
+        if let Some(m) = moved {
+            self.open.insert(to as u32, m);
+        }
+    }
+
+    /// A twin goes away: a file deleted while open frees its bytes with its last descriptor.
+    pub fn forget(&self, twin: Open) {
+        let Open::File(f) = twin else { return };
+        let Ok(md) = f.metadata() else { return };
+        if self.quota.closed(quota::key(&md)) && quota::links(&md) == 0 {
+            self.quota.release(md.len() + ENTRY_COST);
+        }
+    }
+}
+
+impl Drop for GuestFs {
+    /// A dropped Store closes every guest descriptor, so deleted-but-open files are freed.
+    fn drop(&mut self) {
+        for (_, twin) in std::mem::take(&mut self.open) {
+            self.forget(twin);
+        }
+    }
+}
+
+/// Metadata of `path` under `dir`, following a final link when `follow` says so.
+pub fn stat(dir: &Dir, path: &str, follow: bool) -> Option<Metadata> {
+    if follow {
+        dir.metadata(path).ok()
+    } else {
+        dir.symlink_metadata(path).ok()
+    }
+}
+
+/// Opens the host twin of what the guest just opened at `path` under `dir`.
+pub fn open_twin(dir: &Dir, path: &str, follow: bool) -> std::io::Result<Open> {
+    let md = if follow {
+        dir.metadata(path)?
+    } else {
+        dir.symlink_metadata(path)?
+    };
+    if md.is_dir() {
+        return Ok(Open::Dir(Arc::new(dir.open_dir(path)?)));
+    }
+    let mut opts = OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use cap_std::fs::OpenOptionsExt;
+        // Never block on a FIFO, and open the very link the guest opened when it did not follow.
+        let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+        opts.custom_flags(libc::O_NONBLOCK | nofollow);
+    }
+    Ok(Open::File(Arc::new(dir.open_with(path, &opts)?)))
+}

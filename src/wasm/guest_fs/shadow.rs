@@ -1,0 +1,542 @@
+//! The shadowing WASI functions: check, call the original through the proxy, measure.
+//!
+//! Everything read here comes from the guest, so nothing may trap on bad input: a pointer out
+//! of range answers EFAULT, an over-long path ENAMETOOLONG, and a path that is not UTF-8 goes
+//! to the original, which refuses it. Writes pass in pieces of at most [`CHUNK`] bytes, each
+//! checked against the quota, so a write that does not fit stops where the quota does (a
+//! short write, then ENOSPC), as on a full disk.
+
+use std::sync::Arc;
+
+use cap_std::fs::{Dir, File};
+use wasmtime::{Caller, Extern, Linker};
+
+use super::errno::{FAULT, IO, MFILE, NAMETOOLONG, NOSPC, SUCCESS};
+use super::proxy::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX, Proxy};
+use super::{Open, open_twin, stat};
+use crate::wasm::quota::{self, DiskQuota, ENTRY_COST};
+use crate::wasm::session::GuestState;
+
+type Ctx<'a> = Caller<'a, GuestState>;
+type Res = wasmtime::Result<i32>;
+
+const MODULE: &str = "wasi_snapshot_preview1";
+const LOOKUP_SYMLINK_FOLLOW: i32 = 1;
+const O_CREAT: i32 = 1;
+const O_TRUNC: i32 = 8;
+
+fn proxy(c: &Ctx<'_>) -> wasmtime::Result<Proxy> {
+    c.data()
+        .fs
+        .proxy()
+        .ok_or_else(|| wasmtime::format_err!("the sandbox's file functions were not set up"))
+}
+
+fn quota(c: &Ctx<'_>) -> Arc<DiskQuota> {
+    c.data().fs.quota().clone()
+}
+
+fn guest_read(c: &mut Ctx<'_>, ptr: i32, len: usize) -> Option<Vec<u8>> {
+    let Some(Extern::Memory(memory)) = c.get_export("memory") else {
+        return None;
+    };
+    let start = ptr as u32 as usize;
+    memory
+        .data(&*c)
+        .get(start..start.checked_add(len)?)
+        .map(<[u8]>::to_vec)
+}
+
+fn guest_write_u32(c: &mut Ctx<'_>, ptr: i32, value: u32) -> bool {
+    let Some(Extern::Memory(memory)) = c.get_export("memory") else {
+        return false;
+    };
+    memory
+        .write(&mut *c, ptr as u32 as usize, &value.to_le_bytes())
+        .is_ok()
+}
+
+fn proxy_write(c: &mut Ctx<'_>, p: &Proxy, at: usize, bytes: &[u8]) -> Result<(), i32> {
+    p.memory.write(&mut *c, at, bytes).map_err(|_| FAULT)
+}
+
+fn proxy_out(c: &Ctx<'_>, p: &Proxy) -> u32 {
+    let mut b = [0u8; 4];
+    let _ = p.memory.read(c, OUT, &mut b);
+    u32::from_le_bytes(b)
+}
+
+/// Copies a guest path into the proxy at `slot`; its text when it is UTF-8.
+fn stage_path(c: &mut Ctx<'_>, p: &Proxy, ptr: i32, len: i32, slot: usize) -> Result<Option<String>, i32> {
+    let len = len as u32 as usize;
+    if len > PATH_MAX {
+        return Err(NAMETOOLONG);
+    }
+    let bytes = guest_read(c, ptr, len).ok_or(FAULT)?;
+    proxy_write(c, p, slot, &bytes)?;
+    Ok(String::from_utf8(bytes).ok())
+}
+
+/// The (pointer, length) pairs of a guest `iovec` array.
+fn guest_iovecs(c: &mut Ctx<'_>, iovs: i32, count: i32) -> Option<Vec<(u32, u32)>> {
+    let raw = guest_read(c, iovs, (count as u32 as usize).checked_mul(8)?)?;
+    Some(
+        raw.chunks_exact(8)
+            .map(|v| {
+                (
+                    u32::from_le_bytes([v[0], v[1], v[2], v[3]]),
+                    u32::from_le_bytes([v[4], v[5], v[6], v[7]]),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// A write in flight on a watched file: reserved before, settled to the real growth after.
+struct Growth {
+    quota: Arc<DiskQuota>,
+    file: Arc<File>,
+    before: u64,
+    reserved: u64,
+}
+
+impl Growth {
+    /// Reserves what the write could add at most (`bound` of the file's current size); `None`
+    /// when that does not fit.
+    fn begin(c: &Ctx<'_>, file: Arc<File>, bound: impl FnOnce(u64) -> u64) -> Option<Growth> {
+        let quota = quota(c);
+        let before = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let reserved = bound(before);
+        quota.reserve(reserved).ok()?;
+        Some(Growth {
+            quota,
+            file,
+            before,
+            reserved,
+        })
+    }
+
+    fn end(self) {
+        let after = self.file.metadata().map(|m| m.len()).unwrap_or(self.before);
+        self.quota
+            .settle(self.reserved, i128::from(after) - i128::from(self.before));
+    }
+}
+
+/// `fd_write` (no offset: at the file position) and `fd_pwrite` (at `offset`), piece by piece.
+async fn write_pieces(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: Option<u64>, out: i32) -> Res {
+    let p = proxy(c)?;
+    let Some(list) = guest_iovecs(c, iovs, count) else {
+        return Ok(FAULT);
+    };
+    let file = c.data().fs.file(fd);
+    let mut total: u64 = 0;
+    let mut failed = SUCCESS;
+    'all: for (ptr, len) in list {
+        let mut done = 0usize;
+        while done < len as usize {
+            let n = (len as usize - done).min(CHUNK);
+            let Some(bytes) = guest_read(c, (ptr as usize + done) as i32, n) else {
+                failed = FAULT;
+                break 'all;
+            };
+            let at = offset.map(|o| o.saturating_add(total));
+            let growth = match &file {
+                None => None,
+                Some(f) => {
+                    // Where the piece lands: the offset, or the file position (an appending
+                    // descriptor writes at the end instead, which the bound also covers).
+                    let pos = match at {
+                        Some(a) => a,
+                        None => tell(c, &p, fd).await?,
+                    };
+                    let end = pos.saturating_add(n as u64);
+                    let bound = |before: u64| end.saturating_sub(before).max(n as u64);
+                    match Growth::begin(c, f.clone(), bound) {
+                        Some(g) => Some(g),
+                        None => {
+                            failed = NOSPC;
+                            break 'all;
+                        }
+                    }
+                }
+            };
+            let staged =
+                proxy_write(c, &p, DATA, &bytes).and_then(|()| proxy_write(c, &p, IOV, &iovec(DATA, n)));
+            let rc = match (staged, at) {
+                (Err(e), _) => Ok(e),
+                (Ok(()), None) => {
+                    p.fd_write
+                        .call_async(&mut *c, (fd, IOV as i32, 1, OUT as i32))
+                        .await
+                }
+                (Ok(()), Some(at)) => {
+                    p.fd_pwrite
+                        .call_async(&mut *c, (fd, IOV as i32, 1, at as i64, OUT as i32))
+                        .await
+                }
+            };
+            if let Some(g) = growth {
+                g.end();
+            }
+            let rc = rc?;
+            if rc != SUCCESS {
+                failed = rc;
+                break 'all;
+            }
+            let wrote = proxy_out(c, &p) as usize;
+            total += wrote as u64;
+            done += wrote;
+            if wrote < n {
+                break 'all;
+            }
+        }
+    }
+    // What was written counts even if a later piece failed, as with a short write.
+    if total == 0 && failed != SUCCESS {
+        return Ok(failed);
+    }
+    if !guest_write_u32(c, out, total as u32) {
+        return Ok(FAULT);
+    }
+    Ok(SUCCESS)
+}
+
+/// The file position of `fd` (0 if it has none).
+async fn tell(c: &mut Ctx<'_>, p: &Proxy, fd: i32) -> wasmtime::Result<u64> {
+    let rc = p.fd_tell.call_async(&mut *c, (fd, OUT as i32)).await?;
+    let mut b = [0u8; 8];
+    if rc == SUCCESS {
+        let _ = p.memory.read(&*c, OUT, &mut b);
+    }
+    Ok(u64::from_le_bytes(b))
+}
+
+fn iovec(ptr: usize, len: usize) -> [u8; 8] {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&(ptr as u32).to_le_bytes());
+    b[4..].copy_from_slice(&(len as u32).to_le_bytes());
+    b
+}
+
+async fn fd_filestat_set_size(c: &mut Ctx<'_>, fd: i32, size: i64) -> Res {
+    let p = proxy(c)?;
+    let growth = match c.data().fs.file(fd) {
+        None => None,
+        Some(f) => match Growth::begin(c, f, |before| (size as u64).saturating_sub(before)) {
+            Some(g) => Some(g),
+            None => return Ok(NOSPC),
+        },
+    };
+    let rc = p.fd_filestat_set_size.call_async(&mut *c, (fd, size)).await;
+    if let Some(g) = growth {
+        g.end();
+    }
+    rc
+}
+
+async fn fd_close(c: &mut Ctx<'_>, fd: i32) -> Res {
+    let rc = proxy(c)?.fd_close.call_async(&mut *c, fd).await?;
+    if rc == SUCCESS
+        && let Some(twin) = c.data_mut().fs.remove(fd)
+    {
+        c.data().fs.forget(twin);
+    }
+    Ok(rc)
+}
+
+async fn fd_renumber(c: &mut Ctx<'_>, from: i32, to: i32) -> Res {
+    let rc = proxy(c)?.fd_renumber.call_async(&mut *c, (from, to)).await?;
+    if rc == SUCCESS {
+        c.data_mut().fs.renumber(from, to);
+    }
+    Ok(rc)
+}
+
+/// Arguments of `path_open` that pass through unchanged.
+struct OpenFlags {
+    dirflags: i32,
+    oflags: i32,
+    base: i64,
+    inheriting: i64,
+    fdflags: i32,
+}
+
+async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: OpenFlags, fd_out: i32) -> Res {
+    let p = proxy(c)?;
+    if c.data().fs.is_full() {
+        return Ok(MFILE);
+    }
+    let text = match stage_path(c, &p, path, path_len, PATH_A) {
+        Ok(t) => t,
+        Err(e) => return Ok(e),
+    };
+    let watched = c.data().fs.dir(dirfd).map(|d| (d, text));
+    let follow = f.dirflags & LOOKUP_SYMLINK_FOLLOW != 0;
+    let before = match &watched {
+        Some((dir, Some(path))) => stat(dir, path, follow),
+        _ => None,
+    };
+    let reserved = if watched.is_some() && f.oflags & O_CREAT != 0 && before.is_none() {
+        ENTRY_COST
+    } else {
+        0
+    };
+    let quota = quota(c);
+    if quota.reserve(reserved).is_err() {
+        return Ok(NOSPC);
+    }
+    let args = (
+        dirfd,
+        f.dirflags,
+        PATH_A as i32,
+        path_len,
+        f.oflags,
+        f.base,
+        f.inheriting,
+        f.fdflags,
+        OUT as i32,
+    );
+    let rc = p.path_open.call_async(&mut *c, args).await?;
+    if rc != SUCCESS {
+        quota.release(reserved);
+        return Ok(rc);
+    }
+    let fd = proxy_out(c, &p) as i32;
+    let twin = match &watched {
+        None => Ok(Open::Unwatched),
+        Some((dir, Some(path))) => open_twin(dir, path, follow),
+        // The original accepted a path we could not read: never leave it unwatched.
+        Some((_, None)) => Err(std::io::ErrorKind::InvalidData.into()),
+    };
+    let twin = match twin {
+        Ok(t) if guest_write_u32(c, fd_out, fd as u32) => t,
+        Ok(_) | Err(_) => {
+            // Without its twin (or its number) the descriptor is of no use: take it back.
+            p.fd_close.call_async(&mut *c, fd).await?;
+            quota.release(reserved);
+            return Ok(if watched.is_some() { IO } else { FAULT });
+        }
+    };
+    if f.oflags & O_TRUNC != 0
+        && let (Some(old), Open::File(file)) = (&before, &twin)
+        && old.is_file()
+    {
+        let now = file.metadata().map(|m| m.len()).unwrap_or(0);
+        quota.settle(0, i128::from(now) - i128::from(old.len()));
+    }
+    c.data_mut().fs.insert(fd, twin);
+    Ok(SUCCESS)
+}
+
+/// Runs a call that adds one name (plus `extra` bytes) under folder `fd`, if it is watched.
+async fn adding_entry(
+    c: &mut Ctx<'_>,
+    fd: i32,
+    extra: u64,
+    call: impl AsyncFnOnce(&mut Ctx<'_>) -> Res,
+) -> Res {
+    if c.data().fs.dir(fd).is_none() {
+        return call(c).await;
+    }
+    let quota = quota(c);
+    let cost = ENTRY_COST + extra;
+    if quota.reserve(cost).is_err() {
+        return Ok(NOSPC);
+    }
+    let rc = call(c).await?;
+    if rc != SUCCESS {
+        quota.release(cost);
+    }
+    Ok(rc)
+}
+
+/// The metadata of `path` under watched folder `fd`, before a call removes or replaces it.
+fn watched_entry(c: &Ctx<'_>, fd: i32, path: &Option<String>) -> Option<cap_std::fs::Metadata> {
+    let dir: Arc<Dir> = c.data().fs.dir(fd)?;
+    stat(&dir, path.as_deref()?, false)
+}
+
+macro_rules! staged {
+    ($e:expr) => {
+        match $e {
+            Ok(t) => t,
+            Err(errno) => return Ok(errno),
+        }
+    };
+}
+
+async fn path_create_directory(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res {
+    let p = proxy(c)?;
+    staged!(stage_path(c, &p, path, len, PATH_A));
+    let f = p.path_create_directory;
+    adding_entry(c, fd, 0, async |c| {
+        f.call_async(c, (fd, PATH_A as i32, len)).await
+    })
+    .await
+}
+
+async fn path_symlink(c: &mut Ctx<'_>, old: i32, old_len: i32, fd: i32, new: i32, new_len: i32) -> Res {
+    let p = proxy(c)?;
+    staged!(stage_path(c, &p, old, old_len, PATH_A));
+    staged!(stage_path(c, &p, new, new_len, PATH_B));
+    let f = p.path_symlink;
+    let args = (PATH_A as i32, old_len, fd, PATH_B as i32, new_len);
+    adding_entry(c, fd, old_len as u32 as u64, async |c| {
+        f.call_async(c, args).await
+    })
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn path_link(
+    c: &mut Ctx<'_>,
+    old_fd: i32,
+    flags: i32,
+    old: i32,
+    old_len: i32,
+    new_fd: i32,
+    new: i32,
+    new_len: i32,
+) -> Res {
+    let p = proxy(c)?;
+    staged!(stage_path(c, &p, old, old_len, PATH_A));
+    staged!(stage_path(c, &p, new, new_len, PATH_B));
+    let f = p.path_link;
+    let args = (
+        old_fd,
+        flags,
+        PATH_A as i32,
+        old_len,
+        new_fd,
+        PATH_B as i32,
+        new_len,
+    );
+    adding_entry(c, new_fd, 0, async |c| f.call_async(c, args).await).await
+}
+
+async fn path_remove_directory(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res {
+    let p = proxy(c)?;
+    staged!(stage_path(c, &p, path, len, PATH_A));
+    let rc = p
+        .path_remove_directory
+        .call_async(&mut *c, (fd, PATH_A as i32, len))
+        .await?;
+    if rc == SUCCESS && c.data().fs.dir(fd).is_some() {
+        quota(c).release(ENTRY_COST);
+    }
+    Ok(rc)
+}
+
+async fn path_unlink_file(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res {
+    let p = proxy(c)?;
+    let text = staged!(stage_path(c, &p, path, len, PATH_A));
+    let before = watched_entry(c, fd, &text);
+    let rc = p
+        .path_unlink_file
+        .call_async(&mut *c, (fd, PATH_A as i32, len))
+        .await?;
+    if rc == SUCCESS
+        && let Some(md) = before
+    {
+        quota(c).forget_entry(&md);
+    }
+    Ok(rc)
+}
+
+async fn path_rename(
+    c: &mut Ctx<'_>,
+    fd: i32,
+    old: i32,
+    old_len: i32,
+    new_fd: i32,
+    new: i32,
+    new_len: i32,
+) -> Res {
+    let p = proxy(c)?;
+    let old_text = staged!(stage_path(c, &p, old, old_len, PATH_A));
+    let new_text = staged!(stage_path(c, &p, new, new_len, PATH_B));
+    let source = watched_entry(c, fd, &old_text);
+    let target = watched_entry(c, new_fd, &new_text);
+    let rc = p
+        .path_rename
+        .call_async(
+            &mut *c,
+            (fd, PATH_A as i32, old_len, new_fd, PATH_B as i32, new_len),
+        )
+        .await?;
+    if rc == SUCCESS
+        && let Some(target) = target
+        && source.is_none_or(|s| quota::key(&s) != quota::key(&target))
+    {
+        // The name that was there is gone, replaced by the moved one.
+        quota(c).forget_entry(&target);
+    }
+    Ok(rc)
+}
+
+/// Registers `$f` under `$name`, unpacking the wasm parameters into its arguments.
+macro_rules! shadow {
+    ($linker:expr, $name:literal, $f:ident($($arg:ident: $ty:ty),*)) => {
+        $linker.func_wrap_async(MODULE, $name, |mut c: Ctx<'_>, ($($arg,)*): ($($ty,)*)| {
+            Box::new(async move { $f(&mut c, $($arg),*).await })
+        })?
+    };
+}
+
+async fn fd_write(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, out: i32) -> Res {
+    write_pieces(c, fd, iovs, count, None, out).await
+}
+
+async fn fd_pwrite(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: i64, out: i32) -> Res {
+    write_pieces(c, fd, iovs, count, Some(offset as u64), out).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn path_open_flat(
+    c: &mut Ctx<'_>,
+    dirfd: i32,
+    dirflags: i32,
+    path: i32,
+    len: i32,
+    oflags: i32,
+    base: i64,
+    inheriting: i64,
+    fdflags: i32,
+    out: i32,
+) -> Res {
+    let flags = OpenFlags {
+        dirflags,
+        oflags,
+        base,
+        inheriting,
+        fdflags,
+    };
+    path_open(c, dirfd, path, len, flags, out).await
+}
+
+/// Puts the shadows in place of wasmtime-wasi's functions in `linker`.
+pub fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    shadow!(linker, "fd_write", fd_write(fd: i32, iovs: i32, n: i32, out: i32));
+    shadow!(linker, "fd_pwrite", fd_pwrite(fd: i32, iovs: i32, n: i32, offset: i64, out: i32));
+    shadow!(linker, "fd_filestat_set_size", fd_filestat_set_size(fd: i32, size: i64));
+    shadow!(linker, "fd_close", fd_close(fd: i32));
+    shadow!(linker, "fd_renumber", fd_renumber(from: i32, to: i32));
+    shadow!(
+        linker,
+        "path_open",
+        path_open_flat(d: i32, df: i32, p: i32, l: i32, of: i32, rb: i64, ri: i64, ff: i32, out: i32)
+    );
+    shadow!(linker, "path_create_directory", path_create_directory(fd: i32, p: i32, l: i32));
+    shadow!(linker, "path_remove_directory", path_remove_directory(fd: i32, p: i32, l: i32));
+    shadow!(linker, "path_unlink_file", path_unlink_file(fd: i32, p: i32, l: i32));
+    shadow!(
+        linker,
+        "path_link",
+        path_link(ofd: i32, f: i32, o: i32, ol: i32, nfd: i32, n: i32, nl: i32)
+    );
+    shadow!(linker, "path_symlink", path_symlink(o: i32, ol: i32, fd: i32, n: i32, nl: i32));
+    shadow!(linker, "path_rename", path_rename(fd: i32, o: i32, ol: i32, nfd: i32, n: i32, nl: i32));
+    Ok(())
+}

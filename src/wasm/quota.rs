@@ -1,0 +1,218 @@
+//! A sandbox's disk quota: the bytes its folders may hold, shared by the guest's file calls
+//! and the host-side file tools.
+//!
+//! The host file system has no per-folder limit we could use without privileges, so the
+//! sandbox keeps its own count. Every way of adding bytes goes through a check first
+//! ([`DiskQuota::reserve`]), and the count only moves by what really changed on disk, measured
+//! with `fstat` before and after. Files count their logical size (a sparse file at 2**40 is
+//! 2**40 bytes), and every name costs [`ENTRY_COST`], so ten million empty files hit the
+//! quota as surely as one big file. A file deleted while the guest still holds it open keeps
+//! counting until its last descriptor closes, since its blocks are only freed then.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use cap_std::fs::Metadata;
+
+/// What one directory entry (file, folder or link) costs, like a file system block.
+pub const ENTRY_COST: u64 = 4096;
+
+/// A file's identity on the host: the same inode through any name or descriptor.
+pub type InodeKey = (u64, u64);
+
+#[derive(Debug, thiserror::Error)]
+#[error("the sandbox's disk quota of {limit} bytes is full ({used} bytes used, {wanted} more wanted)")]
+pub struct QuotaFull {
+    pub limit: u64,
+    pub used: u64,
+    pub wanted: u64,
+}
+
+impl From<QuotaFull> for crate::sandbox::SandboxError {
+    fn from(q: QuotaFull) -> Self {
+        crate::sandbox::SandboxError::DiskFull {
+            limit: q.limit,
+            used: q.used,
+            wanted: q.wanted,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Usage {
+    used: u64,
+    /// Inodes the guest holds open, with how many of its descriptors point at each.
+    open: HashMap<InodeKey, u32>,
+}
+
+#[derive(Debug)]
+pub struct DiskQuota {
+    limit: u64,
+    usage: Mutex<Usage>,
+}
+
+impl DiskQuota {
+    pub fn new(limit: u64) -> Self {
+        DiskQuota {
+            limit,
+            usage: Mutex::new(Usage::default()),
+        }
+    }
+
+    fn usage(&self) -> std::sync::MutexGuard<'_, Usage> {
+        self.usage.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    pub fn used(&self) -> u64 {
+        self.usage().used
+    }
+
+    /// Adds `bytes` if they fit. Callers settle or release the reservation once they know what
+    /// the operation really did.
+    pub fn reserve(&self, bytes: u64) -> Result<(), QuotaFull> {
+        let mut u = self.usage();
+        match u.used.checked_add(bytes) {
+            Some(total) if total <= self.limit => {
+                u.used = total;
+                Ok(())
+            }
+            _ => Err(QuotaFull {
+                limit: self.limit,
+                used: u.used,
+                wanted: bytes,
+            }),
+        }
+    }
+
+    pub fn release(&self, bytes: u64) {
+        let mut u = self.usage();
+        u.used = u.used.saturating_sub(bytes);
+    }
+
+    /// Replaces a reservation with what was measured: `grew` bytes more (negative: fewer).
+    pub fn settle(&self, reserved: u64, grew: i128) {
+        let mut u = self.usage();
+        let now = i128::from(u.used) - i128::from(reserved) + grew;
+        u.used = now.clamp(0, i128::from(u64::MAX)) as u64;
+    }
+
+    pub fn opened(&self, key: InodeKey) {
+        *self.usage().open.entry(key).or_insert(0) += 1;
+    }
+
+    /// One descriptor of `key` closed; true when it was the guest's last one.
+    pub fn closed(&self, key: InodeKey) -> bool {
+        let mut u = self.usage();
+        match u.open.get_mut(&key) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                u.open.remove(&key);
+                true
+            }
+        }
+    }
+
+    pub fn is_open(&self, key: InodeKey) -> bool {
+        self.usage().open.contains_key(&key)
+    }
+
+    /// Releases what removing one name of `md` frees now. A file's bytes go with its last
+    /// name, unless the guest still holds it open: then the last close releases them.
+    pub fn forget_entry(&self, md: &Metadata) {
+        let freed = if md.is_symlink() {
+            ENTRY_COST + md.len()
+        } else if !md.is_file() || links(md) > 1 {
+            ENTRY_COST
+        } else if self.is_open(key(md)) {
+            0
+        } else {
+            ENTRY_COST + md.len()
+        };
+        self.release(freed);
+    }
+}
+
+/// What the entries under `root` count against a quota (never following links).
+pub fn tree_cost(root: &std::path::Path) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let Ok(md) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            total = total.saturating_add(ENTRY_COST);
+            if md.is_dir() {
+                stack.push(entry.path());
+            } else {
+                total = total.saturating_add(md.len());
+            }
+        }
+    }
+    total
+}
+
+/// The inode of `md`.
+#[cfg(unix)]
+pub fn key(md: &Metadata) -> InodeKey {
+    use cap_std::fs::MetadataExt;
+    (md.dev(), md.ino())
+}
+
+#[cfg(not(unix))]
+pub fn key(_md: &Metadata) -> InodeKey {
+    // Without inode numbers every file looks alike, so a delete while anything is open keeps
+    // counting the bytes: the count errs on the full side, never on the empty one.
+    (0, 0)
+}
+
+/// How many names `md` has.
+#[cfg(unix)]
+pub fn links(md: &Metadata) -> u64 {
+    use cap_std::fs::MetadataExt;
+    md.nlink()
+}
+
+#[cfg(not(unix))]
+pub fn links(_md: &Metadata) -> u64 {
+    1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservations_stop_at_the_limit_and_settle_to_what_happened() {
+        let q = DiskQuota::new(10_000);
+        q.reserve(6_000).expect("fits");
+        let full = q.reserve(5_000).expect_err("over the limit");
+        assert_eq!((full.used, full.wanted), (6_000, 5_000));
+        // Reserved 6000 for a write that only grew the file by 100.
+        q.settle(6_000, 100);
+        assert_eq!(q.used(), 100);
+        q.reserve(9_900).expect("exactly full fits");
+        assert!(q.reserve(1).is_err());
+        assert!(q.reserve(u64::MAX).is_err(), "no overflow");
+        q.settle(0, -20_000);
+        assert_eq!(q.used(), 0, "never below zero");
+    }
+
+    #[test]
+    fn an_inode_counts_as_open_until_its_last_descriptor_closes() {
+        let q = DiskQuota::new(1);
+        q.opened((1, 2));
+        q.opened((1, 2));
+        assert!(!q.closed((1, 2)));
+        assert!(q.is_open((1, 2)));
+        assert!(q.closed((1, 2)));
+        assert!(!q.is_open((1, 2)));
+    }
+}
