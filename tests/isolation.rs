@@ -221,3 +221,27 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     std::fs::canonicalize(d).unwrap()
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_fifo_or_a_folder_given_to_read_file_is_a_quick_error() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    // The guest cannot make a FIFO (WASI has no mkfifo); a host process sharing the folder can.
+    let fifo = s.workspace(&id).join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a plain syscall on a path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    s.exec(&id, "import os\nos.mkdir('folder')").await;
+    for (path, says) in [("pipe", "not a regular file"), ("folder", "is a folder")] {
+        // A hang would fail at the harness's bound on every call.
+        let (err, _, text) = s
+            .call_json("read_file", json!({"sandbox_id": id, "file_path": path}))
+            .await;
+        assert!(err, "{path}: {text}");
+        assert!(text.contains(says), "{path}: {text}");
+    }
+    let (err, v) = s.exec(&id, "1+1").await;
+    assert!(!err && v["result"] == "2");
+    s.stop().await;
+}

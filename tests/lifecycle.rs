@@ -107,3 +107,82 @@ async fn a_killed_servers_leftovers_are_cleaned_at_the_next_start() {
     let _ = std::fs::remove_dir_all(home.join("sandboxes").join(&live));
     let _ = std::fs::remove_dir_all(home.join("scratch").join(&live));
 }
+
+/// Sends `tool` and kills the server with SIGKILL `delay` into the call.
+async fn kill_during(s: Server, delay: Duration, tool: &str, args: serde_json::Value) {
+    let pid = s.pid.expect("the server's pid") as libc::pid_t;
+    let serde_json::Value::Object(obj) = args else {
+        unreachable!()
+    };
+    let params = rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(obj);
+    let call = s.client.call_tool(params);
+    let kill = async {
+        tokio::time::sleep(delay).await;
+        // SAFETY: plain syscalls on our own child; waitpid reaps it so its pid reads as dead.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+    };
+    let (_, ()) = tokio::join!(call, kill);
+    drop(s);
+}
+
+#[tokio::test]
+async fn a_kill_mid_write_leaves_the_old_file_or_the_new_one_and_the_next_start_is_clean() {
+    let uploads = std::env::temp_dir().join(format!("mcs-up-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&uploads).unwrap();
+    let big = "N".repeat(24 << 20);
+    std::fs::write(uploads.join("data.txt"), &big).unwrap();
+    let envs = [("CODE_SANDBOX_UPLOAD_DIRS", uploads.to_str().unwrap())];
+    let mut dead = Vec::new();
+    for (round, delay_ms) in [0u64, 10, 40, 120, 300].into_iter().enumerate() {
+        let s = Server::start_with(&envs).await;
+        let id = s.create().await;
+        let ws = s.workspace(&id);
+        let (err, _, text) = s
+            .call_json(
+                "write_file",
+                json!({"sandbox_id": id, "file_path": "data.txt", "content": "OLD"}),
+            )
+            .await;
+        assert!(!err, "{text}");
+        let delay = Duration::from_millis(delay_ms);
+        match round % 3 {
+            0 => {
+                let args = json!({"sandbox_id": id, "file_path": "data.txt", "content": big});
+                kill_during(s, delay, "write_file", args).await
+            }
+            1 => {
+                let source = uploads.join("data.txt");
+                let args = json!({"sandbox_id": id, "source_path": source.to_str().unwrap(), "destination_path": "data.txt"});
+                kill_during(s, delay, "upload_file", args).await
+            }
+            _ => {
+                let args = json!({"sandbox_id": id, "package_name": "faker"});
+                kill_during(s, delay, "install_package", args).await
+            }
+        }
+        let now = std::fs::read(ws.join("data.txt")).unwrap();
+        assert!(
+            now == b"OLD" || now == big.as_bytes(),
+            "round {round}: a partial file of {} bytes",
+            now.len()
+        );
+        dead.push((ws, scratch_of(&id)));
+    }
+    let s = Server::start().await;
+    let id = s.create().await;
+    let (err, v) = s.exec(&id, "1+1").await;
+    assert!(!err && v["result"] == "2", "{v}");
+    for (ws, scratch) in &dead {
+        assert!(!ws.exists(), "{} was left behind", ws.display());
+        assert!(!scratch.exists(), "{} was left behind", scratch.display());
+    }
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&uploads);
+}
+
+fn scratch_of(id: &str) -> std::path::PathBuf {
+    common::runtime_home().join("scratch").join(id)
+}

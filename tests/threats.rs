@@ -327,6 +327,81 @@ async fn disk_attacks_stop_at_the_quota() {
     w.done().await;
 }
 
+/// Keeps swapping `d` between a real folder and links out of the sandbox for `secs` seconds.
+const SWAPPER: &str = "import os, time\nend = time.time() + SECS\nn = 0\nwhile time.time() < end:\n    for target in ('/', '../../../..', '/home/user/..'):\n        try:\n            os.mkdir('d')\n            os.rmdir('d')\n            os.symlink(target, 'd')\n            os.remove('d')\n            n += 1\n        except OSError:\n            pass\nn";
+
+#[tokio::test]
+async fn a_guest_swapping_links_never_leads_host_writes_outside() {
+    let w = World::new().await;
+    let (s, victim) = (&w.s, w.victim.clone());
+    let guest = s.call_json(
+        "execute_code",
+        json!({"sandbox_id": victim, "code": SWAPPER.replace("SECS", "8"), "timeout_seconds": 30}),
+    );
+    let host = async {
+        let mut refused = 0;
+        for i in 0..10_000 {
+            let (err, _, _) = s
+                .call_json(
+                    "write_file",
+                    json!({"sandbox_id": victim, "file_path": format!("d/x{}.txt", i % 7), "content": "host"}),
+                )
+                .await;
+            refused += usize::from(err);
+        }
+        refused
+    };
+    let ((err, v, _), refused) = tokio::join!(guest, host);
+    assert!(!err, "{v}");
+    let swaps: u64 = v["result"].as_str().unwrap().parse().unwrap();
+    assert!(swaps > 0, "the guest swapped while the host wrote");
+    assert!(refused < 10_000, "some writes landed inside, between swaps");
+    // Wherever the links pointed, the host's writes landed inside the workspace or nowhere.
+    let ws = s.workspace(&victim);
+    let sandboxes = ws.parent().unwrap();
+    for i in 0..7 {
+        let name = format!("x{i}.txt");
+        for outside in [
+            std::path::Path::new("/"),
+            sandboxes,
+            &s.home,
+            sandboxes.parent().unwrap(),
+        ] {
+            assert!(
+                !outside.join(&name).exists(),
+                "{name} appeared in {}",
+                outside.display()
+            );
+        }
+    }
+    w.still_fine("swapping links").await;
+    w.done().await;
+}
+
+#[tokio::test]
+async fn closing_a_sandbox_while_its_guest_makes_links_never_follows_them() {
+    let w = World::new().await;
+    let (s, victim) = (&w.s, w.victim.clone());
+    let code = "import os\ni = 0\nwhile True:\n    os.symlink('../../../..', f'up{i}')\n    os.symlink('/', f'root{i}')\n    os.mkdir(f'd{i}')\n    os.symlink('../..', f'd{i}/back')\n    i += 1";
+    let guest = s.call_json(
+        "execute_code",
+        json!({"sandbox_id": victim, "code": code, "timeout_seconds": 30}),
+    );
+    let close = async {
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        s.call_json("close_sandbox", json!({"sandbox_id": victim})).await
+    };
+    let (_, (err, _, text)) = tokio::join!(guest, close);
+    assert!(!err, "{text}");
+    assert!(!s.workspace(&victim).exists(), "the workspace is removed");
+    assert!(w.canary.exists(), "deletion did not follow a link out");
+    // still_fine uses the victim; the bystander and the canary are what matter here.
+    let (err, v) = s.exec(&w.bystander, "(mark, open('mine.txt').read())").await;
+    assert!(!err, "{v}");
+    assert_eq!(std::fs::read_to_string(&w.canary).unwrap(), CANARY);
+    w.done().await;
+}
+
 #[tokio::test]
 async fn many_parallel_busy_loops_do_not_starve_a_small_call() {
     let w = World::with(&[("CODE_SANDBOX_MAX_SANDBOXES", "8")]).await;

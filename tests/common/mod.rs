@@ -37,6 +37,9 @@ pub fn ensure_runtime() {
 pub struct Server {
     pub client: RunningService<RoleClient, ()>,
     pub home: PathBuf,
+    /// The server process, for tests that kill it.
+    #[allow(dead_code)]
+    pub pid: Option<u32>,
 }
 
 /// A generous bound so a hung server fails the test instead of hanging CI.
@@ -57,11 +60,12 @@ impl Server {
             cmd.env(k, v);
         }
         let transport = TokioChildProcess::new(cmd).expect("spawn the server");
+        let pid = transport.id();
         let client = tokio::time::timeout(CALL_BOUND, ().serve(transport))
             .await
             .expect("initialize in time")
             .expect("initialize");
-        Server { client, home }
+        Server { client, home, pid }
     }
 
     pub async fn call(&self, tool: &str, args: Value) -> CallToolResult {

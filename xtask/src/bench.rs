@@ -110,6 +110,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         workspace: scratch.join("ws"),
         tmp: scratch.join("tmp"),
         site_packages: scratch.join("site"),
+        quota: std::sync::Arc::new(mcp_code_sandbox::wasm::quota::DiskQuota::new(1 << 30)),
         memory_bytes: 1 << 30,
         output_bytes: 1 << 20,
     };
@@ -282,6 +283,31 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         imports.push(t.elapsed());
         call(&c, "close_sandbox", json!({"sandbox_id": sid})).await?;
     }
+    eprintln!("bench: writing a file");
+    let write = |path: &str| {
+        format!("f = open('{path}', 'wb'); [f.write(b'x' * (1 << 20)) for _ in range(64)]; f.close()")
+    };
+    let mut writes = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        call(
+            &c,
+            "execute_code",
+            json!({"sandbox_id": id, "code": write("bench.bin")}),
+        )
+        .await?;
+        writes.push(t.elapsed());
+    }
+    let native_file = std::env::temp_dir().join(format!("mcs-bench-{}.bin", std::process::id()));
+    let native = native_python(&write(&native_file.to_string_lossy()), 5);
+    let _ = std::fs::remove_file(&native_file);
+    rows.push(Row {
+        what: "execute_code: write 64 MiB to a file in 1 MiB pieces (disk quota on)".into(),
+        ours: median(writes),
+        baseline: native.map(|d| ("native CPython (python3 here)".to_string(), d)),
+        runs: 5,
+    });
+
     rows.push(Row {
         what: "execute_code(\"import numpy\") in a fresh sandbox".into(),
         ours: median(imports),
