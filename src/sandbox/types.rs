@@ -160,6 +160,10 @@ pub enum SandboxError {
         "the sandbox's disk quota is full: {used} of {limit} bytes used, {wanted} more needed. Delete files in the sandbox, or raise CODE_SANDBOX_DISK_MB"
     )]
     DiskFull { limit: u64, used: u64, wanted: u64 },
+    #[error(
+        "the host disk is nearly full: sandboxes may not use the room kept free for the rest of the system ({wanted} more bytes were needed). Delete files in sandboxes or close some, or free disk space"
+    )]
+    HostDiskLow { wanted: u64 },
     #[error("{0}")]
     Unsupported(String),
     #[error("{0}")]

@@ -10,7 +10,7 @@
 //! counting until its last descriptor closes, since its blocks are only freed then.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use cap_std::fs::Metadata;
 
@@ -21,15 +21,20 @@ pub const ENTRY_COST: u64 = 4096;
 pub type InodeKey = (u64, u64);
 
 #[derive(Debug, thiserror::Error)]
-#[error("the sandbox's disk quota of {limit} bytes is full ({used} bytes used, {wanted} more wanted)")]
+#[error("{} of {limit} bytes is full ({used} bytes used, {wanted} more wanted)", if *.host { "the room this server leaves itself on the host disk" } else { "the sandbox's disk quota" })]
 pub struct QuotaFull {
     pub limit: u64,
     pub used: u64,
     pub wanted: u64,
+    /// The server-wide budget ran out rather than the sandbox's own.
+    pub host: bool,
 }
 
 impl From<QuotaFull> for crate::sandbox::SandboxError {
     fn from(q: QuotaFull) -> Self {
+        if q.host {
+            return crate::sandbox::SandboxError::HostDiskLow { wanted: q.wanted };
+        }
         crate::sandbox::SandboxError::DiskFull {
             limit: q.limit,
             used: q.used,
@@ -49,6 +54,9 @@ struct Usage {
 pub struct DiskQuota {
     limit: u64,
     usage: Mutex<Usage>,
+    /// The server-wide budget every sandbox's bytes also count against, so that many sandboxes
+    /// together cannot fill the host disk either.
+    parent: Option<Arc<DiskQuota>>,
 }
 
 impl DiskQuota {
@@ -56,7 +64,21 @@ impl DiskQuota {
         DiskQuota {
             limit,
             usage: Mutex::new(Usage::default()),
+            parent: None,
         }
+    }
+
+    pub fn within(limit: u64, parent: Arc<DiskQuota>) -> Self {
+        DiskQuota {
+            parent: Some(parent),
+            ..DiskQuota::new(limit)
+        }
+    }
+
+    /// The server-wide budget: what the disk under `root` has free now, less headroom for the
+    /// rest of the system (a tenth of the free space, at least 256 MiB).
+    pub fn host_budget(root: &std::path::Path) -> Self {
+        DiskQuota::new(host_room(root))
     }
 
     fn usage(&self) -> std::sync::MutexGuard<'_, Usage> {
@@ -77,6 +99,11 @@ impl DiskQuota {
         let mut u = self.usage();
         match u.used.checked_add(bytes) {
             Some(total) if total <= self.limit => {
+                if let Some(parent) = &self.parent {
+                    parent
+                        .reserve(bytes)
+                        .map_err(|full| QuotaFull { host: true, ..full })?;
+                }
                 u.used = total;
                 Ok(())
             }
@@ -84,20 +111,25 @@ impl DiskQuota {
                 limit: self.limit,
                 used: u.used,
                 wanted: bytes,
+                host: false,
             }),
         }
     }
 
     pub fn release(&self, bytes: u64) {
-        let mut u = self.usage();
-        u.used = u.used.saturating_sub(bytes);
+        self.settle(bytes, 0);
     }
 
     /// Replaces a reservation with what was measured: `grew` bytes more (negative: fewer).
     pub fn settle(&self, reserved: u64, grew: i128) {
         let mut u = self.usage();
+        let before = u.used;
         let now = i128::from(u.used) - i128::from(reserved) + grew;
         u.used = now.clamp(0, i128::from(u64::MAX)) as u64;
+        if let Some(parent) = &self.parent {
+            // What this quota really moved by, so the two never drift apart.
+            parent.settle(0, i128::from(u.used) - i128::from(before));
+        }
     }
 
     pub fn opened(&self, key: InodeKey) {
@@ -137,6 +169,30 @@ impl DiskQuota {
         };
         self.release(freed);
     }
+}
+
+#[cfg(unix)]
+fn host_room(root: &std::path::Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    // The folder may not exist yet: the nearest one that does is on the same disk.
+    let Some(existing) = root.ancestors().find(|p| p.exists()) else {
+        return u64::MAX;
+    };
+    let Ok(path) = std::ffi::CString::new(existing.as_os_str().as_bytes()) else {
+        return u64::MAX;
+    };
+    // SAFETY: statvfs writes only into the zeroed struct we pass, for a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return u64::MAX;
+    }
+    let free = (st.f_bavail as u64).saturating_mul(st.f_frsize as u64);
+    free.saturating_sub((free / 10).max(256 << 20))
+}
+
+#[cfg(not(unix))]
+fn host_room(_root: &std::path::Path) -> u64 {
+    u64::MAX
 }
 
 /// What the entries under `root` count against a quota (never following links).
@@ -203,6 +259,22 @@ mod tests {
         assert!(q.reserve(u64::MAX).is_err(), "no overflow");
         q.settle(0, -20_000);
         assert_eq!(q.used(), 0, "never below zero");
+    }
+
+    #[test]
+    fn a_sandbox_also_counts_against_the_host_budget() {
+        let host = Arc::new(DiskQuota::new(10_000));
+        let a = DiskQuota::within(8_000, host.clone());
+        let b = DiskQuota::within(8_000, host.clone());
+        a.reserve(6_000).expect("fits both");
+        let full = b.reserve(6_000).expect_err("the host budget is short");
+        assert!(full.host && full.to_string().contains("host disk"), "{full}");
+        assert_eq!(b.used(), 0, "a refused reservation leaves nothing behind");
+        a.settle(6_000, 1_000);
+        assert_eq!((a.used(), host.used()), (1_000, 1_000));
+        b.reserve(6_000).expect("room again");
+        a.release(5_000);
+        assert_eq!((a.used(), host.used()), (0, 6_000));
     }
 
     #[test]

@@ -88,6 +88,8 @@ struct Inner {
 pub struct Registry {
     layout: Layout,
     max: usize,
+    /// What all sandboxes together may add to the host disk.
+    host_disk: Arc<DiskQuota>,
     inner: Mutex<Inner>,
 }
 
@@ -126,6 +128,7 @@ fn make_dir(p: &Path) -> Result<(), SandboxError> {
 impl Registry {
     pub fn new(layout: Layout, max: usize) -> Result<Self, SandboxError> {
         Ok(Registry {
+            host_disk: Arc::new(DiskQuota::host_budget(&layout.sandboxes_dir())),
             layout,
             max: max.max(1),
             inner: Mutex::new(Inner {
@@ -179,7 +182,7 @@ impl Registry {
         Ok(Arc::new(Sandbox {
             id,
             dirs,
-            quota: Arc::new(DiskQuota::new(limits.disk_bytes)),
+            quota: Arc::new(DiskQuota::within(limits.disk_bytes, self.host_disk.clone())),
             limits,
             created_at: chrono::Utc::now(),
             executions: AtomicU64::new(0),

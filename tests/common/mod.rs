@@ -108,6 +108,13 @@ impl Server {
         v["sandbox_id"].as_str().expect("sandbox_id").to_string()
     }
 
+    /// How many descriptors the server process holds open (Linux only).
+    #[allow(dead_code)]
+    pub fn open_descriptors(&self) -> Option<usize> {
+        let dir = format!("/proc/{}/fd", self.pid?);
+        Some(std::fs::read_dir(dir).ok()?.count())
+    }
+
     pub fn workspace(&self, id: &str) -> PathBuf {
         self.home.join("sandboxes").join(id)
     }
