@@ -142,6 +142,7 @@ async fn no_network_no_host_environment_stdin_is_eof() {
         "import subprocess\nsubprocess.run(['ls'])",
         "import threading\nthreading.Thread(target=print).start()",
         "import ctypes\nctypes.CDLL(None)",
+        "import os\nos.fork()",
     ] {
         let (err, v) = s.exec(&id, code).await;
         assert!(err, "{code} ran: {v}");
@@ -244,4 +245,64 @@ async fn a_fifo_or_a_folder_given_to_read_file_is_a_quick_error() {
     let (err, v) = s.exec(&id, "1+1").await;
     assert!(!err && v["result"] == "2");
     s.stop().await;
+}
+
+#[tokio::test]
+async fn a_host_write_to_a_hard_linked_file_leaves_the_other_name_alone() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let (err, v) = s
+        .exec(
+            &id,
+            "import os\nopen('a.txt', 'w').write('original')\nos.link('a.txt', 'b.txt')",
+        )
+        .await;
+    assert!(!err, "{v}");
+    let (err, _, text) = s
+        .call_json(
+            "write_file",
+            json!({"sandbox_id": id, "file_path": "a.txt", "content": "replaced"}),
+        )
+        .await;
+    assert!(!err, "{text}");
+    let (err, v) = s.exec(&id, "(open('a.txt').read(), open('b.txt').read())").await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], "('replaced', 'original')");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn oversized_inputs_are_refused_before_any_work() {
+    let allowed = tempdir("huge");
+    // A 5 GB file that takes no disk: sparse.
+    let huge = allowed.join("huge.bin");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(5_000_000_000)
+        .unwrap();
+    let s = Server::start_with(&[("CODE_SANDBOX_UPLOAD_DIRS", allowed.to_str().unwrap())]).await;
+    let id = s.create().await;
+    let (err, _, text) = s
+        .call_json(
+            "upload_file",
+            json!({"sandbox_id": id, "source_path": huge.to_str().unwrap()}),
+        )
+        .await;
+    assert!(err, "{text}");
+    assert!(text.contains("limit"), "{text}");
+    assert!(!s.workspace(&id).join("huge.bin").exists(), "nothing was copied");
+    // Source code far over the limit is refused before the interpreter sees it.
+    let code = format!("x = '{}'", "y".repeat(11 << 20));
+    let (err, _, text) = s
+        .call_json("execute_code", json!({"sandbox_id": id, "code": code}))
+        .await;
+    assert!(err);
+    assert!(
+        text.contains("byte limit") && text.contains("write_file"),
+        "{text}"
+    );
+    let (err, v) = s.exec(&id, "1+1").await;
+    assert!(!err && v["result"] == "2");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&allowed);
 }

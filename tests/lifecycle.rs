@@ -187,3 +187,42 @@ async fn a_kill_mid_write_leaves_the_old_file_or_the_new_one_and_the_next_start_
 fn scratch_of(id: &str) -> std::path::PathBuf {
     common::runtime_home().join("scratch").join(id)
 }
+
+#[tokio::test]
+async fn a_client_that_disconnects_mid_call_stops_the_guest_and_the_server() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let ws = s.workspace(&id);
+    let pid = s.pid.expect("pid") as libc::pid_t;
+    let params = rmcp::model::CallToolRequestParams::new("execute_code".to_string()).with_arguments(
+        json!({"sandbox_id": id, "code": "while True: pass", "timeout_seconds": 300})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let call = s.client.call_tool(params);
+    let leave = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    // The client goes away while the busy loop runs: its stdin closes.
+    tokio::select! {
+        _ = call => panic!("the busy loop cannot finish on its own"),
+        () = leave => {}
+    }
+    s.stop().await;
+    // The loop had 300 s to run; the server ends long before that, and cleans up.
+    let mut gone = false;
+    for _ in 0..600 {
+        let mut status = 0;
+        // SAFETY: reaps our own child if it exited; WNOHANG never blocks.
+        if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid
+            || unsafe { libc::kill(pid, 0) } != 0
+        {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "the server kept running its guest after the client left");
+    assert!(!ws.exists(), "the sandbox folder was removed");
+}

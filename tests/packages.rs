@@ -308,3 +308,35 @@ async fn malicious_wheels_are_refused_whole() {
     assert_eq!(v["result"], "2");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_guest_cannot_plant_links_where_packages_go() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let (err, v) = s
+        .exec(
+            &id,
+            "import os\nos.symlink('/home/user', '/usr/local/site-packages/colorama')",
+        )
+        .await;
+    assert!(err, "site-packages is read-only to the guest: {v}");
+    let (err, _, text) = s
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": id, "package_name": "colorama"}),
+        )
+        .await;
+    assert!(!err, "{text}");
+    let (err, v) = s
+        .exec(
+            &id,
+            "import colorama, os\n(colorama.__file__, sorted(os.listdir('/home/user')))",
+        )
+        .await;
+    assert!(!err, "{v}");
+    assert_eq!(
+        v["result"], "('/usr/local/site-packages/colorama/__init__.py', [])",
+        "installed in place, nothing written through to the workspace"
+    );
+    s.stop().await;
+}
