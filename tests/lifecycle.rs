@@ -211,18 +211,67 @@ async fn a_client_that_disconnects_mid_call_stops_the_guest_and_the_server() {
     }
     s.stop().await;
     // The loop had 300 s to run; the server ends long before that, and cleans up.
-    let mut gone = false;
+    let gone = exited(pid).await;
+    assert!(gone, "the server kept running its guest after the client left");
+    assert!(!ws.exists(), "the sandbox folder was removed");
+}
+
+#[tokio::test]
+async fn sigterm_and_sigint_close_every_sandbox_and_exit() {
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let s = Server::start().await;
+        let a = s.create().await;
+        let b = s.create().await;
+        s.exec(&a, "open('f', 'w').write('x')").await;
+        let (wa, wb) = (s.workspace(&a), s.workspace(&b));
+        let pid = s.pid.expect("pid") as libc::pid_t;
+        // One sandbox is busy when the signal comes.
+        let params = rmcp::model::CallToolRequestParams::new("execute_code".to_string()).with_arguments(
+            json!({"sandbox_id": b, "code": "while True: pass", "timeout_seconds": 300})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let call = s.client.call_tool(params);
+        let send = async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            // SAFETY: a signal to our own child.
+            unsafe { libc::kill(pid, signal) };
+        };
+        let (_, ()) = tokio::join!(call, send);
+        let gone = exited(pid).await;
+        assert!(gone, "signal {signal}: the server did not exit");
+        assert!(
+            !wa.exists() && !wb.exists(),
+            "signal {signal}: the folders are removed"
+        );
+        drop(s);
+    }
+}
+
+/// Waits (up to a minute, a hang guard) for the server process to end.
+async fn exited(pid: libc::pid_t) -> bool {
     for _ in 0..600 {
         let mut status = 0;
-        // SAFETY: reaps our own child if it exited; WNOHANG never blocks.
+        // SAFETY: reaps our own child if it exited (the transport may have reaped it already,
+        // then it no longer exists); WNOHANG never blocks.
         if unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == pid
             || unsafe { libc::kill(pid, 0) } != 0
         {
-            gone = true;
-            break;
+            return true;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(gone, "the server kept running its guest after the client left");
-    assert!(!ws.exists(), "the sandbox folder was removed");
+    false
+}
+
+#[tokio::test]
+async fn a_first_call_long_after_start_finds_the_runtime_ready() {
+    let s = Server::start().await;
+    // The background load finishes before anyone asks for it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let id = s.create().await;
+    let (err, v) = s.exec(&id, "1+1").await;
+    assert!(!err && v["result"] == "2", "{v}");
+    s.stop().await;
 }

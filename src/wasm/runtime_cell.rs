@@ -32,6 +32,8 @@ pub enum InstallError {
 pub struct RuntimeCell {
     layout: Layout,
     metered: bool,
+    /// Updated with `send_replace`: a plain `send` is dropped while nobody is subscribed, which
+    /// once lost the `Ready` of an install that finished before the first call came.
     tx: watch::Sender<State>,
     started: Mutex<bool>,
 }
@@ -82,7 +84,7 @@ impl RuntimeCell {
             let tx = me.tx.clone();
             let progress = |stage: Stage| {
                 tracing::info!("runtime: {stage}");
-                let _ = tx.send(State::Installing(stage.to_string()));
+                tx.send_replace(State::Installing(stage.to_string()));
             };
             let state = match install_and_load(&me.layout, None, me.metered, &progress) {
                 Ok(interp) => State::Ready(interp),
@@ -93,7 +95,7 @@ impl RuntimeCell {
                     State::Failed(e.to_string())
                 }
             };
-            let _ = me.tx.send(state);
+            me.tx.send_replace(state);
         });
     }
 
@@ -121,6 +123,7 @@ impl RuntimeCell {
             },
             _ => {
                 let stage = match &*self.tx.borrow() {
+                    State::Ready(i) => return Ok(i.clone()),
                     State::Installing(s) => s.clone(),
                     _ => "starting".into(),
                 };
