@@ -309,3 +309,30 @@ async fn install_package_answers_clearly() {
     );
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_guest_lists_folders_big_and_small() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let code = r#"
+import os, time
+os.makedirs('big/sub')
+for i in range(3000): open(f'big/f{i:04}.txt', 'w').close()
+os.symlink('f0000.txt', 'big/link')
+t = time.perf_counter()
+names = os.listdir('big')
+took = time.perf_counter() - t
+kinds = {e.name: (e.is_dir(follow_symlinks=False), e.is_file(follow_symlinks=False), e.is_symlink()) for e in os.scandir('big')}
+walked = sum(len(files) for _, _, files in os.walk('.'))
+(len(names), sorted(names)[:2], kinds['sub'], kinds['f0001.txt'], kinds['link'], walked,
+ 'python315.zip' in os.listdir('/usr/local/lib'), os.listdir('big/sub'), round(took, 3))
+"#;
+    let (err, v) = s.exec(&id, code).await;
+    assert!(!err, "{v}");
+    let r = v["result"].as_str().unwrap();
+    assert!(
+        r.starts_with("(3002, ['f0000.txt', 'f0001.txt'], (True, False, False), (False, True, False), (False, False, True), 3001, True, [], "),
+        "{r}"
+    );
+    s.stop().await;
+}

@@ -121,6 +121,8 @@ fn wasi_context(
     let folders = |e: wasmtime::Error| SessionError::Folders(format!("{e:#}"));
     let mut b = WasiCtxBuilder::new();
     b.stdout(stdout.clone()).stderr(stderr.clone());
+    // Not `allow_blocking_current_thread`: it would also run a guest's `time.sleep` on the
+    // worker thread, where the call's deadline can no longer stop it.
     // argv[1:] is appended to sys.path on the first turn: that is how installed packages
     // become importable.
     b.args(&["/usr/local/bin/python.wasm", SITE_PACKAGES]);
@@ -154,17 +156,18 @@ fn wasi_context(
 /// The descriptor table's starting point, in the order `wasi_context` preopens: the
 /// read-only stdlib, mpl-data and site-packages, then the workspace and /tmp, which count
 /// towards the disk quota.
-fn watched_folders(cfg: &SessionConfig) -> Result<GuestFs, SessionError> {
-    let open = |p: &PathBuf| {
+fn watched_folders(interp: &Interpreter, cfg: &SessionConfig) -> Result<GuestFs, SessionError> {
+    let open = |p: &PathBuf, watched: bool| {
         cap_std::fs::Dir::open_ambient_dir(p, cap_std::ambient_authority())
+            .map(|d| (d, watched))
             .map_err(|e| SessionError::Folders(format!("{}: {e}", p.display())))
     };
     let preopens = vec![
-        None,
-        None,
-        None,
-        Some(open(&cfg.workspace)?),
-        Some(open(&cfg.tmp)?),
+        open(&interp.files.lib_dir, false)?,
+        open(&interp.files.mpl_data, false)?,
+        open(&cfg.site_packages, false)?,
+        open(&cfg.workspace, true)?,
+        open(&cfg.tmp, true)?,
     ];
     Ok(GuestFs::new(cfg.quota.clone(), preopens))
 }
@@ -200,7 +203,7 @@ impl Session {
             .tables(1)
             .table_elements(1 << 20)
             .build();
-        let fs = watched_folders(cfg)?;
+        let fs = watched_folders(interp, cfg)?;
         let state = GuestState {
             wasi,
             fs,

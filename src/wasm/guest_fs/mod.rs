@@ -8,6 +8,7 @@
 //! `Dir` on the same folder, so `fstat` on the twin sees the guest's file through renames
 //! and deletes.
 
+pub mod listing;
 pub mod proxy;
 pub mod shadow;
 
@@ -38,33 +39,45 @@ pub enum Open {
     Dir(Arc<Dir>),
     /// A file in the workspace or /tmp.
     File(Arc<File>),
-    /// Anything in a read-only folder: counted towards the cap, nothing to measure.
+    /// A folder in a read-only tree: kept only to list it (see [`listing`]).
+    ReadOnlyDir(Arc<Dir>),
+    /// Any other descriptor: counted towards the cap, nothing to measure.
     Unwatched,
 }
 
 pub struct GuestFs {
     quota: Arc<DiskQuota>,
     open: HashMap<u32, Open>,
+    pub listings: listing::Listings,
     preopens: usize,
     proxy: Option<Proxy>,
 }
 
 impl GuestFs {
-    /// `preopens` lists the guest's preopened folders in descriptor order (from 3), with the
-    /// host folder of the writable ones.
-    pub fn new(quota: Arc<DiskQuota>, preopens: Vec<Option<Dir>>) -> Self {
+    /// `preopens` lists the guest's preopened folders in descriptor order (from 3): each host
+    /// folder, and whether it counts towards the quota.
+    pub fn new(quota: Arc<DiskQuota>, preopens: Vec<(Dir, bool)>) -> Self {
         let count = preopens.len();
         let open = preopens
             .into_iter()
             .enumerate()
-            .map(|(i, d)| {
+            .map(|(i, (d, watched))| {
                 let fd = 3 + i as u32;
-                (fd, d.map_or(Open::Unwatched, |d| Open::Dir(Arc::new(d))))
+                let d = Arc::new(d);
+                (
+                    fd,
+                    if watched {
+                        Open::Dir(d)
+                    } else {
+                        Open::ReadOnlyDir(d)
+                    },
+                )
             })
             .collect();
         GuestFs {
             quota,
             open,
+            listings: Default::default(),
             preopens: count,
             proxy: None,
         }
@@ -85,6 +98,14 @@ impl GuestFs {
     pub fn dir(&self, fd: i32) -> Option<Arc<Dir>> {
         match self.open.get(&(fd as u32)) {
             Some(Open::Dir(d)) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    /// Any folder the guest holds open, watched or not.
+    pub fn listable(&self, fd: i32) -> Option<Arc<Dir>> {
+        match self.open.get(&(fd as u32)) {
+            Some(Open::Dir(d) | Open::ReadOnlyDir(d)) => Some(d.clone()),
             _ => None,
         }
     }
@@ -114,11 +135,14 @@ impl GuestFs {
 
     /// The guest closed `fd` (or renumbered over it).
     pub fn remove(&mut self, fd: i32) -> Option<Open> {
+        self.listings.forget(fd as u32);
         self.open.remove(&(fd as u32))
     }
 
     /// Moves a twin along with `fd_renumber`.
     pub fn renumber(&mut self, from: i32, to: i32) {
+        self.listings.forget(from as u32);
+        self.listings.forget(to as u32);
         let moved = self.open.remove(&(from as u32));
         if let Some(old) = self.open.remove(&(to as u32)) {
             self.forget(old);
@@ -156,16 +180,19 @@ pub fn stat(dir: &Dir, path: &str, follow: bool) -> Option<Metadata> {
     }
 }
 
-/// Opens the host twin of what the guest just opened at `path` under `dir`.
-pub fn open_twin(dir: &Dir, path: &str, follow: bool) -> std::io::Result<Open> {
-    let md = if follow {
-        dir.metadata(path)?
-    } else {
-        dir.symlink_metadata(path)?
-    };
-    if md.is_dir() {
-        return Ok(Open::Dir(Arc::new(dir.open_dir(path)?)));
+/// The twin of something opened in a read-only tree: folders are kept to list them.
+pub fn read_only_twin(dir: &Dir, path: &str, follow: bool) -> Open {
+    match stat(dir, path, follow) {
+        Some(md) if md.is_dir() => dir
+            .open_dir(path)
+            .map_or(Open::Unwatched, |d| Open::ReadOnlyDir(Arc::new(d))),
+        _ => Open::Unwatched,
     }
+}
+
+/// Opens the host twin of what the guest just opened at `path` under `dir`: one open, then
+/// `fstat` on it tells a folder from a file.
+pub fn open_twin(dir: &Dir, path: &str, follow: bool) -> std::io::Result<Open> {
     let mut opts = OpenOptions::new();
     opts.read(true);
     #[cfg(unix)]
@@ -175,5 +202,10 @@ pub fn open_twin(dir: &Dir, path: &str, follow: bool) -> std::io::Result<Open> {
         let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
         opts.custom_flags(libc::O_NONBLOCK | nofollow);
     }
-    Ok(Open::File(Arc::new(dir.open_with(path, &opts)?)))
+    let file = dir.open_with(path, &opts)?;
+    if file.metadata()?.is_dir() {
+        // Only re-labels the descriptor, which is already confined to the sandbox.
+        return Ok(Open::Dir(Arc::new(Dir::from_std_file(file.into_std()))));
+    }
+    Ok(Open::File(Arc::new(file)))
 }

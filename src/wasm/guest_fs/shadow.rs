@@ -13,7 +13,7 @@ use wasmtime::{Caller, Extern, Linker};
 
 use super::errno::{FAULT, IO, MFILE, NAMETOOLONG, NOSPC, SUCCESS};
 use super::proxy::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX, Proxy};
-use super::{Open, open_twin, stat};
+use super::{Open, listing, open_twin, read_only_twin, stat};
 use crate::wasm::quota::{self, DiskQuota, ENTRY_COST};
 use crate::wasm::session::GuestState;
 
@@ -253,6 +253,47 @@ async fn fd_renumber(c: &mut Ctx<'_>, from: i32, to: i32) -> Res {
     Ok(rc)
 }
 
+async fn fd_readdir(c: &mut Ctx<'_>, fd: i32, buf: i32, buf_len: i32, cookie: i64, used: i32) -> Res {
+    let p = proxy(c)?;
+    let cap = buf_len as u32 as usize;
+    let Some(dir) = c.data().fs.listable(fd) else {
+        // Not a folder we hold: the original answers (EBADF, ENOTDIR).
+        let rc = p
+            .fd_readdir
+            .call_async(
+                &mut *c,
+                (fd, DATA as i32, cap.min(CHUNK) as i32, cookie, OUT as i32),
+            )
+            .await?;
+        if rc != SUCCESS {
+            return Ok(rc);
+        }
+        let n = (proxy_out(c, &p) as usize).min(CHUNK);
+        let mut bytes = vec![0u8; n];
+        let _ = p.memory.read(&*c, DATA, &mut bytes);
+        return Ok(guest_copy_out(c, buf, &bytes, used));
+    };
+    let entries = match c.data_mut().fs.listings.get(fd as u32, &dir, cookie as u64) {
+        Ok(e) => e,
+        Err(_) => return Ok(IO),
+    };
+    let bytes = listing::encode(&entries, cookie as u64, cap);
+    Ok(guest_copy_out(c, buf, &bytes, used))
+}
+
+/// Writes `bytes` at `buf` and their count at `used`; EFAULT if either is out of range.
+fn guest_copy_out(c: &mut Ctx<'_>, buf: i32, bytes: &[u8], used: i32) -> i32 {
+    let Some(Extern::Memory(memory)) = c.get_export("memory") else {
+        return FAULT;
+    };
+    if memory.write(&mut *c, buf as u32 as usize, bytes).is_err()
+        || !guest_write_u32(c, used, bytes.len() as u32)
+    {
+        return FAULT;
+    }
+    SUCCESS
+}
+
 /// Arguments of `path_open` that pass through unchanged.
 struct OpenFlags {
     dirflags: i32,
@@ -271,10 +312,11 @@ async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: Ope
         Ok(t) => t,
         Err(e) => return Ok(e),
     };
-    let watched = c.data().fs.dir(dirfd).map(|d| (d, text));
+    let watched = c.data().fs.dir(dirfd).map(|d| (d, text.clone()));
     let follow = f.dirflags & LOOKUP_SYMLINK_FOLLOW != 0;
+    // Only a create or a truncate changes what counts; plain opens skip the extra lookup.
     let before = match &watched {
-        Some((dir, Some(path))) => stat(dir, path, follow),
+        Some((dir, Some(path))) if f.oflags & (O_CREAT | O_TRUNC) != 0 => stat(dir, path, follow),
         _ => None,
     };
     let reserved = if watched.is_some() && f.oflags & O_CREAT != 0 && before.is_none() {
@@ -304,7 +346,10 @@ async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: Ope
     }
     let fd = proxy_out(c, &p) as i32;
     let twin = match &watched {
-        None => Ok(Open::Unwatched),
+        None => Ok(match (c.data().fs.listable(dirfd), &text) {
+            (Some(dir), Some(path)) => read_only_twin(&dir, path, follow),
+            _ => Open::Unwatched,
+        }),
         Some((dir, Some(path))) => open_twin(dir, path, follow),
         // The original accepted a path we could not read: never leave it unwatched.
         Some((_, None)) => Err(std::io::ErrorKind::InvalidData.into()),
@@ -521,6 +566,7 @@ pub fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     shadow!(linker, "fd_write", fd_write(fd: i32, iovs: i32, n: i32, out: i32));
     shadow!(linker, "fd_pwrite", fd_pwrite(fd: i32, iovs: i32, n: i32, offset: i64, out: i32));
     shadow!(linker, "fd_filestat_set_size", fd_filestat_set_size(fd: i32, size: i64));
+    shadow!(linker, "fd_readdir", fd_readdir(fd: i32, buf: i32, len: i32, cookie: i64, used: i32));
     shadow!(linker, "fd_close", fd_close(fd: i32));
     shadow!(linker, "fd_renumber", fd_renumber(from: i32, to: i32));
     shadow!(
