@@ -3,8 +3,8 @@
 //! wasmtime-wasi implements the file calls but has no notion of a quota, and its descriptor
 //! table is private. So the WASI functions that add or remove bytes, names or descriptors are
 //! shadowed in the linker ([`shadow`]): each shadow checks, calls the original
-//! implementation through a small [`proxy`] instance, and then measures what changed. To measure, every descriptor the guest
-//! opens in a writable folder gets a host-side twin ([`Open`]) opened through a cap-std
+//! implementation through a small [`proxy`] instance, and then measures what changed. To
+//! measure, every descriptor the guest opens in a writable folder gets a host-side twin ([`Open`]) opened through a cap-std
 //! `Dir` on the same folder, so `fstat` on the twin sees the guest's file through renames
 //! and deletes.
 

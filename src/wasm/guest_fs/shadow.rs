@@ -23,6 +23,7 @@ type Res = wasmtime::Result<i32>;
 const MODULE: &str = "wasi_snapshot_preview1";
 const LOOKUP_SYMLINK_FOLLOW: i32 = 1;
 const O_CREAT: i32 = 1;
+const O_DIRECTORY: i32 = 2;
 const O_TRUNC: i32 = 8;
 
 fn proxy(c: &Ctx<'_>) -> wasmtime::Result<Proxy> {
@@ -346,8 +347,10 @@ async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: Ope
     }
     let fd = proxy_out(c, &p) as i32;
     let twin = match &watched {
+        // A folder opened to be listed gets a twin for fd_readdir. Only those: every import
+        // opens files in the read-only trees, and they need no lookup of their own.
         None => Ok(match (c.data().fs.listable(dirfd), &text) {
-            (Some(dir), Some(path)) => read_only_twin(&dir, path, follow),
+            (Some(dir), Some(path)) if f.oflags & O_DIRECTORY != 0 => read_only_twin(&dir, path, follow),
             _ => Open::Unwatched,
         }),
         Some((dir, Some(path))) => open_twin(dir, path, follow),
