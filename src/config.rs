@@ -74,6 +74,11 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_OUTPUT_BYTES", default_value_t = 1 << 20)]
     pub output_limit_bytes: usize,
 
+    /// Largest tool result, serialized, in bytes (Claude Desktop refuses results over 1 MiB).
+    /// What does not fit is saved in the sandbox and named in the result.
+    #[arg(long, env = "CODE_SANDBOX_RESULT_BYTES", default_value_t = 1_000_000)]
+    pub result_bytes: usize,
+
     /// WebAssembly fuel one call may burn (about one unit per instruction); 0 = only the timeout.
     #[arg(long, env = "CODE_SANDBOX_FUEL", default_value_t = 0)]
     pub fuel_per_call: u64,
@@ -119,6 +124,13 @@ pub enum Command {
     },
 }
 
+/// Largest request (one JSON-RPC message) read from stdin: a 100 MB upload as base64, or a
+/// 50 MB write_file with room for JSON escapes, fits.
+pub const MAX_REQUEST_BYTES: usize = 160 << 20;
+
+/// Smallest result budget that still leaves room for a useful answer.
+const MIN_RESULT_BYTES: usize = 64 << 10;
+
 /// The longest a single call may run, whatever it asks for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -151,6 +163,11 @@ impl Settings {
         directories::ProjectDirs::from("dev", "mcp-code-sandbox", "mcp-code-sandbox")
             .map(|d| d.data_dir().to_path_buf())
             .unwrap_or_else(|| std::env::temp_dir().join("mcp-code-sandbox"))
+    }
+
+    /// The result budget, never below what a short answer and a small figure need.
+    pub fn result_budget(&self) -> usize {
+        self.result_bytes.max(MIN_RESULT_BYTES)
     }
 
     pub fn default_timeout(&self) -> Duration {

@@ -3,10 +3,10 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use mcp_code_sandbox::config::{Command, Settings};
+use mcp_code_sandbox::config::{Command, MAX_REQUEST_BYTES, Settings};
 use mcp_code_sandbox::runtime::Layout;
 use mcp_code_sandbox::sandbox::factory;
-use mcp_code_sandbox::server::SandboxServer;
+use mcp_code_sandbox::server::{SandboxServer, StdioTransport};
 use mcp_code_sandbox::wasm::runtime_cell::install_and_load;
 use rmcp::ServiceExt;
 use tracing_subscriber::EnvFilter;
@@ -84,9 +84,15 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     raise_open_file_limit();
     let settings = Arc::new(settings);
     let backend = factory::build(settings.clone())?;
-    let server = SandboxServer::new(backend.clone(), settings);
+    let server = SandboxServer::new(backend.clone(), settings.clone());
     tracing::info!("serving MCP over stdio ({} backend)", backend.backend());
-    let service = server.serve(rmcp::transport::stdio()).await?;
+    let transport = StdioTransport::new(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        MAX_REQUEST_BYTES,
+        settings.result_budget(),
+    );
+    let service = server.serve(transport).await?;
     let quit = async {
         #[cfg(unix)]
         {

@@ -91,12 +91,20 @@ async fn output_flood_keeps_head_and_tail() {
     let out = v["stdout"].as_str().unwrap();
     assert!(out.starts_with("line 000000 "));
     assert!(out.ends_with("THE END\n"));
-    assert!(out.contains("bytes omitted"));
+    assert!(out.contains("characters of stdout omitted here"), "{out:.300}");
     assert!(
-        out.len() < (1 << 20) + 4096,
-        "capped at about 1 MiB: {}",
+        out.chars().count() < 21_000,
+        "inline output is capped: {}",
         out.len()
     );
+    // The whole capture (itself capped at about 1 MiB, head and tail) is saved beside it.
+    let saved = v["saved_files"][0].as_str().expect("saved stdout").to_string();
+    assert!(saved.ends_with("/stdout.txt"), "{saved}");
+    let (err, v) = s
+        .exec(&id, &format!("t = open('{saved}').read()\n(len(t) > 1_000_000, 'bytes omitted' in t, t.endswith('THE END\\n'))"))
+        .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], "(True, True, True)");
     let (err, v) = s.exec(&id, "'still here'").await;
     assert!(!err);
     assert_eq!(v["state_lost"], false);

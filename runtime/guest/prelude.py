@@ -8,6 +8,7 @@ def __code_sandbox_setup():
     import sys
 
     import _host
+    from time import monotonic
 
     # The C encoder, not the json package: importing json from the zip costs ~10 ms per sandbox.
     from _json import encode_basestring_ascii as quote
@@ -49,29 +50,49 @@ def __code_sandbox_setup():
             message = "<unprintable>"
         send("error", name=exc_type.__name__, value=message[:10_000], traceback=text[-50_000:])
 
-    def flush_figures():
+    def flush_figures(seconds=None):
         # Every figure left open is sent as a PNG and closed, so the next call starts clean.
+        # Drawing stops when the call's time is up (the host stops the interpreter a little
+        # later, which would lose its state), and nothing here may raise: a failure while
+        # drawing must never replace the code's own result or error.
         plt = sys.modules.get("matplotlib.pyplot")
         if plt is None:
             return
-        import base64
-        import io
+        try:
+            import base64
+            import io
 
-        for num in plt.get_fignums():
-            fig = plt.figure(num)
-            buf = io.BytesIO()
+            deadline = None if seconds is None else monotonic() + seconds
+            nums = list(plt.get_fignums())
+            for i, num in enumerate(nums):
+                if deadline is not None and monotonic() >= deadline:
+                    send("dropped", reason=f"{len(nums) - i} figure(s) were not drawn because the call's time limit was reached; draw fewer or simpler figures, or pass a larger timeout_seconds")
+                    break
+                fig = plt.figure(num)
+                buf = io.BytesIO()
+                try:
+                    # Huge canvases are drawn at a lower resolution: the host scales every
+                    # figure to at most 1568 px anyway.
+                    w, h = fig.get_size_inches()
+                    dpi = min(100.0, max_side / max(w, h, 0.01))
+                    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+                except Exception as exc:
+                    send("dropped", reason=f"figure {num} could not be drawn: {type(exc).__name__}: {exc}")
+                    continue
+                data = buf.getvalue()
+                if len(data) > image_limit:
+                    send("dropped", reason=f"figure {num} is {len(data)} bytes as PNG, over the {image_limit} byte limit")
+                    continue
+                send("image", mime="image/png", data=base64.b64encode(data).decode("ascii"))
+        except BaseException as exc:
+            send("dropped", reason=f"figures could not be collected: {type(exc).__name__}: {exc}")
+        finally:
             try:
-                fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-            except Exception as exc:
-                sys.stderr.write(f"[figure {num} could not be rendered: {exc}]\n")
-                continue
-            data = buf.getvalue()
-            if len(data) > image_limit:
-                send("dropped", reason=f"figure {num} is {len(data)} bytes as PNG, over the {image_limit} byte limit")
-                continue
-            send("image", mime="image/png", data=base64.b64encode(data).decode("ascii"))
-        plt.close("all")
+                plt.close("all")
+            except BaseException:
+                pass
 
+    max_side = 3136
     image_limit = 8 * 1024 * 1024
     sys.displayhook = displayhook
     sys.excepthook = excepthook

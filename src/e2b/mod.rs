@@ -18,8 +18,8 @@ use self::stream::Collector;
 use crate::config::{MAX_TIMEOUT, Settings};
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
-    CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter, LimitKind, Limits,
-    Package, PyError, SandboxError, SandboxFiles, SandboxInfo, SandboxStatus,
+    CreateOptions, ExecOptions, Execution, FileEntry, FileKind, InstallOutcome, Interpreter, LimitKind,
+    Limits, Package, PyError, SandboxError, SandboxFiles, SandboxInfo, SandboxStatus,
 };
 
 /// How long an idle E2B sandbox lives; every use extends it again.
@@ -292,12 +292,12 @@ impl Interpreter for E2bBackend {
     }
 }
 
-fn entry_kind(t: &str) -> &'static str {
+fn entry_kind(t: &str) -> FileKind {
     match t {
-        "FILE_TYPE_FILE" => "file",
-        "FILE_TYPE_DIRECTORY" => "directory",
-        "FILE_TYPE_SYMLINK" => "symlink",
-        _ => "other",
+        "FILE_TYPE_FILE" => FileKind::File,
+        "FILE_TYPE_DIRECTORY" => FileKind::Directory,
+        "FILE_TYPE_SYMLINK" => FileKind::Symlink,
+        _ => FileKind::Other,
     }
 }
 
@@ -329,7 +329,7 @@ impl SandboxFiles for E2bBackend {
                 let name = en.get("name").and_then(Value::as_str).unwrap_or("").to_string();
                 FileEntry {
                     path: path.join(&name).relative(),
-                    kind: entry_kind(en.get("type").and_then(Value::as_str).unwrap_or("")).into(),
+                    kind: entry_kind(en.get("type").and_then(Value::as_str).unwrap_or("")),
                     size: match en.get("size") {
                         Some(Value::String(s)) => s.parse().unwrap_or(0),
                         Some(Value::Number(n)) => n.as_u64().unwrap_or(0),

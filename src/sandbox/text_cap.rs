@@ -70,3 +70,40 @@ mod tests {
         assert!(s.contains("bytes omitted"));
     }
 }
+
+/// `text` cut to at most about `max_chars` characters, keeping the first quarter and the last
+/// three quarters (the end of a traceback matters most), with `marker(omitted)` between them;
+/// `None` when it fits.
+pub fn head_tail(text: &str, max_chars: usize, marker: impl FnOnce(usize) -> String) -> Option<String> {
+    let total = text.chars().count();
+    if total <= max_chars {
+        return None;
+    }
+    let head = max_chars / 4;
+    let tail = max_chars - head;
+    let head_end = text.char_indices().nth(head).map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .nth(total - tail)
+        .map_or(text.len(), |(i, _)| i);
+    Some(format!(
+        "{}\n{}\n{}",
+        &text[..head_end],
+        marker(total - head - tail),
+        &text[tail_start..]
+    ))
+}
+
+#[cfg(test)]
+mod head_tail_tests {
+    #[test]
+    fn keeps_the_end_and_counts_characters() {
+        let text: String = (0..1000).map(|i| format!("{i:04}é\n")).collect();
+        let cut = super::head_tail(&text, 600, |n| format!("[{n} omitted]")).unwrap();
+        assert!(cut.starts_with("0000é"));
+        assert!(cut.ends_with("0999é\n"));
+        assert!(cut.contains("[5400 omitted]"));
+        assert!(cut.chars().count() < 700);
+        assert!(super::head_tail("short", 600, |_| unreachable!()).is_none());
+    }
+}

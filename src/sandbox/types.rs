@@ -70,6 +70,17 @@ pub enum LimitKind {
     Output,
 }
 
+impl LimitKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitKind::Timeout => "timeout",
+            LimitKind::Fuel => "fuel",
+            LimitKind::Memory => "memory",
+            LimitKind::Output => "output",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct PyError {
     pub name: String,
@@ -103,10 +114,20 @@ pub struct FileEntry {
     pub name: String,
     /// Relative to the workspace.
     pub path: String,
-    /// `file`, `directory`, `symlink` or `other`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub kind: FileKind,
     pub size: u64,
+}
+
+/// What a folder entry is.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    File,
+    Directory,
+    Symlink,
+    /// A pipe, socket or device.
+    Other,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]

@@ -47,6 +47,8 @@ pub struct InstallPackageArgs {
 pub struct ListFilesArgs {
     /// Folder to list, relative to /home/user (default: the workspace itself).
     pub path: Option<String>,
+    /// Entries are sorted by name; start at this position (from `next_offset` of the last page).
+    pub offset: Option<u64>,
     pub sandbox_id: Option<String>,
 }
 

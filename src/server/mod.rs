@@ -1,19 +1,27 @@
 //! The MCP server: the ten tools over stdio, backed by whatever [`Interpreter`] the factory chose.
 
+mod annotations;
 mod args;
+mod exec_result;
+mod figures;
 mod mime;
 mod outputs;
 mod reply;
+mod request_id;
 mod resources;
+mod schema;
+mod stdio;
 mod tools;
 mod upload;
+
+pub use stdio::StdioTransport;
 
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    Implementation, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig,
+    Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -31,10 +39,15 @@ pub struct SandboxServer {
 
 impl SandboxServer {
     pub fn new(backend: Arc<dyn Interpreter>, settings: Arc<Settings>) -> Self {
+        let mut tool_router = Self::tool_router();
+        let open_world = backend.backend() != "wasm";
+        for route in tool_router.map.values_mut() {
+            annotations::annotate(&mut route.attr, open_world);
+        }
         SandboxServer {
             backend,
             settings,
-            tool_router: Self::tool_router(),
+            tool_router,
         }
     }
 }
@@ -60,10 +73,20 @@ impl ServerHandler for SandboxServer {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(self.resources().await)
+        self.resources(request.and_then(|r| r.cursor)).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            resources::template(),
+        ]))
     }
 
     async fn read_resource(

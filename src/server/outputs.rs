@@ -39,6 +39,10 @@ pub struct ExecResult {
     /// Remarks from the sandbox (a reset, a new sandbox, a dropped image).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Files in the sandbox holding what did not fit in this result (the whole output,
+    /// figures past the budget), also linked as resources.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub saved_files: Vec<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
@@ -58,6 +62,12 @@ pub struct InstallResult {
 pub struct ListResult {
     pub sandbox_id: String,
     pub path: String,
+    /// Entries in the folder in all.
+    pub total: u64,
+    /// Position of the first entry of this page, in name order.
+    pub offset: u64,
+    /// Where the next page starts, when there is one.
+    pub next_offset: Option<u64>,
     pub entries: Vec<FileEntry>,
 }
 

@@ -3,14 +3,24 @@
 
 use base64::Engine as _;
 use rmcp::ErrorData;
-use rmcp::model::{ListResourcesResult, ReadResourceResult, Resource, ResourceContents};
+use rmcp::model::{ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 
 use super::{SandboxServer, mime};
 use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{FileKind, SandboxError};
 
 /// Files listed per sandbox at most (the list is a convenience, not an index).
 const MAX_LISTED: usize = 500;
+/// Resources per page of `resources/list`.
+const PAGE: usize = 100;
 const SCHEME: &str = "sandbox://";
+
+/// `sandbox://{sandbox_id}/{path}`: any file of any open sandbox, not only the listed ones.
+pub fn template() -> ResourceTemplate {
+    ResourceTemplate::new(format!("{SCHEME}{{sandbox_id}}/{{+path}}"), "sandbox-file")
+        .with_title("A file in a sandbox")
+        .with_description("A file in a sandbox's workspace (/home/user), by sandbox id and relative path")
+}
 
 pub fn uri(id: &str, rel: &str) -> String {
     format!("{SCHEME}{id}/{rel}")
@@ -29,7 +39,17 @@ pub fn parse_uri(uri: &str) -> Result<(String, WorkspacePath), ErrorData> {
 }
 
 impl SandboxServer {
-    pub(super) async fn resources(&self) -> ListResourcesResult {
+    /// One page of the sandboxes' files; the cursor is the offset of the next page.
+    pub(super) async fn resources(&self, cursor: Option<String>) -> Result<ListResourcesResult, ErrorData> {
+        let start = match cursor.as_deref() {
+            None | Some("") => 0,
+            Some(c) => c.parse::<usize>().map_err(|_| {
+                ErrorData::invalid_params(
+                    format!("'{c}' is not a cursor this server gave; list from the start"),
+                    None,
+                )
+            })?,
+        };
         let mut out = Vec::new();
         for status in self.backend.list().await {
             let id = status.sandbox_id;
@@ -40,9 +60,9 @@ impl SandboxServer {
                     continue;
                 };
                 for e in entries {
-                    match e.kind.as_str() {
-                        "directory" => queue.push(dir.join(&e.name)),
-                        "file" if listed < MAX_LISTED => {
+                    match e.kind {
+                        FileKind::Directory => queue.push(dir.join(&e.name)),
+                        FileKind::File if listed < MAX_LISTED => {
                             listed += 1;
                             out.push(
                                 Resource::new(uri(&id, &e.path), e.name.clone())
@@ -56,17 +76,34 @@ impl SandboxServer {
                 }
             }
         }
-        ListResourcesResult::with_all_items(out)
+        let total = out.len();
+        let page: Vec<Resource> = out.into_iter().skip(start).take(PAGE).collect();
+        let next = start + page.len();
+        let mut result = ListResourcesResult::with_all_items(page);
+        if next < total {
+            result.next_cursor = Some(next.to_string());
+        }
+        Ok(result)
     }
 
     pub(super) async fn resource(&self, uri: &str) -> Result<ReadResourceResult, ErrorData> {
         let (id, path) = parse_uri(uri)?;
-        let bytes = self
-            .backend
-            .files()
-            .read(&id, &path, crate::sandbox::MAX_RESOURCE_READ)
-            .await
-            .map_err(|e| ErrorData::resource_not_found(e.to_string(), None))?;
+        let budget = self.settings.result_budget();
+        let too_large = |size: u64| {
+            ErrorData::invalid_params(
+                format!(
+                    "'{}' is {size} bytes, too large to send as a resource within the {budget} byte result limit (CODE_SANDBOX_RESULT_BYTES). Read a part of it with execute_code (for example pandas' nrows, or f.read(100000)), or split it into smaller files",
+                    path.relative()
+                ),
+                None,
+            )
+        };
+        let bytes = match self.backend.files().read(&id, &path, budget as u64).await {
+            Ok(b) => b,
+            Err(SandboxError::TooLarge { size, .. }) => return Err(too_large(size)),
+            Err(e) => return Err(ErrorData::resource_not_found(e.to_string(), None)),
+        };
+        let size = bytes.len() as u64;
         let mime = mime::guess(&path.relative());
         let contents = match (mime.starts_with("image/"), String::from_utf8(bytes)) {
             (false, Ok(text)) => ResourceContents::TextResourceContents {
@@ -95,6 +132,10 @@ impl SandboxServer {
                 meta: None,
             },
         };
-        Ok(ReadResourceResult::new(vec![contents]))
+        let result = ReadResourceResult::new(vec![contents]);
+        if serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len()) > budget {
+            return Err(too_large(size));
+        }
+        Ok(result)
     }
 }

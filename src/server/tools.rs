@@ -12,19 +12,22 @@ use tokio_util::sync::CancellationToken;
 
 use super::SandboxServer;
 use super::args::*;
+use super::exec_result::{Keep, OVERFLOW_DIR, RawFigure, shape};
 use super::outputs::*;
-use super::reply::{exec_reply, fail, input_schema, ok, output_schema, parse};
-use super::{mime, resources, upload};
+use super::reply::{add_note, fail, ok, parse, size_of};
+use super::{mime, resources, schema, upload};
 use crate::config::MAX_TIMEOUT;
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{CreateOptions, ExecOptions, ProgressFn, SandboxError, SandboxStatus};
+use crate::sandbox::{
+    CreateOptions, ExecOptions, Execution, FileKind, ProgressFn, SandboxError, SandboxStatus,
+};
 
 type ToolResult = Result<CallToolResult, ErrorData>;
 
 /// Largest source `execute_code` accepts: refused before the interpreter sees it.
 const MAX_CODE: usize = 10 << 20;
-/// Largest text `read_file` puts inline.
-const MAX_INLINE: u64 = 1 << 20;
+/// Most entries one `list_files` page holds (fewer when long names would pass the budget).
+const LIST_PAGE: usize = 1000;
 /// Largest `write_file` content.
 const MAX_WRITE: usize = 50 << 20;
 
@@ -120,14 +123,66 @@ impl SandboxServer {
         let note = format!("Created sandbox {} for this call.", info.sandbox_id);
         Ok((info.sandbox_id, vec![note]))
     }
+
+    /// Shapes an execution into a result within the budget, saving what did not fit in the
+    /// sandbox (when `keep`) so the result can point at it.
+    async fn exec_result(
+        &self,
+        id: String,
+        mut ex: Execution,
+        notes: Vec<String>,
+        keep: bool,
+    ) -> CallToolResult {
+        let budget = self.settings.result_budget();
+        let keep = if keep {
+            Keep::In {
+                sandbox_id: id.clone(),
+                folder: overflow_folder(),
+            }
+        } else {
+            Keep::Nowhere
+        };
+        let images = std::mem::take(&mut ex.images);
+        let sid = id.clone();
+        // Decoding and re-encoding figures is CPU work: off the protocol's threads.
+        let shaped = tokio::task::spawn_blocking(move || {
+            let figures = images.into_iter().map(RawFigure::new).collect();
+            shape(sid, ex, figures, notes, &keep, budget)
+        })
+        .await;
+        let shaped = match shaped {
+            Ok(s) => s,
+            Err(e) => return fail(format!("the result could not be prepared: {e}")),
+        };
+        let mut result = shaped.result;
+        for f in shaped.overflow {
+            if let Err(e) = self.backend.files().write(&id, &f.path, f.bytes).await {
+                add_note(
+                    &mut result,
+                    &format!("{} could not be saved: {e}", f.path.guest()),
+                );
+            }
+        }
+        result
+    }
+}
+
+/// A fresh folder for one call's overflow: sortable by time, unique within the process.
+fn overflow_folder() -> WorkspacePath {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
+    WorkspacePath::root()
+        .join(OVERFLOW_DIR)
+        .join(&format!("{stamp}-{n}"))
 }
 
 #[tool_router(vis = "pub(super)")]
 impl SandboxServer {
     #[tool(
         description = "Create a new Python sandbox with its own interpreter and files. Returns its sandbox_id.",
-        input_schema = input_schema::<CreateSandboxArgs>(),
-        output_schema = output_schema::<crate::sandbox::SandboxInfo>()
+        input_schema = schema::input::<CreateSandboxArgs>(),
+        output_schema = schema::output::<crate::sandbox::SandboxInfo>()
     )]
     async fn create_sandbox(&self, args: JsonObject) -> ToolResult {
         let a: CreateSandboxArgs = attempt!(parse("create_sandbox", args));
@@ -149,11 +204,16 @@ impl SandboxServer {
 
     #[tool(
         description = "Close a sandbox and delete its files.",
-        input_schema = input_schema::<SandboxIdArgs>(),
-        output_schema = output_schema::<CloseResult>()
+        input_schema = schema::input::<SandboxIdArgs>(),
+        output_schema = schema::output::<CloseResult>()
     )]
     async fn close_sandbox(&self, args: JsonObject) -> ToolResult {
         let a: SandboxIdArgs = attempt!(parse("close_sandbox", args));
+        if a.sandbox_id.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return Ok(fail(
+                "sandbox_id is empty; close_sandbox never guesses which sandbox to delete. Give the id (get_sandbox_status lists them), or omit it to close the most recent one",
+            ));
+        }
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
         attempt!(self.backend.close(&id).await);
         Ok(ok(
@@ -167,8 +227,8 @@ impl SandboxServer {
 
     #[tool(
         description = "Status of one sandbox (given its id), or of all open sandboxes.",
-        input_schema = input_schema::<SandboxIdArgs>(),
-        output_schema = output_schema::<StatusResult>()
+        input_schema = schema::input::<SandboxIdArgs>(),
+        output_schema = schema::output::<StatusResult>()
     )]
     async fn get_sandbox_status(&self, args: JsonObject) -> ToolResult {
         let a: SandboxIdArgs = attempt!(parse("get_sandbox_status", args));
@@ -200,8 +260,8 @@ impl SandboxServer {
 
     #[tool(
         description = "Run Python code in a sandbox. Variables, imports and files persist between calls. Returns stdout, stderr, the value of a final expression, any error with its traceback, and matplotlib figures as images.",
-        input_schema = input_schema::<ExecuteCodeArgs>(),
-        output_schema = output_schema::<ExecResult>()
+        input_schema = schema::input::<ExecuteCodeArgs>(),
+        output_schema = schema::output::<ExecResult>()
     )]
     async fn execute_code(
         &self,
@@ -219,13 +279,13 @@ impl SandboxServer {
                 .execute(&id, &a.code, exec_options(timeout, ct, &meta, &peer))
                 .await
         );
-        Ok(exec_reply(id, ex, notes))
+        Ok(self.exec_result(id, ex, notes, true).await)
     }
 
     #[tool(
         description = "Install a pure-Python package into a sandbox from the local wheel cache (there is no network); its dependencies come along. Many packages (numpy, pandas, matplotlib, scipy, scikit-learn, ...) are built in already. Pass package_name '?' to list what can be installed.",
-        input_schema = input_schema::<InstallPackageArgs>(),
-        output_schema = output_schema::<InstallResult>()
+        input_schema = schema::input::<InstallPackageArgs>(),
+        output_schema = schema::output::<InstallResult>()
     )]
     async fn install_package(&self, args: JsonObject) -> ToolResult {
         let a: InstallPackageArgs = attempt!(parse("install_package", args));
@@ -267,8 +327,8 @@ impl SandboxServer {
 
     #[tool(
         description = "Create a fresh sandbox, run code in it once, and close it. For one-off snippets that need no state.",
-        input_schema = input_schema::<CreateRunCloseArgs>(),
-        output_schema = output_schema::<ExecResult>()
+        input_schema = schema::input::<CreateRunCloseArgs>(),
+        output_schema = schema::output::<ExecResult>()
     )]
     async fn create_run_close(
         &self,
@@ -286,33 +346,65 @@ impl SandboxServer {
             .backend
             .execute(&id, &a.code, exec_options(timeout, ct, &meta, &peer))
             .await;
+        let result = match ex {
+            Ok(ex) => self.exec_result(id.clone(), ex, Vec::new(), false).await,
+            Err(e) => fail(e),
+        };
         if let Err(e) = self.backend.close(&id).await {
             tracing::warn!("create_run_close could not close {id}: {e}");
         }
-        let ex = attempt!(ex);
-        Ok(exec_reply(id, ex, Vec::new()))
+        Ok(result)
     }
 
     #[tool(
         description = "List the files in a sandbox folder (default: the workspace /home/user).",
-        input_schema = input_schema::<ListFilesArgs>(),
-        output_schema = output_schema::<ListResult>()
+        input_schema = schema::input::<ListFilesArgs>(),
+        output_schema = schema::output::<ListResult>()
     )]
     async fn list_files(&self, args: JsonObject) -> ToolResult {
         let a: ListFilesArgs = attempt!(parse("list_files", args));
         let path = attempt!(WorkspacePath::parse(a.path.as_deref().unwrap_or("")));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
-        let entries = attempt!(self.backend.files().list(&id, &path).await);
-        let mut text = format!("{} ({} entries)\n", path.guest(), entries.len());
-        for e in &entries {
-            let suffix = if e.kind == "directory" { "/" } else { "" };
+        let mut entries = attempt!(self.backend.files().list(&id, &path).await);
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let total = entries.len();
+        let offset = a.offset.unwrap_or(0).min(total as u64) as usize;
+        let budget = self.settings.result_budget();
+        // Each entry appears in the structured content and as a line of text: count both.
+        let mut used = 4096 + path.relative().len() * 2;
+        let mut page = Vec::new();
+        for e in entries.into_iter().skip(offset) {
+            let cost = serde_json::to_vec(&e).map_or(usize::MAX, |v| v.len()) * 2 + 32;
+            if page.len() >= LIST_PAGE || used + cost > budget {
+                break;
+            }
+            used += cost;
+            page.push(e);
+        }
+        let next = offset + page.len();
+        let next_offset = (next < total).then_some(next as u64);
+        let mut text = format!("{} ({total} entries)\n", path.guest());
+        if offset > 0 {
+            text.push_str(&format!("  (from entry {offset})\n"));
+        }
+        for e in &page {
+            let suffix = if e.kind == FileKind::Directory { "/" } else { "" };
             text.push_str(&format!("  {}{suffix}  {} bytes\n", e.name, e.size));
+        }
+        if let Some(n) = next_offset {
+            text.push_str(&format!(
+                "... {} more entries: call list_files with offset={n} for the next page\n",
+                total - next
+            ));
         }
         Ok(ok(
             &ListResult {
                 sandbox_id: id,
                 path: path.relative(),
-                entries,
+                total: total as u64,
+                offset: offset as u64,
+                next_offset,
+                entries: page,
             },
             text,
         ))
@@ -320,22 +412,24 @@ impl SandboxServer {
 
     #[tool(
         description = "Read a file from a sandbox. Text comes back as `content`, other bytes as `content_base64`.",
-        input_schema = input_schema::<ReadFileArgs>(),
-        output_schema = output_schema::<ReadResult>()
+        input_schema = schema::input::<ReadFileArgs>(),
+        output_schema = schema::output::<ReadResult>()
     )]
     async fn read_file(&self, args: JsonObject) -> ToolResult {
         let a: ReadFileArgs = attempt!(parse("read_file", args));
         let path = attempt!(WorkspacePath::parse_file(&a.file_path));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let budget = self.settings.result_budget();
+        let too_large = |size: u64| {
+            fail(format!(
+                "'{}' is {size} bytes, too large to return within the {budget} byte result limit (CODE_SANDBOX_RESULT_BYTES). Read a part of it with execute_code (for example pandas' nrows, or f.read(100000)), or look at it in code",
+                path.relative()
+            ))
+        };
         // The size is checked before the file is read, so a huge file costs nothing.
-        let bytes = match self.backend.files().read(&id, &path, MAX_INLINE).await {
+        let bytes = match self.backend.files().read(&id, &path, budget as u64).await {
             Ok(b) => b,
-            Err(SandboxError::TooLarge { size, .. }) => {
-                return Ok(fail(format!(
-                    "'{}' is {size} bytes, too large to return inline (limit {MAX_INLINE}). Read a part of it with execute_code (for example pandas' nrows, or f.read(10000))",
-                    path.relative()
-                )));
-            }
+            Err(SandboxError::TooLarge { size, .. }) => return Ok(too_large(size)),
             Err(e) => return Ok(fail(e)),
         };
         let size = bytes.len() as u64;
@@ -373,13 +467,18 @@ impl SandboxServer {
                 resources::uri(&id, &path.relative())
             )));
         }
+        // Text comes back twice (for the model and as structured content), base64 is larger
+        // than the bytes: what the budget cannot hold is refused, not cut.
+        if size_of(&reply) > budget {
+            return Ok(too_large(size));
+        }
         Ok(reply)
     }
 
     #[tool(
         description = "Write a text file into a sandbox (replacing it atomically; folders are created).",
-        input_schema = input_schema::<WriteFileArgs>(),
-        output_schema = output_schema::<WriteResult>()
+        input_schema = schema::input::<WriteFileArgs>(),
+        output_schema = schema::output::<WriteResult>()
     )]
     async fn write_file(&self, args: JsonObject) -> ToolResult {
         let a: WriteFileArgs = attempt!(parse("write_file", args));
@@ -409,8 +508,8 @@ impl SandboxServer {
 
     #[tool(
         description = "Copy a file into a sandbox: a host file from an allowed folder (source_path), or bytes given as content_base64.",
-        input_schema = input_schema::<UploadFileArgs>(),
-        output_schema = output_schema::<WriteResult>()
+        input_schema = schema::input::<UploadFileArgs>(),
+        output_schema = schema::output::<WriteResult>()
     )]
     async fn upload_file(&self, args: JsonObject) -> ToolResult {
         let a: UploadFileArgs = attempt!(parse("upload_file", args));

@@ -15,10 +15,10 @@ use cap_std::fs::{Dir, OpenOptions};
 use super::quota::{DiskQuota, ENTRY_COST};
 use super::registry::Registry;
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{FileEntry, SandboxError, SandboxFiles};
+use crate::sandbox::{FileEntry, FileKind, SandboxError, SandboxFiles};
 
-/// Most entries `list_files` returns.
-const MAX_ENTRIES: usize = 10_000;
+/// Most entries read from one folder; `list_files` pages through them.
+const MAX_ENTRIES: usize = 100_000;
 
 pub struct WasmFiles {
     registry: Arc<Registry>,
@@ -77,18 +77,18 @@ fn list_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, Sandb
         let Ok(md) = entry.metadata() else { continue };
         let ft = md.file_type();
         let kind = if ft.is_symlink() {
-            "symlink"
+            FileKind::Symlink
         } else if ft.is_dir() {
-            "directory"
+            FileKind::Directory
         } else if ft.is_file() {
-            "file"
+            FileKind::File
         } else {
-            "other"
+            FileKind::Other
         };
         out.push(FileEntry {
             path: path.join(&name).relative(),
             name,
-            kind: kind.into(),
+            kind,
             size: if ft.is_file() { md.len() } else { 0 },
         });
         if out.len() >= MAX_ENTRIES {

@@ -31,11 +31,13 @@ use crate::sandbox::{
 
 /// Run after every call: sends open matplotlib figures as PNGs through the door.
 const AFTER_CALL: &str = "__code_sandbox_after__()";
+/// Past the call's own time, what figure drawing may take before the interpreter is stopped
+/// (the guest stops starting new figures at the call's deadline itself).
+const DRAWING_GRACE: Duration = Duration::from_secs(1);
 const WARM_UP: &str = "0";
 const SPARE_DELAY: Duration = Duration::from_millis(30);
 const FORGET_WARM_UP: &str = "__import__('builtins').__dict__.pop('_', None) and None";
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
-const AFTER_CALL_TIMEOUT: Duration = Duration::from_secs(20);
 /// How often a long call reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
@@ -290,19 +292,33 @@ impl Interpreter for WasmBackend {
                 }
             })
         });
+        let started = std::time::Instant::now();
         let mut out = session.turn(code, timeout, fuel, &stop).await;
+        let mut drawing_ended = false;
+        if out.status.is_ok() {
+            // Figures the code left open come back as images (and are closed), drawn within
+            // what is left of the call's time.
+            let left = timeout.saturating_sub(started.elapsed());
+            let after = session
+                .turn(
+                    &format!("__code_sandbox_after__({:.3})", left.as_secs_f64()),
+                    left + DRAWING_GRACE,
+                    fuel,
+                    &stop,
+                )
+                .await;
+            drawing_ended = out.absorb_figures(after);
+        }
         if let Some(t) = ticker {
             t.abort();
         }
-        if out.status.is_ok() {
-            // Figures the code left open come back as images (and are closed).
-            let after = session.turn(AFTER_CALL, AFTER_CALL_TIMEOUT, fuel, &stop).await;
-            out.absorb(after);
-        }
         sb.busy.store(false, Ordering::SeqCst);
         guard.abort();
-        let ended = out.status.is_err();
+        let ended = out.status.is_err() || drawing_ended;
         let mut ex = results::execution(out, fresh, timeout.as_secs_f64());
+        if drawing_ended {
+            ex.state_lost = true;
+        }
         if ended {
             slot.session = None;
             slot.lost = true;

@@ -27,8 +27,9 @@ enum Message {
     },
 }
 
-/// Most images one call returns.
-const MAX_IMAGES: usize = 20;
+/// Most images one call returns; the server shows as many as its result budget holds and
+/// saves the rest as files.
+const MAX_IMAGES: usize = 50;
 
 /// Recovers the exception from stderr when the prelude's hook did not report it (the hook
 /// itself failed, or the code replaced `sys.excepthook`).
@@ -107,6 +108,7 @@ pub fn execution(out: TurnOutput, state_lost_before: bool, timeout_s: f64) -> Ex
         state_lost: state_lost_before,
         ..Default::default()
     };
+    ex.notes.extend(out.notes.iter().cloned());
     if state_lost_before {
         ex.notes.push(
             "This ran in a fresh interpreter: variables and imports from before the last reset are gone (files in the workspace remain).".into(),
@@ -138,13 +140,15 @@ pub fn execution(out: TurnOutput, state_lost_before: bool, timeout_s: f64) -> Ex
                 name,
                 value,
                 traceback,
-            }) => {
+            }) if hook_error.is_none() => {
+                // The first error is the code's own; a later one came from host turns.
                 hook_error = Some(PyError {
                     name,
                     value,
                     traceback,
                 })
             }
+            Ok(Message::Error { .. }) => {}
             Err(_) => {} // the guest may call the door itself; unknown messages are ignored
         }
     }

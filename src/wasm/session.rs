@@ -72,20 +72,44 @@ pub struct TurnOutput {
     pub messages: Vec<Vec<u8>>,
     pub dropped_messages: usize,
     pub duration: Duration,
+    /// Remarks from the host about this turn (a failed figure collection).
+    pub notes: Vec<String>,
 }
 
 impl TurnOutput {
-    /// Folds a follow-up host turn (figure collection) into this one.
-    pub fn absorb(&mut self, after: TurnOutput) {
+    /// Folds the figure-collecting turn that follows the user's code into this one. The
+    /// code's own status stands whatever happened while drawing; returns whether drawing
+    /// ended the interpreter.
+    pub fn absorb_figures(&mut self, after: TurnOutput) -> bool {
         self.messages.extend(after.messages);
         self.dropped_messages += after.dropped_messages;
-        if !after.stderr.text.is_empty() {
-            self.stderr.text.push_str(&after.stderr.text);
-        }
-        self.stdout.text.push_str(&after.stdout.text);
         self.duration += after.duration;
-        if let Err(ended) = after.status {
-            self.status = Err(ended);
+        match after.status {
+            Ok(0) => {
+                self.stdout.text.push_str(&after.stdout.text);
+                self.stderr.text.push_str(&after.stderr.text);
+                false
+            }
+            Ok(_) => {
+                let why = after
+                    .stderr
+                    .text
+                    .trim_end()
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+                    .to_string();
+                self.notes.push(format!(
+                    "The figures could not be collected ({why}); the sandbox's figure hook may have been replaced. Save figures with plt.savefig and read them with read_file"
+                ));
+                false
+            }
+            Err(ended) => {
+                self.notes.push(format!(
+                    "Drawing the figures ended the interpreter ({ended:?}; usually the call's time limit), so it was reset: variables and imports are gone, files remain. Draw fewer or simpler figures, or pass a larger timeout_seconds"
+                ));
+                true
+            }
         }
     }
 }
@@ -329,6 +353,7 @@ impl Session {
             messages: inbox.messages,
             dropped_messages: inbox.dropped,
             duration: started.elapsed(),
+            notes: Vec::new(),
         }
     }
 }

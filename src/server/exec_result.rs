@@ -1,0 +1,342 @@
+//! An execution shaped into a tool result that every client accepts: at most the result
+//! budget when serialized, with the end of the output, the traceback and at least one figure
+//! inline, and everything that did not fit saved in the sandbox and named in the result.
+//!
+//! Claude Desktop refuses results over 1 MiB, the TypeScript SDK's reader closes the
+//! connection at 10 MiB, and Claude Code cuts results at 25,000 tokens, so the model-facing
+//! text is capped well below the byte budget: each stream at about 20,000 characters.
+
+use base64::Engine as _;
+use rmcp::model::{CallToolResult, ContentBlock, Resource};
+
+use super::figures::{Figure, MAX_SIDE};
+use super::outputs::ExecResult;
+use crate::sandbox::paths::{WORKSPACE, WorkspacePath};
+use crate::sandbox::text_cap::head_tail;
+use crate::sandbox::{Execution, Image, PyError};
+
+/// Characters of stdout, of stderr, of a final value and of a traceback put inline.
+pub const INLINE_CHARS: usize = 20_000;
+/// Characters of an exception's message put inline.
+const INLINE_VALUE_CHARS: usize = 2_000;
+/// Bytes kept back for the JSON-RPC envelope, links and notes added after measuring.
+const RESERVE: usize = 16 << 10;
+/// Folder in the workspace that holds what did not fit.
+pub const OVERFLOW_DIR: &str = ".outputs";
+
+/// Where the parts that did not fit go.
+pub enum Keep {
+    /// Saved under this folder of the sandbox.
+    In {
+        sandbox_id: String,
+        folder: WorkspacePath,
+    },
+    /// The sandbox is gone after the call (create_run_close): nothing can be kept.
+    Nowhere,
+}
+
+/// A file to save in the sandbox for the result to point at.
+pub struct Overflow {
+    pub path: WorkspacePath,
+    pub bytes: Vec<u8>,
+    pub mime: &'static str,
+}
+
+/// A figure as it came from the backend, decoded once if it can be.
+pub struct RawFigure {
+    pub image: Image,
+    pub decoded: Option<Figure>,
+}
+
+impl RawFigure {
+    /// Decodes the picture; CPU work, so callers run it off the async threads.
+    pub fn new(image: Image) -> RawFigure {
+        let decoded = Figure::decode(&image.data).ok();
+        RawFigure { image, decoded }
+    }
+}
+
+pub struct Shaped {
+    pub result: CallToolResult,
+    pub overflow: Vec<Overflow>,
+}
+
+fn size_of(r: &CallToolResult) -> usize {
+    serde_json::to_vec(r).map_or(usize::MAX, |v| v.len())
+}
+
+fn b64_len(n: usize) -> usize {
+    n.div_ceil(3) * 4
+}
+
+/// The text the model reads: output first, then the value, the error and the notes.
+pub fn exec_text(res: &ExecResult) -> String {
+    let mut t = String::new();
+    let block = |t: &mut String, s: &str| {
+        t.push_str(s);
+        if !s.ends_with('\n') {
+            t.push('\n');
+        }
+    };
+    if !res.stdout.is_empty() {
+        block(&mut t, &res.stdout);
+    }
+    // A traceback is written to stderr too; show it once.
+    let stderr_is_traceback = res
+        .error
+        .as_ref()
+        .is_some_and(|e| !e.traceback.is_empty() && res.stderr.trim_end().ends_with(e.traceback.trim_end()));
+    let stderr = if stderr_is_traceback {
+        let tb = res.error.as_ref().map_or("", |e| e.traceback.trim_end());
+        res.stderr.trim_end().strip_suffix(tb).unwrap_or("")
+    } else {
+        &res.stderr
+    };
+    if !stderr.trim().is_empty() {
+        t.push_str("[stderr]\n");
+        block(&mut t, stderr);
+    }
+    if let Some(r) = &res.result {
+        block(&mut t, &format!("Out: {r}"));
+    }
+    if let Some(e) = &res.error {
+        if e.traceback.is_empty() {
+            t.push_str(&format!("{}: {}\n", e.name, e.value));
+        } else {
+            block(&mut t, &e.traceback);
+        }
+    }
+    if let Some(l) = &res.limit {
+        t.push_str(&format!("[limit reached: {}]\n", l.as_str()));
+    }
+    for n in &res.notes {
+        t.push_str(&format!("[note] {n}\n"));
+    }
+    if res.images > 0 {
+        t.push_str(&format!("[{} image(s) attached]\n", res.images));
+    }
+    if t.is_empty() {
+        t.push_str("(no output)\n");
+    }
+    t
+}
+
+/// Shapes an execution within `budget` bytes. Deterministic CPU work: run it off the async
+/// threads when figures are attached.
+pub fn shape(
+    sandbox_id: String,
+    ex: Execution,
+    figures: Vec<RawFigure>,
+    notes: Vec<String>,
+    keep: &Keep,
+    budget: usize,
+) -> Shaped {
+    // Caps shrink only if a pathological result (say, text that is all escapes) still does
+    // not fit at the usual ones.
+    let mut last = None;
+    for chars in [INLINE_CHARS, 8_000, 2_000, 500] {
+        let shaped = shape_with(&sandbox_id, &ex, &figures, &notes, keep, budget, chars);
+        if size_of(&shaped.result) <= budget {
+            return shaped;
+        }
+        last = Some(shaped);
+    }
+    let mut shaped =
+        last.unwrap_or_else(|| shape_with(&sandbox_id, &ex, &figures, &notes, keep, budget, 500));
+    // Nothing is left to cut but the figures.
+    shaped.result.content.retain(|c| c.as_image().is_none());
+    shaped
+}
+
+struct Spill<'a> {
+    keep: &'a Keep,
+    files: Vec<Overflow>,
+}
+
+impl Spill<'_> {
+    /// Saves bytes under `name`, returning the guest path to name in the result.
+    fn save(&mut self, name: &str, bytes: Vec<u8>, mime: &'static str) -> Option<String> {
+        let Keep::In { folder, .. } = self.keep else {
+            return None;
+        };
+        let path = folder.join(name);
+        let shown = format!("{WORKSPACE}/{}", path.relative());
+        self.files.push(Overflow { path, bytes, mime });
+        Some(shown)
+    }
+}
+
+fn cap_stream(text: &str, name: &str, chars: usize, spill: &mut Spill) -> String {
+    let saved = text.chars().count() > chars;
+    let path = if saved {
+        spill.save(&format!("{name}.txt"), text.as_bytes().to_vec(), "text/plain")
+    } else {
+        None
+    };
+    head_tail(text, chars, |n| match &path {
+        Some(p) => format!("[... {n} characters of {name} omitted here; all of it is in {p} (read it with read_file, or open it in code) ...]"),
+        None => format!("[... {n} characters of {name} omitted ...]"),
+    })
+    .unwrap_or_else(|| text.to_string())
+}
+
+fn shape_with(
+    sandbox_id: &str,
+    ex: &Execution,
+    figures: &[RawFigure],
+    notes: &[String],
+    keep: &Keep,
+    budget: usize,
+    chars: usize,
+) -> Shaped {
+    let mut spill = Spill {
+        keep,
+        files: Vec::new(),
+    };
+    let stdout = cap_stream(&ex.stdout, "stdout", chars, &mut spill);
+    let stderr = cap_stream(&ex.stderr, "stderr", chars, &mut spill);
+    let result = ex
+        .result
+        .as_ref()
+        .map(|r| cap_stream(r, "result", chars, &mut spill));
+    let error = ex.error.as_ref().map(|e| PyError {
+        name: e.name.chars().take(200).collect(),
+        value: head_tail(&e.value, INLINE_VALUE_CHARS, |n| {
+            format!("[... {n} characters omitted ...]")
+        })
+        .unwrap_or_else(|| e.value.clone()),
+        traceback: head_tail(&e.traceback, chars, |n| {
+            format!("[... {n} characters of the traceback omitted ...]")
+        })
+        .unwrap_or_else(|| e.traceback.clone()),
+    });
+    let mut all_notes: Vec<String> = notes.iter().chain(&ex.notes).cloned().collect();
+    let mut res = ExecResult {
+        sandbox_id: sandbox_id.to_string(),
+        stdout,
+        stderr,
+        result,
+        error,
+        images: 0,
+        duration_ms: ex.duration_ms,
+        limit: ex.limit,
+        state_lost: ex.state_lost,
+        notes: all_notes.clone(),
+        saved_files: spill
+            .files
+            .iter()
+            .map(|f| format!("{WORKSPACE}/{}", f.path.relative()))
+            .collect(),
+    };
+
+    // Figures get what the text leaves, less room for the links and the note about them.
+    let base = size_of(&build(&res, Vec::new()));
+    let mut room = budget.saturating_sub(base + RESERVE + 400 * figures.len());
+    let mut inline: Vec<(Vec<u8>, String)> = Vec::new();
+    let mut saved_figures = Vec::new();
+    for (k, fig) in figures.iter().enumerate() {
+        let name = format!("figure-{}.png", k + 1);
+        let fits = |png: &[u8], room: usize| b64_len(png.len()) + 64 <= room;
+        // (PNG shown, whether it is smaller than the figure at its usual size)
+        let shown: Option<(Vec<u8>, bool)> = match &fig.decoded {
+            Some(f) if inline.is_empty() => {
+                // The first figure always comes inline, shrunk if need be.
+                let usual = f.long_side().min(MAX_SIDE);
+                f.fit(room.saturating_sub(64) / 4 * 3)
+                    .ok()
+                    .flatten()
+                    .map(|(png, side)| (png, side < usual))
+            }
+            Some(f) => f
+                .encode(f.long_side().min(MAX_SIDE))
+                .ok()
+                .filter(|png| fits(png, room))
+                .map(|png| (png, false)),
+            None => Some(fig.image.data.clone())
+                .filter(|png| fits(png, room))
+                .map(|png| (png, false)),
+        };
+        match shown {
+            Some((png, shrunk)) => {
+                room = room.saturating_sub(b64_len(png.len()) + 64);
+                if shrunk {
+                    // The inline copy is smaller than usual to fit: keep the figure itself too.
+                    if let Some(p) = spill.save(&name, fig.image.data.clone(), "image/png") {
+                        res.saved_files.push(p.clone());
+                        all_notes.push(format!(
+                            "Figure {} was shrunk to fit this result; the full-size PNG is {p}",
+                            k + 1
+                        ));
+                    }
+                }
+                let mime = if fig.decoded.is_some() {
+                    "image/png".to_string()
+                } else {
+                    fig.image.mime_type.clone()
+                };
+                inline.push((png, mime));
+            }
+            None => saved_figures.push((k + 1, spill.save(&name, fig.image.data.clone(), "image/png"))),
+        }
+    }
+    if !saved_figures.is_empty() {
+        let n = saved_figures.len();
+        let paths: Vec<String> = saved_figures.iter().filter_map(|(_, p)| p.clone()).collect();
+        res.saved_files.extend(paths.iter().cloned());
+        let which: Vec<String> = saved_figures.iter().map(|(k, _)| k.to_string()).collect();
+        all_notes.push(if paths.is_empty() {
+            format!(
+                "{n} of {} figures (number {}) did not fit in this result and were not kept, because this sandbox is closed after the call; draw them in a sandbox of your own (execute_code) to get them as files",
+                figures.len(),
+                which.join(", ")
+            )
+        } else {
+            format!(
+                "{n} of {} figures (number {}) did not fit in this result; they are saved as PNG files: {} (read_file shows one as an image)",
+                figures.len(),
+                which.join(", "),
+                paths.join(", ")
+            )
+        });
+    }
+    if matches!(keep, Keep::Nowhere)
+        && (res.stdout.len() < ex.stdout.len() || res.stderr.len() < ex.stderr.len())
+    {
+        all_notes.push("Output was cut to fit the result; this sandbox is closed after the call, so the rest was not kept. Run the code with execute_code to get all of it as a file.".into());
+    }
+    res.images = inline.len();
+    res.notes = all_notes;
+    let mut links = Vec::new();
+    if let Keep::In { sandbox_id, .. } = keep {
+        for f in &spill.files {
+            let name = f.path.file_name().unwrap_or_default().to_string();
+            links.push(ContentBlock::resource_link(
+                Resource::new(super::resources::uri(sandbox_id, &f.path.relative()), name)
+                    .with_mime_type(f.mime)
+                    .with_size(f.bytes.len() as u64),
+            ));
+        }
+    }
+    let mut content: Vec<ContentBlock> = inline
+        .into_iter()
+        .map(|(png, mime)| ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(png), mime))
+        .collect();
+    content.extend(links);
+    Shaped {
+        result: build(&res, content),
+        overflow: spill.files,
+    }
+}
+
+/// The result: the text first, then images and links; structured content always.
+fn build(res: &ExecResult, extra: Vec<ContentBlock>) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(exec_text(res))];
+    content.extend(extra);
+    let mut r = if res.error.is_some() || res.limit.is_some() {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
+    r.structured_content = serde_json::to_value(res).ok();
+    r
+}

@@ -1,0 +1,139 @@
+//! Figures sized for the model: the long side at most 1568 px, re-encoded as PNG.
+//!
+//! Claude's API refuses images over 8000 px, and over 2000 px when a request holds many, and
+//! scales anything larger than about 1568 px down anyway; sending more only spends the result
+//! budget. The PNG bytes come from the guest, so decoding is bounded in size and memory.
+
+use std::io::Cursor;
+
+use image::{DynamicImage, ImageFormat, ImageReader, Limits};
+
+/// Longest side of an inline figure.
+pub const MAX_SIDE: u32 = 1568;
+/// Smallest long side a figure is shrunk to while fitting the budget.
+const MIN_SIDE: u32 = 256;
+/// Largest picture decoded at all (a PNG header may claim anything).
+const MAX_DECODE_SIDE: u32 = 16_384;
+const MAX_DECODE_BYTES: u64 = 512 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FigureError {
+    #[error("it is not a PNG image that can be read: {0}")]
+    Decode(#[source] image::ImageError),
+    #[error("it could not be encoded as PNG: {0}")]
+    Encode(#[source] image::ImageError),
+}
+
+/// A decoded figure, ready to be encoded at any size at most its own.
+pub struct Figure {
+    image: DynamicImage,
+}
+
+impl Figure {
+    pub fn decode(png: &[u8]) -> Result<Figure, FigureError> {
+        let mut limits = Limits::default();
+        limits.max_image_width = Some(MAX_DECODE_SIDE);
+        limits.max_image_height = Some(MAX_DECODE_SIDE);
+        limits.max_alloc = Some(MAX_DECODE_BYTES);
+        let mut reader = ImageReader::with_format(Cursor::new(png), ImageFormat::Png);
+        reader.limits(limits);
+        let image = reader.decode().map_err(FigureError::Decode)?;
+        Ok(Figure { image })
+    }
+
+    pub fn long_side(&self) -> u32 {
+        self.image.width().max(self.image.height())
+    }
+
+    /// PNG bytes with the long side at most `side` (never enlarged).
+    pub fn encode(&self, side: u32) -> Result<Vec<u8>, FigureError> {
+        let img = if self.long_side() > side {
+            // Triangle (bilinear) keeps lines and text legible at a fraction of Lanczos' cost.
+            std::borrow::Cow::Owned(
+                self.image
+                    .resize(side, side, image::imageops::FilterType::Triangle),
+            )
+        } else {
+            std::borrow::Cow::Borrowed(&self.image)
+        };
+        let mut out = Cursor::new(Vec::new());
+        img.write_to(&mut out, ImageFormat::Png)
+            .map_err(FigureError::Encode)?;
+        Ok(out.into_inner())
+    }
+
+    /// The largest rendering (long side at most [`MAX_SIDE`], shrinking down to [`MIN_SIDE`])
+    /// whose PNG is at most `budget` bytes, if any is, with its long side.
+    pub fn fit(&self, budget: usize) -> Result<Option<(Vec<u8>, u32)>, FigureError> {
+        let mut side = self.long_side().min(MAX_SIDE);
+        loop {
+            let png = self.encode(side)?;
+            if png.len() <= budget {
+                return Ok(Some((png, side)));
+            }
+            if side <= MIN_SIDE {
+                return Ok(None);
+            }
+            // Bytes scale with area: aim straight at the budget, at least halving the area.
+            let ratio = (budget as f64 / png.len() as f64).sqrt().min(0.7);
+            side = ((side as f64 * ratio) as u32).max(MIN_SIDE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(w: u32, h: u32, noisy: bool) -> Vec<u8> {
+        let mut img = image::RgbImage::new(w, h);
+        let mut x: u32 = 12345;
+        for p in img.pixels_mut() {
+            if noisy {
+                x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+                *p = image::Rgb([(x >> 16) as u8, (x >> 8) as u8, x as u8]);
+            } else {
+                *p = image::Rgb([255, 255, 255]);
+            }
+        }
+        let mut out = Cursor::new(Vec::new());
+        DynamicImage::ImageRgb8(img)
+            .write_to(&mut out, ImageFormat::Png)
+            .unwrap();
+        out.into_inner()
+    }
+
+    fn dims(png: &[u8]) -> (u32, u32) {
+        let f = Figure::decode(png).unwrap();
+        (f.image.width(), f.image.height())
+    }
+
+    #[test]
+    fn large_figures_are_scaled_to_the_long_side() {
+        let f = Figure::decode(&png(3000, 1500, false)).unwrap();
+        let (out, side) = f.fit(usize::MAX).unwrap().unwrap();
+        assert_eq!(dims(&out), (1568, 784));
+        assert_eq!(side, 1568);
+        let small = Figure::decode(&png(640, 480, false)).unwrap();
+        assert_eq!(dims(&small.fit(usize::MAX).unwrap().unwrap().0), (640, 480));
+    }
+
+    #[test]
+    fn noisy_figures_shrink_until_they_fit() {
+        let f = Figure::decode(&png(2000, 2000, true)).unwrap();
+        let (out, _) = f.fit(300_000).unwrap().unwrap();
+        assert!(out.len() <= 300_000);
+        assert!(dims(&out).0 >= MIN_SIDE);
+        assert!(f.fit(1000).unwrap().is_none(), "nothing fits 1000 bytes");
+    }
+
+    #[test]
+    fn garbage_and_bombs_are_refused() {
+        assert!(Figure::decode(b"not a png").is_err());
+        // A valid header claiming 100000 x 100000 pixels.
+        let mut bomb = png(1, 1, false);
+        bomb[16..20].copy_from_slice(&100_000u32.to_be_bytes());
+        bomb[20..24].copy_from_slice(&100_000u32.to_be_bytes());
+        assert!(Figure::decode(&bomb).is_err());
+    }
+}

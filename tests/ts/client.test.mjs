@@ -1,0 +1,280 @@
+// The server as Claude Desktop and Claude Code see it: through the official TypeScript SDK
+// client, which validates every tool result against the tool's output schema (errors
+// included) and whose stdio reader gives up on messages over 10 MiB. Every call here must
+// return a result the SDK accepts, each under Claude Desktop's 1 MiB limit.
+//
+// Run by `cargo test --release` (tests/suite/ts_sdk.rs), which passes the binary and the
+// runtime home in MCP_CODE_SANDBOX_BIN and CODE_SANDBOX_HOME.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const BIN = process.env.MCP_CODE_SANDBOX_BIN;
+const HOME = process.env.CODE_SANDBOX_HOME;
+const MiB = 1024 * 1024;
+const LONG = { timeout: 180_000 };
+
+// Ajv reports unknown schema formats through console.warn; collect them.
+const warnings = [];
+const warn = console.warn;
+console.warn = (...args) => {
+  warnings.push(args.join(" "));
+  warn(...args);
+};
+
+let client;
+const sizes = {};
+
+before(async () => {
+  assert.ok(BIN, "MCP_CODE_SANDBOX_BIN names the server binary");
+  const transport = new StdioClientTransport({
+    command: BIN,
+    args: [],
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, CODE_SANDBOX_HOME: HOME, RUST_LOG: "warn" },
+    stderr: "inherit",
+  });
+  client = new Client({ name: "ts-sdk-test", version: "1.0.0" });
+  await client.connect(transport);
+  // Tool output schemas are cached by listTools; callTool validates against them.
+  await client.listTools();
+});
+
+after(async () => {
+  await client?.close();
+  console.log("result sizes (bytes):", JSON.stringify(sizes));
+});
+
+/** Calls a tool; the SDK throws if the result does not validate. Returns the result. */
+async function call(name, args, label = name) {
+  const r = await client.callTool({ name, arguments: args }, undefined, LONG);
+  const size = Buffer.byteLength(JSON.stringify(r));
+  sizes[label] = size;
+  assert.ok(size < MiB, `${label}: result is ${size} bytes, over 1 MiB`);
+  assert.ok(size <= 1_000_000, `${label}: result is ${size} bytes, over the 1,000,000 byte budget`);
+  return r;
+}
+
+const text = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("\n");
+const images = (r) => r.content.filter((c) => c.type === "image");
+const links = (r) => r.content.filter((c) => c.type === "resource_link");
+
+function pngSize(b64) {
+  const png = Buffer.from(b64, "base64");
+  assert.equal(png.subarray(1, 4).toString(), "PNG");
+  return [png.readUInt32BE(16), png.readUInt32BE(20)];
+}
+
+async function ok(name, args, label) {
+  const r = await call(name, args, label);
+  assert.notEqual(r.isError, true, `${label ?? name} failed: ${text(r)}`);
+  assert.ok(r.structuredContent, `${label ?? name}: structured content`);
+  return r;
+}
+
+async function err(name, args, label, pattern) {
+  const r = await call(name, args, label);
+  assert.equal(r.isError, true, `${label} should be an error: ${text(r)}`);
+  assert.match(text(r), pattern, label);
+  return r;
+}
+
+test("tools carry titles, annotations and schemas every validator knows", async () => {
+  const { tools } = await client.listTools();
+  assert.equal(tools.length, 10);
+  for (const t of tools) {
+    assert.ok(t.title, `${t.name} has a title`);
+    assert.ok(t.outputSchema, `${t.name} has an output schema`);
+    assert.equal(t.outputSchema.type, "object");
+    assert.equal(t.annotations?.openWorldHint, false, `${t.name}: the local backend is not open-world`);
+    assert.doesNotMatch(JSON.stringify(t.outputSchema) + JSON.stringify(t.inputSchema), /"format":"u?int/);
+  }
+  const by = Object.fromEntries(tools.map((t) => [t.name, t]));
+  for (const n of ["get_sandbox_status", "list_files", "read_file"]) assert.equal(by[n].annotations.readOnlyHint, true, n);
+  assert.equal(by.close_sandbox.annotations.destructiveHint, true);
+  const { resourceTemplates } = await client.listResourceTemplates();
+  assert.equal(resourceTemplates[0].uriTemplate, "sandbox://{sandbox_id}/{+path}");
+  assert.deepEqual(warnings.filter((w) => /format/.test(w)), [], "no schema format warnings");
+});
+
+test("the ten tools succeed and validate", async () => {
+  const c = await ok("create_sandbox", {});
+  const id = c.structuredContent.sandbox_id;
+  await ok("get_sandbox_status", { sandbox_id: id }, "get_sandbox_status(one)");
+  await ok("get_sandbox_status", {}, "get_sandbox_status(all)");
+  const e = await ok("execute_code", { sandbox_id: id, code: "x = 41\nx + 1" });
+  assert.equal(e.structuredContent.result, "42");
+  await ok("write_file", { sandbox_id: id, file_path: "data/a.csv", content: "a,b\n1,2\n" });
+  await ok("upload_file", { sandbox_id: id, content_base64: Buffer.from("hello").toString("base64"), destination_path: "h.txt" });
+  const l = await ok("list_files", { sandbox_id: id });
+  assert.deepEqual(l.structuredContent.entries.map((e) => e.name), ["data", "h.txt"]);
+  const rf = await ok("read_file", { sandbox_id: id, file_path: "data/a.csv" });
+  assert.equal(rf.structuredContent.content, "a,b\n1,2\n");
+  const ip = await ok("install_package", { sandbox_id: id, package_name: "tabulate" });
+  assert.ok(ip.structuredContent.already_available || ip.structuredContent.installed.length > 0);
+  await ok("install_package", { sandbox_id: id, package_name: "?" }, "install_package(?)");
+  const crc = await ok("create_run_close", { code: "print('once')" });
+  assert.match(text(crc), /once/);
+  await ok("close_sandbox", { sandbox_id: id });
+});
+
+test("every error is a result the SDK accepts, with a message saying what to do", async () => {
+  const id = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  await err("execute_code", { sandbox_id: "nope", code: "1" }, "unknown sandbox", /get_sandbox_status/);
+  await err("read_file", { sandbox_id: id, file_path: "missing.txt" }, "missing file", /list_files/);
+  await err("read_file", { sandbox_id: id, file_path: "../etc/passwd" }, "path escape", /relative to \/home\/user/);
+  await err("install_package", { sandbox_id: id, package_name: "no-such-package-xyz" }, "unknown package", /./);
+  await err("execute_code", { sandbox_id: id, code: 5 }, "wrong argument type", /bad arguments/);
+  await err("execute_code", { sandbox_id: id }, "missing argument", /code/);
+  await err("close_sandbox", { sandbox_id: "" }, "blank id on close", /never guesses/);
+  await err("list_files", { sandbox_id: id, path: "nothing/here" }, "missing folder", /does not exist/);
+  await err("upload_file", { sandbox_id: id }, "upload without input", /source_path/);
+  await err("upload_file", { sandbox_id: id, content_base64: "!!!", destination_path: "x" }, "bad base64", /base64/);
+  await err("get_sandbox_status", { sandbox_id: "nope" }, "status of unknown", /no open sandbox/);
+  const py = await err("execute_code", { sandbox_id: id, code: "1/0" }, "python exception", /ZeroDivisionError/);
+  assert.equal(py.structuredContent.error.name, "ZeroDivisionError");
+  await ok("close_sandbox", { sandbox_id: id });
+  await err("execute_code", { sandbox_id: id, code: "1" }, "closed sandbox", /sandbox/);
+});
+
+test("a flood of output stays within the budget, with its end and the traceback inline", async () => {
+  const id = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  const code = [
+    "import sys",
+    "for i in range(100_000): print(f'line {i:06d} ' + 'x' * 40)",
+    "for i in range(60_000): sys.stderr.write(f'warn {i:06d} ' + 'y' * 40 + '\\n')",
+    "print('THE END OF STDOUT')",
+    "raise ValueError('the real error at the end')",
+  ].join("\n");
+  const r = await call("execute_code", { sandbox_id: id, code }, "flood 5 MB + 3 MB");
+  assert.equal(r.isError, true);
+  const t = text(r);
+  assert.match(t, /THE END OF STDOUT/);
+  assert.match(t, /ValueError: the real error at the end/);
+  assert.ok(t.length < 100_000, `text for the model is ${t.length} characters`);
+  const s = r.structuredContent;
+  assert.match(s.stdout, /THE END OF STDOUT/);
+  assert.ok(s.stdout.length <= 21_000, `inline stdout is ${s.stdout.length} characters`);
+  assert.ok(s.saved_files.some((p) => p.endsWith("/stdout.txt")), JSON.stringify(s.saved_files));
+  assert.ok(links(r).length >= 2, "the saved output is linked");
+  // The saved output is there, and larger than what was shown.
+  const saved = s.saved_files.find((p) => p.endsWith("/stdout.txt"));
+  const dir = saved.replace("/home/user/", "").replace(/\/stdout.txt$/, "");
+  const l = await ok("list_files", { sandbox_id: id, path: dir });
+  const file = l.structuredContent.entries.find((e) => e.name === "stdout.txt");
+  assert.ok(file.size > 500_000, `saved stdout is ${file.size} bytes`);
+  const tail = await ok("execute_code", { sandbox_id: id, code: `open('${saved}').read().splitlines()[-1]` });
+  assert.match(tail.structuredContent.result, /THE END OF STDOUT/);
+});
+
+test("many large figures: at least one inline, each at most 1568 px, the rest saved and linked", async () => {
+  const id = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  const code = [
+    "import numpy as np, matplotlib.pyplot as plt",
+    "for k in range(12):",
+    "    fig = plt.figure(figsize=(24, 16))",
+    "    for j in range(40): plt.plot(np.cumsum(np.random.randn(3000)))",
+    "    plt.title(f'figure {k}')",
+    "print('drawn')",
+  ].join("\n");
+  const r = await call("execute_code", { sandbox_id: id, code, timeout_seconds: 120 }, "twelve large figures");
+  assert.notEqual(r.isError, true, text(r));
+  const imgs = images(r);
+  assert.ok(imgs.length >= 1, "at least one figure inline");
+  for (const i of imgs) {
+    const [w, h] = pngSize(i.data);
+    assert.ok(Math.max(w, h) <= 1568, `figure is ${w}x${h}`);
+  }
+  assert.equal(r.structuredContent.images, imgs.length);
+  if (imgs.length < 12) {
+    assert.match(text(r), /did not fit in this result/);
+    assert.ok(r.structuredContent.saved_files.filter((p) => p.endsWith(".png")).length >= 12 - imgs.length);
+  }
+});
+
+test("noisy 2000 px figures still bring one figure inline", async () => {
+  const id = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  const code = [
+    "import numpy as np, matplotlib.pyplot as plt",
+    "for k in range(5):",
+    "    fig = plt.figure(figsize=(20, 20))",
+    "    plt.imshow(np.random.rand(2000, 2000, 3)); plt.axis('off')",
+    "raise RuntimeError('after the figures')",
+  ].join("\n");
+  const r = await call("execute_code", { sandbox_id: id, code, timeout_seconds: 120 }, "five noisy 2000 px figures");
+  assert.equal(r.isError, true);
+  assert.match(text(r), /RuntimeError: after the figures/);
+  assert.ok(images(r).length >= 1, "one figure inline");
+});
+
+test("a long listing is paged within the budget, sorted", async () => {
+  const id = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  await ok("execute_code", {
+    sandbox_id: id,
+    code: "import os\nos.mkdir('many')\nfor i in range(10_000): open(f'many/{i:05d}_' + 'n' * 200, 'w').close()",
+    timeout_seconds: 120,
+  });
+  let offset = 0;
+  const names = [];
+  for (let page = 0; page < 100; page++) {
+    const r = await ok("list_files", { sandbox_id: id, path: "many", offset }, page === 0 ? "list 10,000 long names" : "list page");
+    names.push(...r.structuredContent.entries.map((e) => e.name));
+    assert.equal(r.structuredContent.total, 10_000);
+    if (r.structuredContent.next_offset == null) break;
+    assert.match(text(r), /more entries: call list_files with offset=/);
+    offset = r.structuredContent.next_offset;
+  }
+  assert.equal(names.length, 10_000);
+  assert.deepEqual([...names].sort(), names, "sorted by name");
+});
+
+test("large requests get answers: a 17 MB write and a 13 MB upload", async () => {
+  const id = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  const content = "0123456789abcdef\n".repeat(1_000_000); // 17 MB
+  const w = await ok("write_file", { sandbox_id: id, file_path: "big.txt", content }, "write_file 17 MB");
+  assert.equal(w.structuredContent.bytes_written, content.length);
+  const bytes = Buffer.alloc(10 * MiB, 7); // 13.3 MB as base64
+  const u = await ok("upload_file", { sandbox_id: id, content_base64: bytes.toString("base64"), destination_path: "blob.bin" }, "upload_file 13 MB");
+  assert.equal(u.structuredContent.bytes_written, bytes.length);
+  // Reading it back does not fit a result: refused with the size and a hint.
+  await err("read_file", { sandbox_id: id, file_path: "big.txt" }, "read_file 17 MB", /17000000 bytes.*execute_code/);
+  await assert.rejects(
+    client.readResource({ uri: `sandbox://${id}/big.txt` }),
+    /17000000 bytes/,
+    "a resource over the budget is refused with its size",
+  );
+});
+
+test("figure drawing stays inside the call's time and never resets the interpreter", async () => {
+  const id = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  await ok("execute_code", { sandbox_id: id, code: "x = 41\nimport matplotlib.pyplot as plt, time" });
+  // Figures are made until 1.6 s have passed, leaving too little of the 2 s to draw them all.
+  const code = [
+    "t0 = time.monotonic()",
+    "while time.monotonic() - t0 < 1.6:",
+    "    plt.figure(figsize=(12, 9)); plt.plot(range(20000))",
+  ].join("\n");
+  const r = await call("execute_code", { sandbox_id: id, code, timeout_seconds: 2 }, "figures at the time limit");
+  assert.equal(r.structuredContent.state_lost, false, text(r));
+  assert.match(text(r), /not drawn because the call's time limit was reached/);
+  const next = await ok("execute_code", { sandbox_id: id, code: "x + 1" });
+  assert.equal(next.structuredContent.result, "42");
+  assert.equal(next.structuredContent.state_lost, false);
+});
+
+test("resources are paged with cursors", async () => {
+  const id = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  await ok("execute_code", { sandbox_id: id, code: "for i in range(250): open(f'r{i:03d}.txt', 'w').write('x')" });
+  let cursor;
+  let n = 0;
+  for (let i = 0; i < 100; i++) {
+    const page = await client.listResources(cursor ? { cursor } : {});
+    n += page.resources.filter((r) => r.uri.startsWith(`sandbox://${id}/r`)).length;
+    cursor = page.nextCursor;
+    if (!cursor) break;
+  }
+  assert.equal(n, 250);
+  const one = await client.readResource({ uri: `sandbox://${id}/r007.txt` });
+  assert.equal(one.contents[0].text, "x");
+});
