@@ -66,6 +66,10 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_MEMORY_MB", default_value_t = 1024)]
     pub default_memory_mb: u64,
 
+    /// Guest memory all sandboxes together may hold, in MiB (default: half the machine's RAM).
+    #[arg(long, env = "CODE_SANDBOX_TOTAL_MEMORY_MB")]
+    pub total_memory_mb: Option<u64>,
+
     /// Disk quota of a sandbox (its files, /tmp and installed packages), in MiB.
     #[arg(long, env = "CODE_SANDBOX_DISK_MB", default_value_t = 1024)]
     pub disk_mb: u64,

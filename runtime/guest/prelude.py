@@ -93,11 +93,41 @@ def __code_sandbox_setup():
                 pass
 
     max_side = 3136
+    real_import = builtins.__import__
+
+    def health():
+        # What the host relies on between calls. Code may replace a hook with one of its own;
+        # only hooks that can no longer work are reported, and the host then resets.
+        problems = []
+        try:
+            for name in ("displayhook", "excepthook"):
+                if not callable(getattr(sys, name, None)):
+                    problems.append(f"sys.{name} is not callable")
+            modules = sys.modules
+            if modules.get("__main__") is None or modules.get("sys") is not sys or modules.get("builtins") is not builtins:
+                problems.append("sys.modules lost __main__, sys or builtins")
+            if builtins.__import__ is not real_import:
+                try:
+                    builtins.__import__("sys")
+                except BaseException:
+                    problems.append("builtins.__import__ does not work")
+            for name in ("stdout", "stderr"):
+                stream = getattr(sys, name, None)
+                if stream is None or getattr(stream, "closed", True):
+                    problems.append(f"sys.{name} is missing or closed")
+        except BaseException as exc:
+            problems.append(f"the check failed: {type(exc).__name__}")
+        send("health", problems="; ".join(problems))
+
+    def after_call(seconds=None):
+        flush_figures(seconds)
+        health()
+
     image_limit = 8 * 1024 * 1024
     sys.displayhook = displayhook
     sys.excepthook = excepthook
     # Called by the host after each call; kept out of the user's namespace.
-    builtins.__code_sandbox_after__ = flush_figures
+    builtins.__code_sandbox_after__ = after_call
 
 
 __code_sandbox_setup()

@@ -178,6 +178,7 @@ impl Interpreter for E2bBackend {
             python_version: "3 (E2B code interpreter)".into(),
             workspace: crate::sandbox::paths::WORKSPACE.into(),
             limits,
+            notes: Vec::new(),
         })
     }
 

@@ -9,9 +9,6 @@ mod types;
 
 pub use types::*;
 
-/// Largest file a resource read returns.
-pub const MAX_RESOURCE_READ: u64 = 50 << 20;
-
 use async_trait::async_trait;
 
 /// Runs code in sandboxes that keep their state between calls.

@@ -33,6 +33,9 @@ pub struct SandboxInfo {
     /// The working folder inside the sandbox; relative paths start here.
     pub workspace: String,
     pub limits: Limits,
+    /// What the sandbox got that differs from what was asked (a clamped limit).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -197,6 +200,9 @@ pub enum SandboxError {
     },
     #[error("{0}")]
     Backend(String),
+    /// The sandbox is closed, but its folder is still on disk (and still counted).
+    #[error("{0}")]
+    RemovalPending(String),
 }
 
 impl SandboxError {

@@ -195,10 +195,13 @@ impl SandboxServer {
                 })
                 .await
         );
-        let text = format!(
-            "Created sandbox {} (Python {}, {} backend). Working folder: {}.",
-            info.sandbox_id, info.python_version, info.backend, info.workspace
+        let mut text = format!(
+            "Created sandbox {} (Python {}, {} backend). Working folder: {}. Memory: {} MiB.",
+            info.sandbox_id, info.python_version, info.backend, info.workspace, info.limits.memory_mb
         );
+        for n in &info.notes {
+            text.push_str(&format!("\n[note] {n}"));
+        }
         Ok(ok(&info, text))
     }
 

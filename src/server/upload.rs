@@ -35,8 +35,18 @@ pub fn read_allowed(source: &str, roots: &[PathBuf]) -> Result<(Vec<u8>, String)
                 .join(", ")
         )));
     }
-    let file =
-        std::fs::File::open(&canonical).map_err(SandboxError::io(format!("could not open '{source}'")))?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // Opening a FIFO for reading blocks until a writer comes; O_NONBLOCK returns at once,
+        // and the check below then refuses anything that is not a regular file.
+        opts.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = opts
+        .open(&canonical)
+        .map_err(SandboxError::io(format!("could not open '{source}'")))?;
     let md = file
         .metadata()
         .map_err(SandboxError::io(format!("could not inspect '{source}'")))?;

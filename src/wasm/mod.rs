@@ -4,9 +4,11 @@ pub mod door;
 pub mod engine;
 mod files;
 mod guest_fs;
+pub mod memory_budget;
 pub mod output;
 pub mod quota;
 mod registry;
+mod remove_tree;
 mod results;
 pub mod runtime_cell;
 pub mod session;
@@ -19,6 +21,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use self::files::WasmFiles;
+use self::memory_budget::{MemoryBudget, WASM32_MAX_BYTES};
 use self::registry::{Registry, Sandbox};
 use self::runtime_cell::RuntimeCell;
 use self::session::{Session, SessionConfig};
@@ -38,6 +41,10 @@ const WARM_UP: &str = "0";
 const SPARE_DELAY: Duration = Duration::from_millis(30);
 const FORGET_WARM_UP: &str = "__import__('builtins').__dict__.pop('_', None) and None";
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
+/// Smallest memory limit that still starts the interpreter (its image alone is 40 MiB).
+const MIN_MEMORY_MB: u64 = 64;
+/// How often removing a folder that could not be removed is tried again.
+const LEFTOVER_RETRY: Duration = Duration::from_secs(30);
 /// How often a long call reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
@@ -53,6 +60,8 @@ pub struct WasmBackend {
     runtime: Arc<RuntimeCell>,
     registry: Arc<Registry>,
     files: WasmFiles,
+    /// Guest memory of all sandboxes together.
+    memory: Arc<MemoryBudget>,
 }
 
 impl WasmBackend {
@@ -63,23 +72,33 @@ impl WasmBackend {
         registry.clean_leftovers();
         let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0);
         runtime.start();
-        if settings.idle_seconds > 0 {
-            let idle = Duration::from_secs(settings.idle_seconds);
+        {
+            // Housekeeping: close idle sandboxes (when that is on) and retry removing folders
+            // that could not be removed before.
+            let idle = (settings.idle_seconds > 0).then(|| Duration::from_secs(settings.idle_seconds));
+            let every = idle
+                .map_or(LEFTOVER_RETRY, |i| (i / 2).min(LEFTOVER_RETRY))
+                .max(Duration::from_millis(200));
             let weak = Arc::downgrade(&registry);
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(
-                    Duration::from_secs(30)
-                        .min(idle / 2)
-                        .max(Duration::from_millis(200)),
-                );
+                let mut tick = tokio::time::interval(every);
                 loop {
                     tick.tick().await;
                     let Some(r) = weak.upgrade() else { break };
-                    r.reap_idle(idle).await;
+                    if let Some(idle) = idle {
+                        r.reap_idle(idle).await;
+                    }
+                    let r2 = r.clone();
+                    let _ = tokio::task::spawn_blocking(move || r2.retry_leftovers()).await;
                 }
             });
         }
+        let total = settings
+            .total_memory_mb
+            .map_or_else(memory_budget::half_of_machine, |mb| mb.saturating_mul(1 << 20));
+        tracing::info!("guest memory budget for all sandboxes: {} MiB", total >> 20);
         let backend = WasmBackend {
+            memory: MemoryBudget::new(total),
             spare: Arc::default(),
             stopping: Arc::default(),
             calls: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_calls.max(1))),
@@ -97,8 +116,9 @@ impl WasmBackend {
         let spare = self.spare.clone();
         let runtime = self.runtime.clone();
         let registry = self.registry.clone();
-        let limits = self.limits(&CreateOptions::default());
+        let (limits, _) = self.limits(&CreateOptions::default());
         let stopping = self.stopping.clone();
+        let memory = self.memory.clone();
         tokio::spawn(async move {
             // Let the call that took the last spare run first: on two cores, warming beside
             // it would slow it down.
@@ -109,7 +129,7 @@ impl WasmBackend {
             }
             let Ok(interp) = runtime.get().await else { return };
             let Ok(sb) = registry.prepare(limits) else { return };
-            match Session::start(&interp, &Self::session_config(&sb)).await {
+            match Session::start(&interp, &Self::session_config(&sb, &memory)).await {
                 Ok(mut session) => {
                     // Walk the paths a first call takes (compile, echo, door, figure check) so
                     // their pages are faulted in now, not while the user waits; leave no `_`.
@@ -145,29 +165,44 @@ impl WasmBackend {
         dirs
     }
 
-    fn limits(&self, opts: &CreateOptions) -> Limits {
-        Limits {
+    /// The limits a new sandbox really gets, and notes on what was clamped.
+    fn limits(&self, opts: &CreateOptions) -> (Limits, Vec<String>) {
+        let mut notes = Vec::new();
+        let asked = opts.memory_mb.unwrap_or(self.settings.default_memory_mb);
+        let budget_mb = self.memory.limit() >> 20;
+        let most = (WASM32_MAX_BYTES >> 20).min(budget_mb).max(MIN_MEMORY_MB);
+        let memory_mb = asked.clamp(MIN_MEMORY_MB, most);
+        if memory_mb != asked {
+            let why = if asked < MIN_MEMORY_MB {
+                format!("the smallest that runs the interpreter is {MIN_MEMORY_MB} MiB")
+            } else if most == WASM32_MAX_BYTES >> 20 {
+                "32-bit WebAssembly addresses at most 4096 MiB".to_string()
+            } else {
+                format!("all sandboxes together may hold {budget_mb} MiB (CODE_SANDBOX_TOTAL_MEMORY_MB)")
+            };
+            notes.push(format!("memory_mb {asked} was clamped to {memory_mb}: {why}."));
+        }
+        let limits = Limits {
             timeout_seconds: opts
                 .timeout_seconds
                 .unwrap_or(self.settings.default_timeout().as_secs())
                 .clamp(1, MAX_TIMEOUT.as_secs()),
-            memory_mb: opts
-                .memory_mb
-                .unwrap_or(self.settings.default_memory_mb)
-                .clamp(64, 16 * 1024),
+            memory_mb,
             disk_bytes: self.settings.disk_mb.saturating_mul(1 << 20),
             output_bytes: self.settings.output_limit_bytes as u64,
             fuel_per_call: (self.settings.fuel_per_call > 0).then_some(self.settings.fuel_per_call),
-        }
+        };
+        (limits, notes)
     }
 
-    fn session_config(sb: &Sandbox) -> SessionConfig {
+    fn session_config(sb: &Sandbox, memory: &Arc<MemoryBudget>) -> SessionConfig {
         SessionConfig {
             workspace: sb.dirs.workspace.clone(),
             tmp: sb.dirs.tmp.clone(),
             site_packages: sb.dirs.site_packages.clone(),
             quota: sb.quota.clone(),
-            memory_bytes: (sb.limits.memory_mb as usize) << 20,
+            memory_bytes: sb.limits.memory_mb << 20,
+            memory_budget: memory.clone(),
             output_bytes: sb.limits.output_bytes as usize,
         }
     }
@@ -181,7 +216,7 @@ impl Interpreter for WasmBackend {
 
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         let interp = self.runtime.get().await?;
-        let limits = self.limits(&opts);
+        let (limits, notes) = self.limits(&opts);
         let id = match self.take_spare(&limits).await {
             Some(sb) => {
                 let id = sb.id.clone();
@@ -193,7 +228,7 @@ impl Interpreter for WasmBackend {
             }
             None => {
                 let sb = self.registry.reserve(limits.clone())?;
-                match Session::start(&interp, &Self::session_config(&sb)).await {
+                match Session::start(&interp, &Self::session_config(&sb, &self.memory)).await {
                     Ok(session) => sb.slot.lock().await.session = Some(session),
                     Err(e) => {
                         self.registry.remove(&sb.id);
@@ -210,6 +245,7 @@ impl Interpreter for WasmBackend {
             python_version: interp.files.python_version.clone(),
             workspace: crate::sandbox::paths::WORKSPACE.into(),
             limits,
+            notes,
         })
     }
 
@@ -264,14 +300,24 @@ impl Interpreter for WasmBackend {
             })
         };
         let mut slot = sb.slot.lock().await;
-        let mut fresh = false;
+        if sb.closing.is_cancelled() {
+            // Closed while this call waited for the interpreter.
+            guard.abort();
+            return Err(SandboxError::NotFound(sb.id.clone()));
+        }
+        let mut fresh = None;
         if slot.session.is_none() {
-            let session = Session::start(&interp, &Self::session_config(&sb))
-                .await
-                .map_err(|e| SandboxError::Backend(e.to_string()))?;
+            let session = match Session::start(&interp, &Self::session_config(&sb, &self.memory)).await {
+                Ok(s) => s,
+                Err(e) => {
+                    guard.abort();
+                    return Err(SandboxError::Backend(e.to_string()));
+                }
+            };
             slot.session = Some(session);
-            fresh = slot.lost;
-            slot.lost = false;
+            if std::mem::take(&mut slot.lost) {
+                fresh = Some(slot.lost_reason.take());
+            }
         }
         let Some(session) = slot.session.as_mut() else {
             return Err(SandboxError::Backend(
@@ -294,32 +340,48 @@ impl Interpreter for WasmBackend {
         });
         let started = std::time::Instant::now();
         let mut out = session.turn(code, timeout, fuel, &stop).await;
-        let mut drawing_ended = false;
+        let mut after_call = results::AfterCall::Healthy;
         if out.status.is_ok() {
             // Figures the code left open come back as images (and are closed), drawn within
-            // what is left of the call's time.
+            // what is left of the call's time; then the interpreter checks its own machinery.
+            // A statement, not an expression, so a replaced displayhook echoes nothing.
             let left = timeout.saturating_sub(started.elapsed());
             let after = session
                 .turn(
-                    &format!("__code_sandbox_after__({:.3})", left.as_secs_f64()),
+                    &format!("if True: __code_sandbox_after__({:.3})", left.as_secs_f64()),
                     left + DRAWING_GRACE,
                     fuel,
                     &stop,
                 )
                 .await;
-            drawing_ended = out.absorb_figures(after);
+            after_call = results::after_call(&after);
+            out.absorb_after_call(after);
         }
         if let Some(t) = ticker {
             t.abort();
         }
         sb.busy.store(false, Ordering::SeqCst);
         guard.abort();
-        let ended = out.status.is_err() || drawing_ended;
+        let ended = out.status.is_err();
         let mut ex = results::execution(out, fresh, timeout.as_secs_f64());
-        if drawing_ended {
+        let reset_reason = match after_call {
+            results::AfterCall::Healthy => None,
+            results::AfterCall::Ended(why) => Some(format!(
+                "drawing the figures ended the interpreter ({why:?}; usually the call's time limit)"
+            )),
+            results::AfterCall::Broken(why) => {
+                Some(format!("the code broke the interpreter's own machinery ({why})"))
+            }
+        };
+        if let Some(why) = reset_reason {
             ex.state_lost = true;
-        }
-        if ended {
+            ex.notes.push(format!(
+                "The interpreter was reset because {why}: variables and imports are gone, files in the workspace remain. The next call starts in a fresh interpreter."
+            ));
+            slot.session = None;
+            slot.lost = true;
+            slot.lost_reason = Some(why);
+        } else if ended {
             slot.session = None;
             slot.lost = true;
         } else if ex.limit == Some(crate::sandbox::LimitKind::Memory) {
@@ -333,6 +395,14 @@ impl Interpreter for WasmBackend {
                     "Memory stayed full after the MemoryError, so the interpreter was reset: variables are gone, files remain. Use less memory, or create a sandbox with a larger memory_mb.".into(),
                 );
             }
+        }
+        if sb.closing.is_cancelled() {
+            ex.notes
+                .retain(|n| !n.contains("files in the workspace remain") && !n.contains("The next call"));
+            ex.notes.push(format!(
+                "Sandbox {} was closed during this call: its interpreter and its files are gone.",
+                sb.id
+            ));
         }
         sb.executions.fetch_add(1, Ordering::SeqCst);
         sb.touch();
@@ -359,6 +429,10 @@ impl Interpreter for WasmBackend {
         let sb = self.registry.get(id)?;
         // Holding the interpreter's lock keeps installs and runs in one sandbox in order.
         let mut slot = sb.slot.lock().await;
+        if sb.closing.is_cancelled() {
+            // Closed while this install waited: nothing may land in its folders.
+            return Err(SandboxError::NotFound(sb.id.clone()));
+        }
         let request = name.to_string();
         let runtime_packages = interp.files.packages.clone();
         let python = interp.files.python_version.clone();
@@ -413,5 +487,12 @@ impl Interpreter for WasmBackend {
             self.registry.discard(&sb);
         }
         self.registry.close_all().await;
+        let registry = self.registry.clone();
+        let left = tokio::task::spawn_blocking(move || registry.retry_leftovers())
+            .await
+            .unwrap_or(0);
+        if left > 0 {
+            tracing::warn!("{left} sandbox folder(s) could not be removed; the next start tries again");
+        }
     }
 }

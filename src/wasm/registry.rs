@@ -29,6 +29,8 @@ pub struct Slot {
     pub session: Option<Session>,
     /// The last interpreter ended abnormally; the next call reports `state_lost`.
     pub lost: bool,
+    /// Why, when the host reset it (not a timeout or crash the call itself reported).
+    pub lost_reason: Option<String>,
 }
 
 pub struct Sandbox {
@@ -91,6 +93,15 @@ pub struct Registry {
     /// What all sandboxes together may add to the host disk.
     host_disk: Arc<DiskQuota>,
     inner: Mutex<Inner>,
+    /// Folders of closed sandboxes that could not be removed yet: still counted against the
+    /// host budget, retried by [`Registry::retry_leftovers`].
+    leftovers: Mutex<Vec<Leftover>>,
+}
+
+struct Leftover {
+    id: String,
+    dirs: Dirs,
+    quota: Option<Arc<DiskQuota>>,
 }
 
 const OWNER: &str = "owner.pid";
@@ -136,7 +147,59 @@ impl Registry {
                 expired: Default::default(),
                 order: Vec::new(),
             }),
+            leftovers: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Removes a closed sandbox's folders and gives its disk back to the host budget; a
+    /// folder that cannot be removed stays counted and is queued for another try.
+    fn remove_or_keep(
+        &self,
+        id: &str,
+        dirs: Dirs,
+        quota: Option<Arc<DiskQuota>>,
+    ) -> Result<(), SandboxError> {
+        match remove_dirs(&dirs) {
+            Ok(()) => {
+                if let Some(q) = &quota {
+                    q.release(q.used());
+                }
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!("could not remove the folders of {id} (will retry): {e}");
+                let message = format!(
+                    "sandbox '{id}' is closed, but its folder could not be removed yet ({e}); the server retries every 30 s and counts its disk meanwhile"
+                );
+                self.leftovers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(Leftover {
+                        id: id.to_string(),
+                        dirs,
+                        quota,
+                    });
+                Err(SandboxError::RemovalPending(message))
+            }
+        }
+    }
+
+    /// Tries again to remove folders that could not be removed before; returns how many remain.
+    pub fn retry_leftovers(&self) -> usize {
+        let pending: Vec<Leftover> =
+            std::mem::take(&mut *self.leftovers.lock().unwrap_or_else(|p| p.into_inner()));
+        for l in pending {
+            match remove_dirs(&l.dirs) {
+                Ok(()) => {
+                    tracing::info!("removed the folders of {} on a later try", l.id);
+                    if let Some(q) = &l.quota {
+                        q.release(q.used());
+                    }
+                }
+                Err(_) => self.leftovers.lock().unwrap_or_else(|p| p.into_inner()).push(l),
+            }
+        }
+        self.leftovers.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -155,7 +218,7 @@ impl Registry {
         }
         let sb = self.prepare(limits)?;
         self.publish(sb.clone()).map_err(|(e, sb)| {
-            remove_dirs(&sb.dirs);
+            let _ = remove_dirs(&sb.dirs);
             e
         })?;
         Ok(sb)
@@ -173,7 +236,7 @@ impl Registry {
         };
         for d in [&dirs.workspace, &dirs.tmp, &dirs.site_packages] {
             if let Err(e) = make_dir(d) {
-                remove_dirs(&dirs);
+                let _ = remove_dirs(&dirs);
                 return Err(e);
             }
         }
@@ -207,7 +270,7 @@ impl Registry {
 
     /// Deletes the folders of a sandbox that was never listed.
     pub fn discard(&self, sb: &Sandbox) {
-        remove_dirs(&sb.dirs);
+        let _ = self.remove_or_keep(&sb.id, sb.dirs.clone(), Some(sb.quota.clone()));
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
@@ -220,7 +283,7 @@ impl Registry {
     }
 
     /// Closes sandboxes unused for longer than `idle` (none busy).
-    pub async fn reap_idle(&self, idle: std::time::Duration) {
+    pub async fn reap_idle(self: &Arc<Self>, idle: std::time::Duration) {
         let stale: Vec<String> = self
             .all()
             .into_iter()
@@ -260,12 +323,13 @@ impl Registry {
             };
             if orphan {
                 tracing::info!("removing {id}, left by a server that is gone");
-                remove_dirs(&Dirs {
+                let dirs = Dirs {
                     workspace: entry.path(),
                     tmp: scratch.join("tmp"),
                     site_packages: scratch.join("site-packages"),
                     scratch,
-                });
+                };
+                let _ = self.remove_or_keep(&id, dirs, None);
             }
         }
     }
@@ -291,12 +355,12 @@ impl Registry {
             inner.map.remove(id)
         };
         if let Some(sb) = sb {
-            remove_dirs(&sb.dirs);
+            let _ = self.remove_or_keep(&sb.id, sb.dirs.clone(), Some(sb.quota.clone()));
         }
     }
 
     /// Stops any running call, drops the interpreter, and deletes the folders.
-    pub async fn close(&self, id: &str) -> Result<(), SandboxError> {
+    pub async fn close(self: &Arc<Self>, id: &str) -> Result<(), SandboxError> {
         let sb = {
             let mut inner = self.lock();
             let sb = inner
@@ -311,12 +375,19 @@ impl Registry {
         let mut slot = sb.slot.lock().await;
         slot.session = None;
         drop(slot);
-        let dirs = sb.dirs.clone();
-        let _ = tokio::task::spawn_blocking(move || remove_dirs(&dirs)).await;
-        Ok(())
+        self.remove_closed(sb).await
     }
 
-    pub async fn close_all(&self) {
+    /// Removes the folders of a sandbox no longer listed, off the async threads.
+    async fn remove_closed(self: &Arc<Self>, sb: Arc<Sandbox>) -> Result<(), SandboxError> {
+        let (id, dirs, quota) = (sb.id.clone(), sb.dirs.clone(), sb.quota.clone());
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.remove_or_keep(&id, dirs, Some(quota)))
+            .await
+            .map_err(|e| SandboxError::Backend(format!("removing the sandbox's folders failed: {e}")))?
+    }
+
+    pub async fn close_all(self: &Arc<Self>) {
         let ids: Vec<String> = self.lock().order.clone();
         for id in ids {
             let _ = self.close(&id).await;
@@ -324,13 +395,13 @@ impl Registry {
     }
 }
 
-/// `remove_dir_all` does not follow symlinks, so a guest's links never lead deletion outside.
-fn remove_dirs(dirs: &Dirs) {
+/// Removes both folders of a sandbox, whatever the guest built in them (see `remove_tree`).
+fn remove_dirs(dirs: &Dirs) -> std::io::Result<()> {
+    let mut first_error = None;
     for d in [&dirs.workspace, &dirs.scratch] {
-        if let Err(e) = std::fs::remove_dir_all(d)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!("could not remove {}: {e}", d.display());
+        if let Err(e) = super::remove_tree::remove_tree(d) {
+            first_error.get_or_insert(std::io::Error::new(e.kind(), format!("{}: {e}", d.display())));
         }
     }
+    first_error.map_or(Ok(()), Err)
 }

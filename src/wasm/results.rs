@@ -25,6 +25,56 @@ enum Message {
     Dropped {
         reason: String,
     },
+    /// The after-call check: what no longer works of the machinery the host relies on.
+    Health {
+        problems: String,
+    },
+}
+
+/// How the interpreter came out of the host's after-call turn.
+#[derive(Debug, PartialEq)]
+pub enum AfterCall {
+    Healthy,
+    /// The code broke the interpreter's own machinery; the reason is for the user.
+    Broken(String),
+    /// The turn ended the interpreter (usually the call's time ran out while drawing).
+    Ended(Ended),
+}
+
+/// Reads the after-call turn: it must finish, and its check must find nothing wrong.
+pub fn after_call(out: &TurnOutput) -> AfterCall {
+    let status = match &out.status {
+        Err(ended) => return AfterCall::Ended(ended.clone()),
+        Ok(status) => *status,
+    };
+    let report = out
+        .messages
+        .iter()
+        .rev()
+        .find_map(|raw| match serde_json::from_slice::<Message>(raw) {
+            Ok(Message::Health { problems }) => Some(problems),
+            _ => None,
+        });
+    match report {
+        Some(problems) if problems.is_empty() && status == 0 => AfterCall::Healthy,
+        Some(problems) if !problems.is_empty() => AfterCall::Broken(problems),
+        _ => {
+            let why = out
+                .stderr
+                .text
+                .trim_end()
+                .lines()
+                .last()
+                .unwrap_or("")
+                .trim()
+                .to_string();
+            AfterCall::Broken(if why.is_empty() {
+                "the sandbox's own after-call hook no longer runs".into()
+            } else {
+                format!("the sandbox's own after-call hook fails: {why}")
+            })
+        }
+    }
 }
 
 /// Most images one call returns; the server shows as many as its result budget holds and
@@ -99,20 +149,22 @@ fn ended_error(ended: &Ended, timeout_s: f64) -> (Option<LimitKind>, PyError) {
 }
 
 /// Builds the execution record. `state_lost_before` says the interpreter was fresh because
-/// an earlier call ended the previous one.
-pub fn execution(out: TurnOutput, state_lost_before: bool, timeout_s: f64) -> Execution {
+/// an earlier call ended the previous one (with the reason, when the host knows it).
+pub fn execution(out: TurnOutput, state_lost_before: Option<Option<String>>, timeout_s: f64) -> Execution {
     let mut ex = Execution {
         stdout: out.stdout.text,
         stderr: out.stderr.text,
         duration_ms: out.duration.as_millis() as u64,
-        state_lost: state_lost_before,
+        state_lost: state_lost_before.is_some(),
         ..Default::default()
     };
-    ex.notes.extend(out.notes.iter().cloned());
-    if state_lost_before {
-        ex.notes.push(
-            "This ran in a fresh interpreter: variables and imports from before the last reset are gone (files in the workspace remain).".into(),
-        );
+    if let Some(reason) = state_lost_before {
+        let why = reason
+            .map(|r| format!(" (it was reset because {r})"))
+            .unwrap_or_default();
+        ex.notes.push(format!(
+            "This ran in a fresh interpreter{why}: variables and imports from before the reset are gone (files in the workspace remain)."
+        ));
     }
     let mut hook_error = None;
     for raw in &out.messages {
@@ -136,6 +188,7 @@ pub fn execution(out: TurnOutput, state_lost_before: bool, timeout_s: f64) -> Ex
                 }
             }
             Ok(Message::Dropped { reason }) => ex.notes.push(format!("An image was dropped: {reason}.")),
+            Ok(Message::Health { .. }) => {}
             Ok(Message::Error {
                 name,
                 value,
@@ -174,6 +227,16 @@ pub fn execution(out: TurnOutput, state_lost_before: bool, timeout_s: f64) -> Ex
     }
     if ex.limit.is_none() && ex.error.as_ref().is_some_and(|e| e.name == "MemoryError") {
         ex.limit = Some(LimitKind::Memory);
+        if out.memory_budget_full {
+            // Python's MemoryError carries no message: say which limit it was.
+            let why = "the server-wide memory budget is full: all sandboxes together may hold at most CODE_SANDBOX_TOTAL_MEMORY_MB of memory. Close sandboxes you no longer need (or free memory in this one with del), then try again";
+            if let Some(e) = ex.error.as_mut()
+                && e.value.is_empty()
+            {
+                e.value = why.to_string();
+            }
+            ex.notes.push(format!("MemoryError: {why}."));
+        }
     }
     if ex.limit.is_none() && (out.stdout.omitted > 0 || out.stderr.omitted > 0) {
         ex.limit = Some(LimitKind::Output);

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use wasmtime::{Memory, Store, StoreLimits, StoreLimitsBuilder, Trap, TypedFunc, UpdateDeadline};
+use wasmtime::{Memory, Store, Trap, TypedFunc, UpdateDeadline};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use super::door::Inbox;
 use super::engine::Interpreter;
 use super::guest_fs::{GuestFs, Proxy};
+use super::memory_budget::{GuestLimiter, MemoryBudget};
 use super::output::{Capture, Captured};
 use super::quota::DiskQuota;
 
@@ -31,7 +32,7 @@ const PRELUDE: &str = include_str!("../../runtime/guest/prelude.py");
 pub struct GuestState {
     pub wasi: WasiP1Ctx,
     pub fs: GuestFs,
-    limits: StoreLimits,
+    limits: GuestLimiter,
     pub inbox: Inbox,
     deadline: Instant,
 }
@@ -43,7 +44,9 @@ pub struct SessionConfig {
     pub tmp: PathBuf,
     pub site_packages: PathBuf,
     pub quota: Arc<DiskQuota>,
-    pub memory_bytes: usize,
+    pub memory_bytes: u64,
+    /// The server-wide budget every sandbox's memory also counts against.
+    pub memory_budget: Arc<MemoryBudget>,
     pub output_bytes: usize,
 }
 
@@ -72,44 +75,22 @@ pub struct TurnOutput {
     pub messages: Vec<Vec<u8>>,
     pub dropped_messages: usize,
     pub duration: Duration,
-    /// Remarks from the host about this turn (a failed figure collection).
-    pub notes: Vec<String>,
+    /// The server-wide memory budget refused the guest memory during the turn.
+    pub memory_budget_full: bool,
 }
 
 impl TurnOutput {
-    /// Folds the figure-collecting turn that follows the user's code into this one. The
-    /// code's own status stands whatever happened while drawing; returns whether drawing
-    /// ended the interpreter.
-    pub fn absorb_figures(&mut self, after: TurnOutput) -> bool {
+    /// Folds the host's after-call turn (figures and the health check) into this one. The
+    /// code's own status stands whatever happened there, and that turn's own output is kept
+    /// only when it ran cleanly.
+    pub fn absorb_after_call(&mut self, after: TurnOutput) {
         self.messages.extend(after.messages);
         self.dropped_messages += after.dropped_messages;
         self.duration += after.duration;
-        match after.status {
-            Ok(0) => {
-                self.stdout.text.push_str(&after.stdout.text);
-                self.stderr.text.push_str(&after.stderr.text);
-                false
-            }
-            Ok(_) => {
-                let why = after
-                    .stderr
-                    .text
-                    .trim_end()
-                    .lines()
-                    .last()
-                    .unwrap_or("")
-                    .to_string();
-                self.notes.push(format!(
-                    "The figures could not be collected ({why}); the sandbox's figure hook may have been replaced. Save figures with plt.savefig and read them with read_file"
-                ));
-                false
-            }
-            Err(ended) => {
-                self.notes.push(format!(
-                    "Drawing the figures ended the interpreter ({ended:?}; usually the call's time limit), so it was reset: variables and imports are gone, files remain. Draw fewer or simpler figures, or pass a larger timeout_seconds"
-                ));
-                true
-            }
+        self.memory_budget_full |= after.memory_budget_full;
+        if after.status == Ok(0) {
+            self.stdout.text.push_str(&after.stdout.text);
+            self.stderr.text.push_str(&after.stderr.text);
         }
     }
 }
@@ -219,14 +200,7 @@ impl Session {
         let stderr = Capture::new(cfg.output_bytes);
         let wasi = wasi_context(interp, cfg, &stdout, &stderr)?;
         let t_wasi = t0.elapsed();
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(cfg.memory_bytes)
-            // The interpreter, and the small proxy of `guest_fs`.
-            .memories(2)
-            .instances(2)
-            .tables(1)
-            .table_elements(1 << 20)
-            .build();
+        let limits = GuestLimiter::new(cfg.memory_bytes, cfg.memory_budget.clone());
         let fs = watched_folders(interp, cfg)?;
         let state = GuestState {
             wasi,
@@ -316,6 +290,7 @@ impl Session {
         let deadline = started + timeout;
         self.store.data_mut().deadline = deadline;
         self.store.data_mut().inbox = Inbox::default();
+        self.store.data_mut().limits.take_budget_refusal();
         self.store.set_epoch_deadline(1);
         if self.metered {
             let _ = self.store.set_fuel(fuel.unwrap_or(u64::MAX));
@@ -346,6 +321,7 @@ impl Session {
             }
         };
         let inbox = self.store.data_mut().inbox.take();
+        let memory_budget_full = self.store.data_mut().limits.take_budget_refusal();
         TurnOutput {
             status,
             stdout: self.stdout.take(),
@@ -353,7 +329,7 @@ impl Session {
             messages: inbox.messages,
             dropped_messages: inbox.dropped,
             duration: started.elapsed(),
-            notes: Vec::new(),
+            memory_budget_full,
         }
     }
 }

@@ -112,6 +112,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         site_packages: scratch.join("site"),
         quota: std::sync::Arc::new(mcp_code_sandbox::wasm::quota::DiskQuota::new(1 << 30)),
         memory_bytes: 1 << 30,
+        memory_budget: mcp_code_sandbox::wasm::memory_budget::MemoryBudget::new(u64::MAX),
         output_bytes: 1 << 20,
     };
     for d in [&cfg.workspace, &cfg.tmp, &cfg.site_packages] {

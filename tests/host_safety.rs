@@ -1,0 +1,353 @@
+//! Host safety: deep trees that must not crash removal, a memory budget for all sandboxes
+//! together, interpreters whose own machinery the code broke, and the smaller cases of
+//! issue 12. After each case the server must answer `1+1`, another sandbox must be untouched,
+//! and the host folders and memory must be back where they were.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Server;
+use serde_json::json;
+
+/// Wraps a folder in a new one, over and over: `depth` levels with short paths throughout.
+fn deep_tree_code(depth: usize) -> String {
+    format!(
+        "import os\nos.mkdir('d')\nopen('d/leaf.txt', 'w').write('x')\nfor i in range({depth}):\n    os.mkdir('n')\n    os.rename('d', 'n/d')\n    os.rename('n', 'd')\nos.symlink('..', 'd/loop')\n'built'"
+    )
+}
+
+/// A new sandbox holding a tree `depth` folders deep.
+async fn deep_tree_sandbox(s: &Server, depth: usize) -> String {
+    let id = s.create().await;
+    let (err, v, _) = s
+        .call_json(
+            "execute_code",
+            json!({"sandbox_id": id, "code": deep_tree_code(depth), "timeout_seconds": 240}),
+        )
+        .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], "'built'");
+    id
+}
+
+/// The invariants every case ends with.
+async fn still_sound(s: &Server, other: &str, gone: &[&str]) {
+    let (err, v) = s.exec(other, "witness + 1").await;
+    assert!(!err, "the other sandbox is untouched: {v}");
+    assert_eq!(v["result"], "42");
+    let id = s.create().await;
+    let (err, v) = s.exec(&id, "1+1").await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], "2");
+    for g in gone {
+        assert!(!s.workspace(g).exists(), "the folder of {g} is removed");
+        assert!(
+            !s.home.join("scratch").join(g).exists(),
+            "the scratch of {g} is removed"
+        );
+    }
+    s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
+}
+
+async fn witness(s: &Server) -> String {
+    let id = s.create().await;
+    let (err, v) = s.exec(&id, "witness = 41").await;
+    assert!(!err, "{v}");
+    id
+}
+
+#[tokio::test]
+async fn a_very_deep_tree_is_removed_by_close_and_by_create_run_close() {
+    let s = Server::start().await;
+    let other = witness(&s).await;
+
+    let id = deep_tree_sandbox(&s, 12_000).await;
+    let (err, _, text) = s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
+    assert!(!err, "{text}");
+    still_sound(&s, &other, &[&id]).await;
+
+    let (err, v, text) = s
+        .call_json(
+            "create_run_close",
+            json!({"code": deep_tree_code(12_000), "timeout_seconds": 240}),
+        )
+        .await;
+    assert!(!err, "{text}");
+    let gone = v["sandbox_id"].as_str().unwrap().to_string();
+    still_sound(&s, &other, &[&gone]).await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
+    // Idle expiry.
+    let s = Server::start_with(&[("CODE_SANDBOX_IDLE_SECONDS", "2")]).await;
+    let id = deep_tree_sandbox(&s, 5_000).await;
+    let mut removed = false;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if !s.workspace(&id).exists() {
+            removed = true;
+            break;
+        }
+    }
+    assert!(removed, "idle expiry removed the deep tree");
+    let (err, _, text) = s
+        .call_json("execute_code", json!({"sandbox_id": id, "code": "1"}))
+        .await;
+    assert!(err && text.contains("idle"), "{text}");
+
+    // Shutdown (stdin closes).
+    let id = deep_tree_sandbox(&s, 5_000).await;
+    let home = s.home.clone();
+    let pid = s.pid.expect("pid");
+    s.stop().await;
+    for _ in 0..120 {
+        if !process_alive(pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(
+        !home.join("sandboxes").join(&id).exists(),
+        "shutdown removed the deep tree"
+    );
+
+    // kill -9, then the next start cleans up.
+    let s = Server::start().await;
+    let id = deep_tree_sandbox(&s, 5_000).await;
+    let pid = s.pid.expect("pid");
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    for _ in 0..40 {
+        if !process_alive(pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(s.workspace(&id).exists(), "the killed server left its folder");
+    let s2 = Server::start().await;
+    let other = witness(&s2).await;
+    still_sound(&s2, &other, &[&id]).await;
+    s2.stop().await;
+}
+
+fn process_alive(pid: u32) -> bool {
+    // A zombie counts as gone: it holds no files.
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+fn rss_mib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .expect("VmRSS");
+    kb / 1024
+}
+
+#[tokio::test]
+async fn all_sandboxes_together_stay_within_the_memory_budget() {
+    let s = Server::start_with(&[("CODE_SANDBOX_TOTAL_MEMORY_MB", "700")]).await;
+    let pid = s.pid.expect("pid");
+    let other = witness(&s).await;
+    let before = rss_mib(pid);
+
+    // Asking for more than WebAssembly or the budget allows is clamped, and said so.
+    let (err, v, text) = s.call_json("create_sandbox", json!({"memory_mb": 16384})).await;
+    assert!(!err, "{text}");
+    assert_eq!(v["limits"]["memory_mb"], 700, "{v}");
+    assert!(text.contains("clamped"), "{text}");
+    let big = v["sandbox_id"].as_str().unwrap().to_string();
+    s.call_json("close_sandbox", json!({"sandbox_id": big})).await;
+
+    // Three sandboxes each try to hold 300 MB; together they may not pass 700 MiB.
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(s.create_with(json!({"memory_mb": 1024})).await);
+    }
+    let hold = "blob = bytearray(300_000_000)\nlen(blob)";
+    let mut outcomes = Vec::new();
+    for id in &ids {
+        let (err, v) = s.exec(id, hold).await;
+        outcomes.push((err, v));
+    }
+    let held = outcomes.iter().filter(|(err, _)| !err).count();
+    assert!(held >= 1, "one sandbox could hold its data");
+    let refused: Vec<&serde_json::Value> = outcomes.iter().filter(|(err, _)| *err).map(|(_, v)| v).collect();
+    assert!(!refused.is_empty(), "the budget refused someone: {outcomes:?}");
+    for v in &refused {
+        assert_eq!(v["error"]["name"], "MemoryError", "{v}");
+        assert!(
+            v["error"]["value"]
+                .as_str()
+                .unwrap()
+                .contains("server-wide memory budget"),
+            "the error says which limit: {v}"
+        );
+    }
+    let peak = rss_mib(pid);
+    eprintln!(
+        "server RSS: {before} MiB before, {peak} MiB with {held} sandboxes holding 300 MB (budget 700 MiB)"
+    );
+    assert!(
+        peak < before + 700 + 100,
+        "resident memory {peak} MiB stays within the budget"
+    );
+
+    // Memory comes back when a sandbox closes: a refused sandbox can then hold its data.
+    for (id, (err, _)) in ids.iter().zip(&outcomes) {
+        if !err {
+            let (e, _, text) = s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
+            assert!(!e, "{text}");
+        }
+    }
+    let refused_id = ids
+        .iter()
+        .zip(&outcomes)
+        .find(|(_, (err, _))| *err)
+        .map(|(id, _)| id)
+        .unwrap();
+    let (err, v) = s.exec(refused_id, hold).await;
+    assert!(!err, "after closing the others it fits: {v}");
+    for id in &ids {
+        s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after = rss_mib(pid);
+    eprintln!("server RSS after closing them: {after} MiB");
+    assert!(
+        after < before + 150,
+        "memory is given back: {before} MiB -> {after} MiB"
+    );
+    still_sound(&s, &other, &[]).await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn code_that_breaks_the_interpreters_machinery_gets_a_fresh_one() {
+    let s = Server::start().await;
+    let other = witness(&s).await;
+    for breaker in [
+        "import sys; sys.displayhook = None",
+        "import builtins; builtins.__import__ = None",
+        "import sys; sys.modules.clear()",
+        "import sys; sys.stderr.close()",
+        "import builtins; del builtins.__code_sandbox_after__",
+    ] {
+        let id = s.create().await;
+        let (_, v) = s.exec(&id, &format!("kept = 1\n{breaker}")).await;
+        assert_eq!(v["state_lost"], true, "{breaker}: {v}");
+        assert!(
+            v["notes"]
+                .to_string()
+                .contains("broke the interpreter's own machinery"),
+            "{breaker}: {v}"
+        );
+        let (_, st, _) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
+        assert_eq!(st["state"], "reset", "{breaker}: the status says so: {st}");
+        let (err, v) = s.exec(&id, "1+1").await;
+        assert!(!err, "{breaker}: {v}");
+        assert_eq!(v["result"], "2", "{breaker}");
+        assert_eq!(v["state_lost"], true);
+        assert!(
+            v["notes"].to_string().contains("machinery"),
+            "{breaker}: the reason is kept: {v}"
+        );
+        let (err, v) = s.exec(&id, "import json; 1/0").await;
+        assert!(err);
+        assert_eq!(
+            v["error"]["name"], "ZeroDivisionError",
+            "{breaker}: errors work again: {v}"
+        );
+        assert_eq!(v["state_lost"], false);
+        s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
+    }
+    // Replacing a hook with a working one of your own is not breaking anything.
+    let id = s.create().await;
+    let (err, v) = s
+        .exec(&id, "import sys\nseen = []\nsys.displayhook = seen.append\nx = 5")
+        .await;
+    assert!(!err, "{v}");
+    assert_eq!(v["state_lost"], false, "{v}");
+    let (_, v) = s.exec(&id, "x").await;
+    assert_eq!(v["state_lost"], false, "{v}");
+    still_sound(&s, &other, &[]).await;
+    s.stop().await;
+}
+
+/// Starts a call without waiting for it.
+fn spawn_call(
+    s: &Server,
+    tool: &'static str,
+    args: serde_json::Value,
+) -> tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>> {
+    let client = s.client.peer().clone();
+    let args = args.as_object().cloned().unwrap_or_default();
+    tokio::spawn(async move {
+        client
+            .call_tool(rmcp::model::CallToolRequestParams::new(tool).with_arguments(args))
+            .await
+    })
+}
+
+#[tokio::test]
+async fn smaller_cases_each_end_cleanly() {
+    let uploads = std::env::temp_dir().join(format!("uploads-{}", std::process::id()));
+    std::fs::create_dir_all(&uploads).unwrap();
+    let fifo = uploads.join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let s = Server::start_with(&[("CODE_SANDBOX_UPLOAD_DIRS", uploads.to_str().unwrap())]).await;
+    let other = witness(&s).await;
+
+    // A FIFO in an allowed folder is refused at once.
+    let (err, _, text) = s
+        .call_json(
+            "upload_file",
+            json!({"sandbox_id": other, "source_path": fifo.to_str().unwrap()}),
+        )
+        .await;
+    assert!(err && text.contains("not a regular file"), "{text}");
+
+    // close_sandbox never guesses on a blank id.
+    let newest = s.create().await;
+    let (err, _, text) = s.call_json("close_sandbox", json!({"sandbox_id": ""})).await;
+    assert!(err && text.contains("never guesses"), "{text}");
+    let (err, _, _) = s
+        .call_json("get_sandbox_status", json!({"sandbox_id": newest}))
+        .await;
+    assert!(!err, "the newest sandbox is still open");
+
+    // A call cut short by closing its sandbox does not claim the files remain, and an install
+    // queued behind the close does not report success.
+    let running = spawn_call(
+        &s,
+        "execute_code",
+        json!({"sandbox_id": newest, "code": "import time; time.sleep(20)"}),
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let install = spawn_call(
+        &s,
+        "install_package",
+        json!({"sandbox_id": newest, "package_name": "humanize"}),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (err, _, text) = s.call_json("close_sandbox", json!({"sandbox_id": newest})).await;
+    assert!(!err, "{text}");
+    let r = running.await.unwrap().expect("the running call answers");
+    let t = common::text_of(&r);
+    assert!(t.contains("was closed during this call"), "{t}");
+    assert!(!t.contains("remain"), "{t}");
+    let r = install.await.unwrap().expect("the install answers");
+    assert_eq!(r.is_error, Some(true), "{:?}", r.content);
+    assert!(common::text_of(&r).contains("no open sandbox"), "{:?}", r.content);
+
+    still_sound(&s, &other, &[&newest]).await;
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&uploads);
+}
