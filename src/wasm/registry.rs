@@ -405,3 +405,50 @@ fn remove_dirs(dirs: &Dirs) -> std::io::Result<()> {
     }
     first_error.map_or(Ok(()), Err)
 }
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    fn chattr(flag: &str, path: &Path) {
+        let ok = std::process::Command::new("chattr")
+            .arg(flag)
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "chattr {flag} failed: this test needs root on a file system with immutable files");
+    }
+
+    #[test]
+    fn a_folder_that_cannot_be_removed_stays_counted_and_is_retried() {
+        let home = std::env::temp_dir().join(format!("registry-{}", uuid::Uuid::new_v4().simple()));
+        let reg = Arc::new(Registry::new(Layout::new(&home), 4).unwrap());
+        let sb = reg
+            .reserve(Limits {
+                timeout_seconds: 30,
+                memory_mb: 256,
+                disk_bytes: 1 << 30,
+                output_bytes: 1 << 20,
+                fuel_per_call: None,
+            })
+            .unwrap();
+        let before = reg.host_disk.used();
+        sb.quota.reserve(10_000).unwrap();
+        let stuck = sb.dirs.workspace.join("deep").join("stuck");
+        std::fs::create_dir_all(stuck.parent().unwrap()).unwrap();
+        std::fs::write(&stuck, b"x").unwrap();
+        chattr("+i", &stuck);
+
+        reg.remove(&sb.id);
+        assert!(stuck.exists(), "the immutable file is still there");
+        assert_eq!(reg.host_disk.used(), before + 10_000, "its disk stays counted");
+        assert_eq!(reg.retry_leftovers(), 1, "a retry that cannot finish keeps it queued");
+        assert!(sb.dirs.workspace.exists());
+
+        chattr("-i", &stuck);
+        assert_eq!(reg.retry_leftovers(), 0);
+        assert!(!sb.dirs.workspace.exists() && !sb.dirs.scratch.exists());
+        assert_eq!(reg.host_disk.used(), before, "and is given back once removed");
+        let _ = std::fs::remove_dir_all(&home);
+    }
+}
