@@ -416,7 +416,10 @@ mod tests {
             .arg(path)
             .status()
             .is_ok_and(|s| s.success());
-        assert!(ok, "chattr {flag} failed: this test needs root on a file system with immutable files");
+        assert!(
+            ok,
+            "chattr {flag} failed: this test needs root on a file system with immutable files"
+        );
     }
 
     #[test]
@@ -442,7 +445,11 @@ mod tests {
         reg.remove(&sb.id);
         assert!(stuck.exists(), "the immutable file is still there");
         assert_eq!(reg.host_disk.used(), before + 10_000, "its disk stays counted");
-        assert_eq!(reg.retry_leftovers(), 1, "a retry that cannot finish keeps it queued");
+        assert_eq!(
+            reg.retry_leftovers(),
+            1,
+            "a retry that cannot finish keeps it queued"
+        );
         assert!(sb.dirs.workspace.exists());
 
         chattr("-i", &stuck);
