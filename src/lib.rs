@@ -4,7 +4,9 @@
 //! [`sandbox`] defines the backend traits and the data they exchange; [`wasm`] and [`e2b`]
 //! implement them; [`runtime`] fetches and verifies the pinned CPython-on-WASI build.
 
+pub mod app;
 pub mod config;
+pub mod disk_quota;
 pub mod e2b;
 pub mod runtime;
 pub mod sandbox;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use mcp_code_sandbox::config::{Command, MAX_REQUEST_BYTES, Settings};
 use mcp_code_sandbox::runtime::Layout;
-use mcp_code_sandbox::sandbox::factory;
 use mcp_code_sandbox::server::{SandboxServer, StdioTransport};
 use mcp_code_sandbox::wasm::runtime_cell::install_and_load;
 use rmcp::ServiceExt;
@@ -83,7 +82,7 @@ fn raise_open_file_limit() {}
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     raise_open_file_limit();
     let settings = Arc::new(settings);
-    let backend = factory::build(settings.clone())?;
+    let backend = mcp_code_sandbox::app::backend(settings.clone())?;
     let server = SandboxServer::new(backend.clone(), settings.clone());
     tracing::info!("serving MCP over stdio ({} backend)", backend.backend());
     let transport = StdioTransport::new(

@@ -19,7 +19,7 @@ use crate::config::{MAX_TIMEOUT, Settings};
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
     CreateOptions, ExecOptions, Execution, FileEntry, FileKind, InstallOutcome, Interpreter, LimitKind,
-    Limits, Package, PyError, SandboxError, SandboxFiles, SandboxInfo, SandboxStatus,
+    Limits, Package, PyError, SandboxError, SandboxFiles, SandboxInfo, SandboxState, SandboxStatus,
 };
 
 /// How long an idle E2B sandbox lives; every use extends it again.
@@ -196,7 +196,10 @@ impl Interpreter for E2bBackend {
 
     async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
         let e = self.entry(id)?;
-        let state = self.client.state(&e.remote.id).await?;
+        let state = match self.client.state(&e.remote.id).await?.as_str() {
+            "paused" => SandboxState::Paused,
+            _ => SandboxState::Running,
+        };
         Ok(SandboxStatus {
             sandbox_id: id.to_string(),
             state,

@@ -1,8 +1,7 @@
 //! What every backend offers: the interpreter trait and the file-operations trait beside it,
 //! plus the plain data the tools return. The server speaks only to these traits, so a new
-//! backend plugs in by implementing them and adding a line to [`factory`].
+//! backend plugs in by implementing them and adding a line to [`crate::app::backend`].
 
-pub mod factory;
 pub mod paths;
 pub mod text_cap;
 mod types;

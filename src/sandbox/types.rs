@@ -41,8 +41,7 @@ pub struct SandboxInfo {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxStatus {
     pub sandbox_id: String,
-    /// `ready`, `busy`, or `reset` (the next call starts a fresh interpreter).
-    pub state: String,
+    pub state: SandboxState,
     /// RFC 3339.
     pub created_at: String,
     pub executions: u64,
@@ -120,6 +119,34 @@ pub struct FileEntry {
     #[serde(rename = "type")]
     pub kind: FileKind,
     pub size: u64,
+}
+
+/// Where a sandbox stands.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxState {
+    /// Idle, with a live interpreter.
+    Ready,
+    /// Running a call.
+    Busy,
+    /// Its interpreter was reset; the next call starts a fresh one.
+    Reset,
+    /// A remote sandbox that is up (E2B's word).
+    Running,
+    /// A remote sandbox that is paused.
+    Paused,
+}
+
+impl SandboxState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxState::Ready => "ready",
+            SandboxState::Busy => "busy",
+            SandboxState::Reset => "reset",
+            SandboxState::Running => "running",
+            SandboxState::Paused => "paused",
+        }
+    }
 }
 
 /// What a folder entry is.

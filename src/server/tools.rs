@@ -100,7 +100,11 @@ fn progress_reporter(meta: &RequestMetaObject, peer: &Peer<RoleServer>) -> Optio
 fn status_text(s: &SandboxStatus) -> String {
     format!(
         "{}: {} (created {}, {} executions, {} bytes on disk)",
-        s.sandbox_id, s.state, s.created_at, s.executions, s.disk_bytes
+        s.sandbox_id,
+        s.state.as_str(),
+        s.created_at,
+        s.executions,
+        s.disk_bytes
     )
 }
 

@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 
-use super::quota::{DiskQuota, ENTRY_COST};
 use super::registry::Registry;
+use crate::disk_quota::{DiskQuota, ENTRY_COST};
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{FileEntry, FileKind, SandboxError, SandboxFiles};
 

@@ -6,7 +6,6 @@ mod files;
 mod guest_fs;
 pub mod memory_budget;
 pub mod output;
-pub mod quota;
 mod registry;
 mod remove_tree;
 mod results;

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::quota::DiskQuota;
 use super::session::Session;
+use crate::disk_quota::DiskQuota;
 use crate::runtime::Layout;
-use crate::sandbox::{Limits, SandboxError, SandboxStatus};
+use crate::sandbox::{Limits, SandboxError, SandboxState, SandboxStatus};
 
 /// Host folders of one sandbox. The workspace is what users see; scratch holds the private
 /// /tmp and the installed packages.
@@ -59,18 +59,18 @@ impl Sandbox {
 
     pub async fn status(&self) -> SandboxStatus {
         let state = if self.busy.load(Ordering::SeqCst) {
-            "busy"
+            SandboxState::Busy
         } else {
             match self.slot.try_lock() {
-                Err(_) => "busy",
-                Ok(slot) if slot.session.is_none() && slot.lost => "reset",
-                Ok(_) => "ready",
+                Err(_) => SandboxState::Busy,
+                Ok(slot) if slot.session.is_none() && slot.lost => SandboxState::Reset,
+                Ok(_) => SandboxState::Ready,
             }
         };
         let disk_bytes = self.quota.used();
         SandboxStatus {
             sandbox_id: self.id.clone(),
-            state: state.into(),
+            state,
             created_at: self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             executions: self.executions.load(Ordering::SeqCst),
             disk_bytes,

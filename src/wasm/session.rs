@@ -19,7 +19,7 @@ use super::engine::Interpreter;
 use super::guest_fs::{GuestFs, Proxy};
 use super::memory_budget::{GuestLimiter, MemoryBudget};
 use super::output::{Capture, Captured};
-use super::quota::DiskQuota;
+use crate::disk_quota::DiskQuota;
 
 /// Guest paths. The workspace is the working folder and HOME.
 pub const WORKSPACE: &str = "/home/user";

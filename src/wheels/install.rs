@@ -14,7 +14,7 @@ use super::index::{WheelFile, scan};
 use super::resolve::{Present, parse_request, resolve};
 use super::unpack::unpack;
 use super::{WheelError, normalize};
-use crate::wasm::quota::{DiskQuota, tree_cost};
+use crate::disk_quota::{DiskQuota, tree_cost};
 
 pub struct Target<'a> {
     pub python: &'a str,

@@ -3,7 +3,7 @@
 // included) and whose stdio reader gives up on messages over 10 MiB. Every call here must
 // return a result the SDK accepts, each under Claude Desktop's 1 MiB limit.
 //
-// Run by `cargo test --release` (tests/suite/ts_sdk.rs), which passes the binary and the
+// Run by `cargo test --release` (tests/it/ts_sdk.rs), which passes the binary and the
 // runtime home in MCP_CODE_SANDBOX_BIN and CODE_SANDBOX_HOME.
 
 import { test, before, after } from "node:test";

@@ -110,7 +110,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         workspace: scratch.join("ws"),
         tmp: scratch.join("tmp"),
         site_packages: scratch.join("site"),
-        quota: std::sync::Arc::new(mcp_code_sandbox::wasm::quota::DiskQuota::new(1 << 30)),
+        quota: std::sync::Arc::new(mcp_code_sandbox::disk_quota::DiskQuota::new(1 << 30)),
         memory_bytes: 1 << 30,
         memory_budget: mcp_code_sandbox::wasm::memory_budget::MemoryBudget::new(u64::MAX),
         output_bytes: 1 << 20,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use cap_std::fs::{Dir, File, Metadata, OpenOptions};
 
-use super::quota::{self, DiskQuota, ENTRY_COST};
+use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
 pub use proxy::Proxy;
 
 /// Most descriptors one guest may hold open (files and folders), beyond stdio and preopens.

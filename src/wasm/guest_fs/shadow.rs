@@ -14,7 +14,7 @@ use wasmtime::{Caller, Extern, Linker};
 use super::errno::{FAULT, IO, MFILE, NAMETOOLONG, NOSPC, SUCCESS};
 use super::proxy::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX, Proxy};
 use super::{Open, listing, open_twin, read_only_twin, stat};
-use crate::wasm::quota::{self, DiskQuota, ENTRY_COST};
+use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
 use crate::wasm::session::GuestState;
 
 type Ctx<'a> = Caller<'a, GuestState>;

@@ -3,7 +3,7 @@
 //! execution stream, envd's file API and Connect-JSON filesystem RPCs, and it checks the
 //! headers the SDKs send, recording every violation.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! What the guest cannot do (THREATS.md): host files, network, environment, stdin, escapes
 //! through the host-side file tools.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::json;

@@ -1,6 +1,6 @@
 //! Per-call limits: time, memory, output; and what a reset looks like to the user.
 
-mod common;
+use crate::common;
 
 use common::{Server, text_of};
 use serde_json::json;

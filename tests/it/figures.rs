@@ -1,6 +1,6 @@
 //! matplotlib figures come back as PNG image content, once, and never stale.
 
-mod common;
+use crate::common;
 
 use base64::Engine as _;
 use common::Server;

@@ -1,7 +1,7 @@
 //! install_package: the real pinned cache, and wheels the tests build (good, malicious,
 //! native, conflicting) in a CODE_SANDBOX_WHEEL_DIR of their own.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

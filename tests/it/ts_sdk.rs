@@ -1,7 +1,7 @@
 //! Runs tests/ts/client.test.mjs: the server through the official MCP TypeScript SDK client
 //! (the one inside Claude Desktop and Claude Code), which validates every result.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

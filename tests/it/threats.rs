@@ -1,7 +1,7 @@
 //! THREATS.md as tests. After each attempt: the safe behaviour, then the server still answers
 //! `1+1`, a canary file outside the sandbox is unchanged, and a second sandbox is untouched.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -1,6 +1,6 @@
 //! Long calls report progress; a client's cancellation stops the guest.
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

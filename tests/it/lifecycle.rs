@@ -1,6 +1,6 @@
 //! Lifecycle: capacity, idle sandboxes, shutdown and leftovers of a killed server.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

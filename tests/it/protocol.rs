@@ -1,7 +1,7 @@
 //! Raw JSON-RPC over stdio: every line a client sends gets an answer, malformed or not, and
 //! the server goes on serving. Written byte by byte, as a buggy or hostile client would.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! issue 12. After each case the server must answer `1+1`, another sandbox must be untouched,
 //! and the host folders and memory must be back where they were.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

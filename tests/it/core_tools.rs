@@ -1,6 +1,6 @@
 //! The ten tools over stdio against the real runtime: state, results, errors, files.
 
-mod common;
+use crate::common;
 
 use common::{Server, text_of};
 use serde_json::json;

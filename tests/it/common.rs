@@ -1,6 +1,5 @@
 //! Test harness: starts the real `mcp-code-sandbox` binary and talks MCP to it over stdio
 //! with rmcp's client, exactly as Claude Desktop would.
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -1,0 +1,18 @@
+//! The integration tests: one binary, so the crate and wasmtime are linked once and the
+//! helpers in `common` are shared. Every test starts the real `mcp-code-sandbox` binary and
+//! runs real Python in the real runtime.
+
+mod common;
+
+mod core_tools;
+mod e2b;
+mod figures;
+mod host_safety;
+mod isolation;
+mod lifecycle;
+mod limits;
+mod packages;
+mod progress;
+mod protocol;
+mod threats;
+mod ts_sdk;
