@@ -47,6 +47,42 @@ const LEFTOVER_RETRY: Duration = Duration::from_secs(30);
 /// How often a long call reports progress.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
+/// What a running call must undo however it ends (finished, failed, or its future dropped):
+/// the sandbox's busy mark and the helper tasks watching it. A call dropped while the guest
+/// ran leaves the interpreter mid-turn, so the sandbox is marked for a fresh one.
+#[derive(Default)]
+struct CallGuard {
+    busy: Option<Arc<Sandbox>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Set once the guest's turns are over.
+    done: bool,
+}
+
+impl CallGuard {
+    fn mark_busy(&mut self, sb: &Arc<Sandbox>) {
+        sb.busy.store(true, Ordering::SeqCst);
+        self.busy = Some(sb.clone());
+    }
+
+    fn finish(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if let Some(sb) = self.busy.take() {
+            if !self.done {
+                sb.abandoned.store(true, Ordering::SeqCst);
+            }
+            sb.busy.store(false, Ordering::SeqCst);
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
 pub struct WasmBackend {
     settings: Arc<Settings>,
     /// One sandbox with its interpreter already started, so `create_sandbox` answers in about
@@ -289,7 +325,8 @@ impl Interpreter for WasmBackend {
         };
         let closing = sb.closing.clone();
         let stop = CancellationToken::new();
-        let guard = {
+        let mut call = CallGuard::default();
+        call.tasks.push({
             let stop = stop.clone();
             tokio::spawn(async move {
                 tokio::select! {
@@ -297,19 +334,22 @@ impl Interpreter for WasmBackend {
                     _ = closing.cancelled() => stop.cancel(),
                 }
             })
-        };
+        });
         let mut slot = sb.slot.lock().await;
         if sb.closing.is_cancelled() {
             // Closed while this call waited for the interpreter.
-            guard.abort();
             return Err(SandboxError::NotFound(sb.id.clone()));
+        }
+        if sb.abandoned.swap(false, Ordering::SeqCst) {
+            slot.session = None;
+            slot.lost = true;
+            slot.lost_reason = Some("the previous call was abandoned while its code ran".into());
         }
         let mut fresh = None;
         if slot.session.is_none() {
             let session = match Session::start(&interp, &Self::session_config(&sb, &self.memory)).await {
                 Ok(s) => s,
                 Err(e) => {
-                    guard.abort();
                     return Err(SandboxError::Backend(e.to_string()));
                 }
             };
@@ -323,9 +363,9 @@ impl Interpreter for WasmBackend {
                 "the interpreter could not be started".into(),
             ));
         };
-        sb.busy.store(true, Ordering::SeqCst);
+        call.mark_busy(&sb);
         let fuel = sb.limits.fuel_per_call;
-        let ticker = opts.progress.clone().map(|report| {
+        call.tasks.extend(opts.progress.clone().map(|report| {
             let (stdout, _) = session.live_output();
             tokio::spawn(async move {
                 let started = std::time::Instant::now();
@@ -336,7 +376,7 @@ impl Interpreter for WasmBackend {
                     report(started.elapsed().as_secs_f64(), stdout.last_line());
                 }
             })
-        });
+        }));
         let started = std::time::Instant::now();
         let mut out = session.turn(code, timeout, fuel, &stop).await;
         let mut after_call = results::AfterCall::Healthy;
@@ -356,11 +396,7 @@ impl Interpreter for WasmBackend {
             after_call = results::after_call(&after);
             out.absorb_after_call(after);
         }
-        if let Some(t) = ticker {
-            t.abort();
-        }
-        sb.busy.store(false, Ordering::SeqCst);
-        guard.abort();
+        call.finish();
         let ended = out.status.is_err();
         let mut ex = results::execution(out, fresh, timeout.as_secs_f64());
         let reset_reason = match after_call {
@@ -493,5 +529,52 @@ impl Interpreter for WasmBackend {
         if left > 0 {
             tracing::warn!("{left} sandbox folder(s) could not be removed; the next start tries again");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dropped_call_clears_busy_stops_its_tasks_and_marks_the_interpreter() {
+        let home = std::env::temp_dir().join(format!("callguard-{}", uuid::Uuid::new_v4().simple()));
+        let registry = Registry::new(Layout::new(&home), 2).unwrap();
+        let sb = registry
+            .prepare(Limits {
+                timeout_seconds: 30,
+                memory_mb: 256,
+                disk_bytes: 1 << 20,
+                output_bytes: 1 << 20,
+                fuel_per_call: None,
+            })
+            .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let mut call = CallGuard::default();
+        call.mark_busy(&sb);
+        call.tasks.push(tokio::spawn(async move {
+            let _keep = tx;
+            std::future::pending::<()>().await;
+        }));
+        assert!(sb.busy.load(Ordering::SeqCst));
+        drop(call);
+        assert!(!sb.busy.load(Ordering::SeqCst), "busy is cleared");
+        assert!(
+            sb.abandoned.load(Ordering::SeqCst),
+            "the interpreter is marked for a reset"
+        );
+        assert!(rx.await.is_err(), "the helper task was stopped");
+
+        sb.abandoned.store(false, Ordering::SeqCst);
+        let mut call = CallGuard::default();
+        call.mark_busy(&sb);
+        call.finish();
+        assert!(!sb.busy.load(Ordering::SeqCst));
+        assert!(
+            !sb.abandoned.load(Ordering::SeqCst),
+            "a finished call marks nothing"
+        );
+        registry.discard(&sb);
+        let _ = std::fs::remove_dir_all(&home);
     }
 }

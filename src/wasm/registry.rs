@@ -42,6 +42,8 @@ pub struct Sandbox {
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub executions: AtomicU64,
     pub busy: AtomicBool,
+    /// A call's future was dropped while the guest ran: the interpreter is mid-turn.
+    pub abandoned: AtomicBool,
     /// Cancelled when the sandbox closes, stopping a call that is running in it.
     pub closing: CancellationToken,
     pub slot: tokio::sync::Mutex<Slot>,
@@ -107,6 +109,15 @@ struct Leftover {
 const OWNER: &str = "owner.pid";
 
 fn process_alive(pid: u32) -> bool {
+    // A killed server stays a zombie until its parent reaps it; it holds nothing by then.
+    #[cfg(target_os = "linux")]
+    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        && stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    {
+        return false;
+    }
     #[cfg(unix)]
     {
         // Signal 0 checks existence without sending anything.
@@ -250,6 +261,7 @@ impl Registry {
             created_at: chrono::Utc::now(),
             executions: AtomicU64::new(0),
             busy: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
             closing: CancellationToken::new(),
             slot: tokio::sync::Mutex::new(Slot::default()),
             last_used: Mutex::new(Instant::now()),
