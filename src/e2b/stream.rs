@@ -4,15 +4,15 @@
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::sandbox::text_cap::CappedText;
+use crate::sandbox::text_cap::HeadTail;
 use crate::sandbox::{Execution, Image, LimitKind, PyError};
 
 /// Largest single line accepted (a big PNG fits).
 const MAX_LINE: usize = 32 << 20;
 
 pub struct Collector {
-    stdout: CappedText,
-    stderr: CappedText,
+    stdout: HeadTail,
+    stderr: HeadTail,
     buf: Vec<u8>,
     pub ex: Execution,
     pub ended: bool,
@@ -21,8 +21,8 @@ pub struct Collector {
 impl Collector {
     pub fn new(output_limit: usize) -> Self {
         Collector {
-            stdout: CappedText::new(output_limit),
-            stderr: CappedText::new(output_limit),
+            stdout: HeadTail::new(output_limit),
+            stderr: HeadTail::new(output_limit),
             buf: Vec::new(),
             ex: Execution::default(),
             ended: false,
@@ -52,8 +52,8 @@ impl Collector {
         let v: Value = serde_json::from_str(text).map_err(|e| format!("bad NDJSON line: {e}"))?;
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
-            "stdout" => self.stdout.push(&s("text")),
-            "stderr" => self.stderr.push(&s("text")),
+            "stdout" => self.stdout.push(s("text").as_bytes()),
+            "stderr" => self.stderr.push(s("text").as_bytes()),
             "error" => {
                 self.ex.error = Some(PyError {
                     name: s("name"),
@@ -94,11 +94,11 @@ impl Collector {
     }
 
     pub fn finish(mut self) -> Execution {
-        let (out, cut_out) = self.stdout.finish();
-        let (err, cut_err) = self.stderr.finish();
-        self.ex.stdout = out;
-        self.ex.stderr = err;
-        if self.ex.limit.is_none() && (cut_out || cut_err) {
+        let out = self.stdout.take();
+        let err = self.stderr.take();
+        self.ex.stdout = out.text;
+        self.ex.stderr = err.text;
+        if self.ex.limit.is_none() && (out.omitted > 0 || err.omitted > 0) {
             self.ex.limit = Some(LimitKind::Output);
         }
         if !self.ended && self.ex.limit.is_none() {

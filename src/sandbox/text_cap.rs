@@ -1,73 +1,106 @@
 //! Text kept within a budget: the head and the tail, with a marker for what was dropped, so
-//! the end of a traceback always survives.
+//! the end of a traceback always survives. One buffer serves every stream that must not grow
+//! without bound (a guest's stdout and stderr, a remote execution's output).
 
-pub struct CappedText {
+use std::collections::VecDeque;
+
+/// A byte stream capped at `cap` bytes: the first half, a rolling last half, and a count of
+/// what fell in between.
+#[derive(Debug)]
+pub struct HeadTail {
     cap: usize,
-    head: String,
-    tail: String,
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
     omitted: u64,
+    /// Bytes pushed since the last [`HeadTail::take`].
+    total: u64,
 }
 
-impl CappedText {
+/// What a capped stream produced.
+#[derive(Debug, Default, Clone)]
+pub struct Captured {
+    pub text: String,
+    /// Bytes dropped from the middle (0 when everything fit).
+    pub omitted: u64,
+}
+
+impl HeadTail {
     pub fn new(cap: usize) -> Self {
-        CappedText {
+        HeadTail {
             cap: cap.max(64),
-            head: String::new(),
-            tail: String::new(),
+            head: Vec::new(),
+            tail: VecDeque::new(),
             omitted: 0,
+            total: 0,
         }
     }
 
-    pub fn push(&mut self, mut s: &str) {
+    pub fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
         let head_cap = self.cap / 2;
         if self.head.len() < head_cap {
-            let mut k = s.len().min(head_cap - self.head.len());
-            while !s.is_char_boundary(k) {
-                k -= 1;
-            }
-            self.head.push_str(&s[..k]);
-            s = &s[k..];
+            let k = bytes.len().min(head_cap - self.head.len());
+            self.head.extend_from_slice(&bytes[..k]);
+            bytes = &bytes[k..];
         }
-        self.tail.push_str(s);
         let tail_cap = self.cap - head_cap;
-        if self.tail.len() > tail_cap {
-            let mut cut = self.tail.len() - tail_cap;
-            while !self.tail.is_char_boundary(cut) {
-                cut += 1;
+        if bytes.len() >= tail_cap {
+            self.omitted += (self.tail.len() + bytes.len() - tail_cap) as u64;
+            self.tail.clear();
+            self.tail.extend(&bytes[bytes.len() - tail_cap..]);
+            return;
+        }
+        let overflow = (self.tail.len() + bytes.len()).saturating_sub(tail_cap);
+        self.tail.drain(..overflow);
+        self.omitted += overflow as u64;
+        self.tail.extend(bytes);
+    }
+
+    /// Bytes pushed since the last take.
+    pub fn written(&self) -> u64 {
+        self.total
+    }
+
+    /// The last line written so far, or the part of it still kept (at most 200 characters).
+    pub fn last_line(&self) -> String {
+        let bytes: Vec<u8> = if self.tail.is_empty() {
+            self.head.clone()
+        } else {
+            self.tail.iter().copied().collect()
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let line = text.trim_end_matches('\n').rsplit('\n').next().unwrap_or("");
+        let skip = line.chars().count().saturating_sub(200);
+        line.chars().skip(skip).collect()
+    }
+
+    /// The text so far, with a marker where bytes were dropped, and a fresh start.
+    pub fn take(&mut self) -> Captured {
+        let mut head = std::mem::take(&mut self.head);
+        let mut tail: Vec<u8> = std::mem::take(&mut self.tail).into();
+        let mut omitted = std::mem::take(&mut self.omitted);
+        self.total = 0;
+        if omitted > 0 {
+            // The cuts may fall inside characters: drop the pieces with the rest.
+            if let Err(e) = std::str::from_utf8(&head)
+                && e.error_len().is_none()
+            {
+                omitted += (head.len() - e.valid_up_to()) as u64;
+                head.truncate(e.valid_up_to());
             }
-            self.omitted += cut as u64;
-            self.tail.drain(..cut);
+            let partial = tail.iter().take(3).take_while(|&&b| b & 0xC0 == 0x80).count();
+            tail.drain(..partial);
+            omitted += partial as u64;
         }
-    }
-
-    /// The text, and whether anything was dropped.
-    pub fn finish(self) -> (String, bool) {
-        if self.omitted == 0 {
-            return (self.head + &self.tail, false);
+        let mut text = String::from_utf8_lossy(&head).into_owned();
+        if omitted > 0 {
+            text.push_str(&format!(
+                "\n[... {omitted} bytes omitted: output over the {} byte limit ...]\n",
+                self.cap
+            ));
         }
-        (
-            format!(
-                "{}\n[... {} bytes omitted: output over the {} byte limit ...]\n{}",
-                self.head, self.omitted, self.cap, self.tail
-            ),
-            true,
-        )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn keeps_head_and_tail() {
-        let mut t = super::CappedText::new(100);
-        for i in 0..100 {
-            t.push(&format!("{i:03}é\n"));
-        }
-        let (s, cut) = t.finish();
-        assert!(cut);
-        assert!(s.starts_with("000é"));
-        assert!(s.ends_with("099é\n"));
-        assert!(s.contains("bytes omitted"));
+        text.push_str(&String::from_utf8_lossy(&tail));
+        Captured { text, omitted }
     }
 }
 
@@ -105,5 +138,45 @@ mod head_tail_tests {
         assert!(cut.contains("[5400 omitted]"));
         assert!(cut.chars().count() < 700);
         assert!(super::head_tail("short", 600, |_| unreachable!()).is_none());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeadTail;
+
+    #[test]
+    fn small_output_passes_through() {
+        let mut c = HeadTail::new(100);
+        c.push(b"hello\n");
+        let got = c.take();
+        assert_eq!(got.text, "hello\n");
+        assert_eq!(got.omitted, 0);
+    }
+
+    #[test]
+    fn flood_keeps_head_and_tail_and_counts_the_rest() {
+        let mut c = HeadTail::new(100);
+        for i in 0..1000u32 {
+            c.push(format!("{i:04}\n").as_bytes());
+        }
+        assert_eq!(c.last_line(), "0999");
+        let got = c.take();
+        assert!(got.text.starts_with("0000\n0001\n"));
+        assert!(got.text.ends_with("0998\n0999\n"));
+        assert_eq!(got.omitted, 5000 - 100);
+        assert!(got.text.contains("[... 4900 bytes omitted"));
+        assert!(c.take().text.is_empty(), "take starts afresh");
+    }
+
+    #[test]
+    fn one_huge_write_is_bounded_and_cuts_no_character_in_half() {
+        let mut c = HeadTail::new(67);
+        c.push("é".repeat(10_000).as_bytes());
+        c.push(b"END");
+        let got = c.take();
+        assert!(got.text.ends_with("END"));
+        assert!(!got.text.contains('\u{fffd}'), "{}", got.text);
+        assert!(got.text.len() < 200);
     }
 }

@@ -21,8 +21,8 @@ use super::memory_budget::{GuestLimiter, MemoryBudget};
 use super::output::{Capture, Captured};
 use crate::disk_quota::DiskQuota;
 
-/// Guest paths. The workspace is the working folder and HOME.
-pub const WORKSPACE: &str = "/home/user";
+// Guest paths. The workspace (the working folder and HOME) is the one every tool names.
+use crate::sandbox::paths::WORKSPACE;
 const STDLIB_DIR: &str = "/usr/local/lib";
 pub const SITE_PACKAGES: &str = "/usr/local/site-packages";
 
