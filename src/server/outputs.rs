@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::sandbox::{FileEntry, LimitKind, Package, PyError, SandboxStatus};
+use crate::sandbox::{FileEntry, InstallOutcome, LimitKind, PyError, SandboxStatus};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CloseResult {
@@ -48,14 +48,8 @@ pub struct ExecResult {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct InstallResult {
     pub sandbox_id: String,
-    pub installed: Vec<Package>,
-    pub already_available: bool,
-    /// With package_name `?`: the packages that can be installed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub available: Option<Vec<Package>>,
-    /// With package_name `?`: the packages the runtime already has.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub built_in: Option<Vec<Package>>,
+    #[serde(flatten)]
+    pub outcome: InstallOutcome,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

@@ -323,10 +323,7 @@ impl SandboxServer {
         Ok(ok(
             &InstallResult {
                 sandbox_id: id,
-                installed: out.installed,
-                already_available: out.already_available,
-                available: out.available,
-                built_in: out.built_in,
+                outcome: out,
             },
             text,
         ))
