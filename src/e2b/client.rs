@@ -1,4 +1,4 @@
-//! E2B's HTTP API as the official SDKs speak it (see shared/docs/E2B-PROTOCOL.md): the control
+//! E2B's HTTP API as the official SDKs speak it (the wire protocol of E2B's SDKs): the control
 //! plane with `X-API-KEY`, and per-sandbox services (envd on 49983, the code interpreter on
 //! 49999) with `E2b-Sandbox-Id`, `E2b-Sandbox-Port` and `X-Access-Token`.
 //!

@@ -1,4 +1,4 @@
-//! The guest's one custom import, `host.call` (RUNTIME-ABI.md section 1): our side channel.
+//! The guest's one custom import, `host.call` (docs/RUNTIME-INTERFACE.md): our side channel.
 //!
 //! The guest prelude sends small JSON messages through it (a final expression's repr, a
 //! structured exception, a figure's PNG), so results never have to be scraped from stdout.

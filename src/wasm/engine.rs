@@ -41,7 +41,7 @@ pub enum EngineError {
 /// Engine settings. Fuel changes the generated code, so it is part of the cache key.
 pub fn engine_config(metered: bool) -> Config {
     let mut c = Config::new();
-    // The runtime uses the standard exception-handling proposal (RUNTIME-ABI.md, section 2).
+    // The runtime uses the standard exception-handling proposal (docs/RUNTIME-INTERFACE.md, "Engine settings").
     c.wasm_exceptions(true);
     c.epoch_interruption(true);
     c.consume_fuel(metered);

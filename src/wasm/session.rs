@@ -3,7 +3,7 @@
 //! The Store owns everything the guest can reach (its WASI context with exactly the
 //! preopens below, its memory limiter, its captured output), so dropping the Store is the
 //! whole cleanup. Any trap or timeout drops it: the guest's re-entry guard makes a trapped
-//! instance unusable anyway (RUNTIME-ABI.md section 5).
+//! instance unusable anyway (docs/RUNTIME-INTERFACE.md, "Turns").
 
 use std::path::PathBuf;
 use std::sync::Arc;

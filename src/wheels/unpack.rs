@@ -1,5 +1,5 @@
 //! Unpacking a wheel into a private staging folder, refusing the whole wheel at the first
-//! sign of trouble (THREATS.md, Wheels): names outside the target, links, duplicates, archive
+//! sign of trouble (docs/THREAT-MODEL.md, "Packages"): names outside the target, links, duplicates, archive
 //! bombs, RECORD entries pointing outside, console scripts with path separators.
 
 use std::collections::HashSet;

@@ -1,4 +1,4 @@
-//! What the guest cannot do (THREATS.md): host files, network, environment, stdin, escapes
+//! What the guest cannot do (docs/THREAT-MODEL.md): host files, network, environment, stdin, escapes
 //! through the host-side file tools.
 
 use crate::common;

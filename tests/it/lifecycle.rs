@@ -14,7 +14,7 @@ async fn capacity_is_a_clear_error_and_open_sandboxes_keep_working() {
     for _ in 0..3 {
         ids.push(s.create().await);
     }
-    // THREATS.md: 2,000 create_sandbox calls.
+    // docs/THREAT-MODEL.md: 2,000 create_sandbox calls.
     for _ in 3..2_000 {
         let (err, _, text) = s.call_json("create_sandbox", json!({})).await;
         assert!(err);

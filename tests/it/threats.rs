@@ -1,4 +1,4 @@
-//! THREATS.md as tests. After each attempt: the safe behaviour, then the server still answers
+//! docs/THREAT-MODEL.md as tests. After each attempt: the safe behaviour, then the server still answers
 //! `1+1`, a canary file outside the sandbox is unchanged, and a second sandbox is untouched.
 
 use crate::common;
