@@ -101,16 +101,16 @@ impl E2bBackend {
             Ok::<(), E2bError>(())
         };
         let outcome = tokio::select! {
-            _ = cancel.cancelled() => Some("cancelled"),
+            _ = cancel.cancelled() => Stopped::Cancelled,
             r = tokio::time::timeout(timeout, work) => match r {
-                Err(_) => Some("timeout"),
+                Err(_) => Stopped::Timeout,
                 Ok(Err(e)) => return Err(e.into()),
-                Ok(Ok(())) => None,
+                Ok(Ok(())) => Stopped::Finished,
             },
         };
         let mut ex = collector.finish();
         match outcome {
-            Some("timeout") => {
+            Stopped::Timeout => {
                 ex.limit = Some(LimitKind::Timeout);
                 ex.error = Some(PyError {
                     name: "TimeoutError".into(),
@@ -121,14 +121,14 @@ impl E2bBackend {
                     traceback: String::new(),
                 });
             }
-            Some(_) => {
+            Stopped::Cancelled => {
                 ex.error = Some(PyError {
                     name: "Cancelled".into(),
                     value: "the call was cancelled; the remote code may still be running".into(),
                     traceback: String::new(),
                 });
             }
-            None => {}
+            Stopped::Finished => {}
         }
         ex.duration_ms = started.elapsed().as_millis() as u64;
         Ok(ex)
@@ -137,6 +137,13 @@ impl E2bBackend {
     fn guest_path(path: &WorkspacePath) -> String {
         path.guest()
     }
+}
+
+/// How a remote execution ended, as far as this side can tell.
+enum Stopped {
+    Finished,
+    Timeout,
+    Cancelled,
 }
 
 #[async_trait]
