@@ -59,8 +59,6 @@ pub fn engine_config(metered: bool) -> Config {
 pub struct Interpreter {
     pub engine: Engine,
     pub pre: InstancePre<GuestState>,
-    /// The proxy through which the shadowed WASI functions call the originals (`guest_fs`).
-    pub proxy: InstancePre<GuestState>,
     pub files: RuntimeFiles,
     pub metered: bool,
 }
@@ -135,9 +133,6 @@ impl Interpreter {
         let wasi = |linker: &mut Linker<GuestState>| {
             wasmtime_wasi::p1::add_to_linker_async(linker, |s: &mut GuestState| &mut s.wasi)
         };
-        let mut wasi_only: Linker<GuestState> = Linker::new(&engine);
-        wasi(&mut wasi_only).map_err(link)?;
-        let proxy = guest_fs::proxy::prepare(&engine, &wasi_only).map_err(link)?;
         let mut linker: Linker<GuestState> = Linker::new(&engine);
         wasi(&mut linker).map_err(link)?;
         guest_fs::shadow::add_to_linker(&mut linker).map_err(link)?;
@@ -147,7 +142,6 @@ impl Interpreter {
         Ok(Arc::new(Interpreter {
             engine,
             pre,
-            proxy,
             files,
             metered,
         }))

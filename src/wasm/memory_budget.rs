@@ -84,11 +84,11 @@ pub struct GuestLimiter {
     refused_by_budget: bool,
 }
 
-/// Limits on tables and instances, which the interpreter needs only one or two of.
+/// Limits on tables and instances: the interpreter is one instance with one table and one memory.
 const MAX_TABLE_ELEMENTS: usize = 1 << 20;
-const MAX_INSTANCES: usize = 2;
-const MAX_TABLES: usize = 2;
-const MAX_MEMORIES: usize = 2;
+const MAX_INSTANCES: usize = 1;
+const MAX_TABLES: usize = 1;
+const MAX_MEMORIES: usize = 1;
 
 impl GuestLimiter {
     pub fn new(per_memory: u64, budget: Arc<MemoryBudget>) -> GuestLimiter {

@@ -16,7 +16,7 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use super::door::Inbox;
 use super::engine::Interpreter;
-use super::guest_fs::{GuestFs, Proxy};
+use super::guest_fs::GuestFs;
 use super::memory_budget::{GuestLimiter, MemoryBudget};
 use super::output::{Capture, Captured};
 use crate::disk_quota::DiskQuota;
@@ -226,10 +226,6 @@ impl Session {
                 .map_err(|e| SessionError::Start(format!("{e:#}")))?;
         }
         let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
-        let proxy = Proxy::instantiate(&interp.proxy, &mut store)
-            .await
-            .map_err(start)?;
-        store.data_mut().fs.set_proxy(proxy);
         let instance = interp.pre.instantiate_async(&mut store).await.map_err(start)?;
         let t_inst = t0.elapsed();
         let memory = instance

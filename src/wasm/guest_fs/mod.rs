@@ -2,14 +2,14 @@
 //!
 //! wasmtime-wasi implements the file calls but has no notion of a quota, and its descriptor
 //! table is private. So the WASI functions that add or remove bytes, names or descriptors are
-//! shadowed in the linker ([`shadow`]): each shadow checks, calls the original
-//! implementation through a small [`proxy`] instance, and then measures what changed. To
-//! measure, every descriptor the guest opens in a writable folder gets a host-side twin ([`Open`]) opened through a cap-std
-//! `Dir` on the same folder, so `fstat` on the twin sees the guest's file through renames
-//! and deletes.
+//! shadowed in the linker ([`shadow`]): each shadow checks, calls wasmtime-wasi's own
+//! implementation directly (with a host [`scratch`] buffer as its memory), and then measures
+//! what changed. To measure, every descriptor the guest opens in a writable folder gets a
+//! host-side twin ([`Open`]) opened through a cap-std `Dir` on the same folder, so `fstat` on
+//! the twin sees the guest's file through renames and deletes.
 
 pub mod listing;
-pub mod proxy;
+pub mod scratch;
 pub mod shadow;
 
 use std::collections::HashMap;
@@ -18,7 +18,6 @@ use std::sync::Arc;
 use cap_std::fs::{Dir, File, Metadata, OpenOptions};
 
 use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
-pub use proxy::Proxy;
 
 /// Most descriptors one guest may hold open (files and folders), beyond stdio and preopens.
 pub const MAX_OPEN: usize = 256;
@@ -50,7 +49,8 @@ pub struct GuestFs {
     open: HashMap<u32, Open>,
     pub listings: listing::Listings,
     preopens: usize,
-    proxy: Option<Proxy>,
+    /// What the shadows hand the original functions as their memory.
+    pub scratch: scratch::Scratch,
 }
 
 impl GuestFs {
@@ -79,16 +79,8 @@ impl GuestFs {
             open,
             listings: Default::default(),
             preopens: count,
-            proxy: None,
+            scratch: Default::default(),
         }
-    }
-
-    pub fn set_proxy(&mut self, proxy: Proxy) {
-        self.proxy = Some(proxy);
-    }
-
-    pub fn proxy(&self) -> Option<Proxy> {
-        self.proxy.clone()
     }
 
     pub fn quota(&self) -> &Arc<DiskQuota> {

@@ -1,4 +1,4 @@
-//! The shadowing WASI functions: check, call the original through the proxy, measure.
+//! The shadowing WASI functions: check, call the original on a host buffer, measure.
 //!
 //! Everything read here comes from the guest, so nothing may trap on bad input: a pointer out
 //! of range answers EFAULT, an over-long path ENAMETOOLONG, and a path that is not UTF-8 goes
@@ -12,7 +12,7 @@ use cap_std::fs::{Dir, File};
 use wasmtime::{Caller, Extern, Linker};
 
 use super::errno::{FAULT, IO, MFILE, NAMETOOLONG, NOSPC, SUCCESS};
-use super::proxy::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX, Proxy};
+use super::scratch::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX};
 use super::{Open, listing, open_twin, read_only_twin, stat};
 use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
 use crate::wasm::session::GuestState;
@@ -26,11 +26,20 @@ const O_CREAT: i32 = 1;
 const O_DIRECTORY: i32 = 2;
 const O_TRUNC: i32 = 8;
 
-fn proxy(c: &Ctx<'_>) -> wasmtime::Result<Proxy> {
-    c.data()
-        .fs
-        .proxy()
-        .ok_or_else(|| wasmtime::format_err!("the sandbox's file functions were not set up"))
+/// Calls wasmtime-wasi's own function on the sandbox's WASI context, with the host scratch
+/// buffer as its memory: every pointer argument is an offset into that buffer.
+/// (`sync` for the few wasmtime-wasi generates as plain functions.)
+macro_rules! original {
+    ($c:expr, sync $f:ident($($arg:expr),* $(,)?)) => {{
+        let GuestState { wasi, fs, .. } = $c.data_mut();
+        let mut memory = wiggle::GuestMemory::Unshared(fs.scratch.bytes_mut());
+        wasmtime_wasi::p1::wasi_snapshot_preview1::$f(wasi, &mut memory, $($arg),*)
+    }};
+    ($c:expr, $f:ident($($arg:expr),* $(,)?)) => {{
+        let GuestState { wasi, fs, .. } = $c.data_mut();
+        let mut memory = wiggle::GuestMemory::Unshared(fs.scratch.bytes_mut());
+        wasmtime_wasi::p1::wasi_snapshot_preview1::$f(wasi, &mut memory, $($arg),*).await
+    }};
 }
 
 fn quota(c: &Ctx<'_>) -> Arc<DiskQuota> {
@@ -57,24 +66,26 @@ fn guest_write_u32(c: &mut Ctx<'_>, ptr: i32, value: u32) -> bool {
         .is_ok()
 }
 
-fn proxy_write(c: &mut Ctx<'_>, p: &Proxy, at: usize, bytes: &[u8]) -> Result<(), i32> {
-    p.memory.write(&mut *c, at, bytes).map_err(|_| FAULT)
+fn scratch_write(c: &mut Ctx<'_>, at: usize, bytes: &[u8]) -> Result<(), i32> {
+    if c.data_mut().fs.scratch.write(at, bytes) {
+        Ok(())
+    } else {
+        Err(FAULT)
+    }
 }
 
-fn proxy_out(c: &Ctx<'_>, p: &Proxy) -> u32 {
-    let mut b = [0u8; 4];
-    let _ = p.memory.read(c, OUT, &mut b);
-    u32::from_le_bytes(b)
+fn scratch_out(c: &Ctx<'_>) -> u32 {
+    c.data().fs.scratch.u32_at(OUT)
 }
 
-/// Copies a guest path into the proxy at `slot`; its text when it is UTF-8.
-fn stage_path(c: &mut Ctx<'_>, p: &Proxy, ptr: i32, len: i32, slot: usize) -> Result<Option<String>, i32> {
+/// Copies a guest path into the scratch buffer at `slot`; its text when it is UTF-8.
+fn stage_path(c: &mut Ctx<'_>, ptr: i32, len: i32, slot: usize) -> Result<Option<String>, i32> {
     let len = len as u32 as usize;
     if len > PATH_MAX {
         return Err(NAMETOOLONG);
     }
     let bytes = guest_read(c, ptr, len).ok_or(FAULT)?;
-    proxy_write(c, p, slot, &bytes)?;
+    scratch_write(c, slot, &bytes)?;
     Ok(String::from_utf8(bytes).ok())
 }
 
@@ -126,7 +137,6 @@ impl Growth {
 
 /// `fd_write` (no offset: at the file position) and `fd_pwrite` (at `offset`), piece by piece.
 async fn write_pieces(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: Option<u64>, out: i32) -> Res {
-    let p = proxy(c)?;
     let Some(list) = guest_iovecs(c, iovs, count) else {
         return Ok(FAULT);
     };
@@ -149,7 +159,7 @@ async fn write_pieces(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: O
                     // descriptor writes at the end instead, which the bound also covers).
                     let pos = match at {
                         Some(a) => a,
-                        None => tell(c, &p, fd).await?,
+                        None => tell(c, fd).await?,
                     };
                     let end = pos.saturating_add(n as u64);
                     let bound = |before: u64| end.saturating_sub(before).max(n as u64);
@@ -162,20 +172,11 @@ async fn write_pieces(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: O
                     }
                 }
             };
-            let staged =
-                proxy_write(c, &p, DATA, &bytes).and_then(|()| proxy_write(c, &p, IOV, &iovec(DATA, n)));
+            let staged = scratch_write(c, DATA, &bytes).and_then(|()| scratch_write(c, IOV, &iovec(DATA, n)));
             let rc = match (staged, at) {
                 (Err(e), _) => Ok(e),
-                (Ok(()), None) => {
-                    p.fd_write
-                        .call_async(&mut *c, (fd, IOV as i32, 1, OUT as i32))
-                        .await
-                }
-                (Ok(()), Some(at)) => {
-                    p.fd_pwrite
-                        .call_async(&mut *c, (fd, IOV as i32, 1, at as i64, OUT as i32))
-                        .await
-                }
+                (Ok(()), None) => original!(c, fd_write(fd, IOV as i32, 1, OUT as i32)),
+                (Ok(()), Some(at)) => original!(c, fd_pwrite(fd, IOV as i32, 1, at as i64, OUT as i32)),
             };
             if let Some(g) = growth {
                 g.end();
@@ -185,7 +186,7 @@ async fn write_pieces(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: O
                 failed = rc;
                 break 'all;
             }
-            let wrote = proxy_out(c, &p) as usize;
+            let wrote = scratch_out(c) as usize;
             total += wrote as u64;
             done += wrote;
             if wrote < n {
@@ -204,13 +205,13 @@ async fn write_pieces(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: O
 }
 
 /// The file position of `fd` (0 if it has none).
-async fn tell(c: &mut Ctx<'_>, p: &Proxy, fd: i32) -> wasmtime::Result<u64> {
-    let rc = p.fd_tell.call_async(&mut *c, (fd, OUT as i32)).await?;
-    let mut b = [0u8; 8];
-    if rc == SUCCESS {
-        let _ = p.memory.read(&*c, OUT, &mut b);
-    }
-    Ok(u64::from_le_bytes(b))
+async fn tell(c: &mut Ctx<'_>, fd: i32) -> wasmtime::Result<u64> {
+    let rc = original!(c, sync fd_tell(fd, OUT as i32))?;
+    Ok(if rc == SUCCESS {
+        c.data().fs.scratch.u64_at(OUT)
+    } else {
+        0
+    })
 }
 
 fn iovec(ptr: usize, len: usize) -> [u8; 8] {
@@ -221,7 +222,6 @@ fn iovec(ptr: usize, len: usize) -> [u8; 8] {
 }
 
 async fn fd_filestat_set_size(c: &mut Ctx<'_>, fd: i32, size: i64) -> Res {
-    let p = proxy(c)?;
     let growth = match c.data().fs.file(fd) {
         None => None,
         Some(f) => match Growth::begin(c, f, |before| (size as u64).saturating_sub(before)) {
@@ -229,7 +229,7 @@ async fn fd_filestat_set_size(c: &mut Ctx<'_>, fd: i32, size: i64) -> Res {
             None => return Ok(NOSPC),
         },
     };
-    let rc = p.fd_filestat_set_size.call_async(&mut *c, (fd, size)).await;
+    let rc = original!(c, fd_filestat_set_size(fd, size));
     if let Some(g) = growth {
         g.end();
     }
@@ -237,7 +237,7 @@ async fn fd_filestat_set_size(c: &mut Ctx<'_>, fd: i32, size: i64) -> Res {
 }
 
 async fn fd_close(c: &mut Ctx<'_>, fd: i32) -> Res {
-    let rc = proxy(c)?.fd_close.call_async(&mut *c, fd).await?;
+    let rc = original!(c, fd_close(fd))?;
     if rc == SUCCESS
         && let Some(twin) = c.data_mut().fs.remove(fd)
     {
@@ -247,7 +247,7 @@ async fn fd_close(c: &mut Ctx<'_>, fd: i32) -> Res {
 }
 
 async fn fd_renumber(c: &mut Ctx<'_>, from: i32, to: i32) -> Res {
-    let rc = proxy(c)?.fd_renumber.call_async(&mut *c, (from, to)).await?;
+    let rc = original!(c, fd_renumber(from, to))?;
     if rc == SUCCESS {
         c.data_mut().fs.renumber(from, to);
     }
@@ -255,23 +255,18 @@ async fn fd_renumber(c: &mut Ctx<'_>, from: i32, to: i32) -> Res {
 }
 
 async fn fd_readdir(c: &mut Ctx<'_>, fd: i32, buf: i32, buf_len: i32, cookie: i64, used: i32) -> Res {
-    let p = proxy(c)?;
     let cap = buf_len as u32 as usize;
     let Some(dir) = c.data().fs.listable(fd) else {
         // Not a folder we hold: the original answers (EBADF, ENOTDIR).
-        let rc = p
-            .fd_readdir
-            .call_async(
-                &mut *c,
-                (fd, DATA as i32, cap.min(CHUNK) as i32, cookie, OUT as i32),
-            )
-            .await?;
+        let rc = original!(
+            c,
+            fd_readdir(fd, DATA as i32, cap.min(CHUNK) as i32, cookie, OUT as i32)
+        )?;
         if rc != SUCCESS {
             return Ok(rc);
         }
-        let n = (proxy_out(c, &p) as usize).min(CHUNK);
-        let mut bytes = vec![0u8; n];
-        let _ = p.memory.read(&*c, DATA, &mut bytes);
+        let n = (scratch_out(c) as usize).min(CHUNK);
+        let bytes = c.data().fs.scratch.read(DATA, n).to_vec();
         return Ok(guest_copy_out(c, buf, &bytes, used));
     };
     let entries = match c.data_mut().fs.listings.get(fd as u32, &dir, cookie as u64) {
@@ -305,11 +300,10 @@ struct OpenFlags {
 }
 
 async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: OpenFlags, fd_out: i32) -> Res {
-    let p = proxy(c)?;
     if c.data().fs.is_full() {
         return Ok(MFILE);
     }
-    let text = match stage_path(c, &p, path, path_len, PATH_A) {
+    let text = match stage_path(c, path, path_len, PATH_A) {
         Ok(t) => t,
         Err(e) => return Ok(e),
     };
@@ -329,23 +323,25 @@ async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: Ope
     if quota.reserve(reserved).is_err() {
         return Ok(NOSPC);
     }
-    let args = (
-        dirfd,
-        f.dirflags,
-        PATH_A as i32,
-        path_len,
-        f.oflags,
-        f.base,
-        f.inheriting,
-        f.fdflags,
-        OUT as i32,
-    );
-    let rc = p.path_open.call_async(&mut *c, args).await?;
+    let rc = original!(
+        c,
+        path_open(
+            dirfd,
+            f.dirflags,
+            PATH_A as i32,
+            path_len,
+            f.oflags,
+            f.base,
+            f.inheriting,
+            f.fdflags,
+            OUT as i32,
+        )
+    )?;
     if rc != SUCCESS {
         quota.release(reserved);
         return Ok(rc);
     }
-    let fd = proxy_out(c, &p) as i32;
+    let fd = scratch_out(c) as i32;
     let twin = match &watched {
         // A folder opened to be listed gets a twin for fd_readdir. Only those: every import
         // opens files in the read-only trees, and they need no lookup of their own.
@@ -361,7 +357,7 @@ async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: Ope
         Ok(t) if guest_write_u32(c, fd_out, fd as u32) => t,
         Ok(_) | Err(_) => {
             // Without its twin (or its number) the descriptor is of no use: take it back.
-            p.fd_close.call_async(&mut *c, fd).await?;
+            original!(c, fd_close(fd))?;
             quota.release(reserved);
             return Ok(if watched.is_some() { IO } else { FAULT });
         }
@@ -415,23 +411,21 @@ macro_rules! staged {
 }
 
 async fn path_create_directory(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res {
-    let p = proxy(c)?;
-    staged!(stage_path(c, &p, path, len, PATH_A));
-    let f = p.path_create_directory;
+    staged!(stage_path(c, path, len, PATH_A));
     adding_entry(c, fd, 0, async |c| {
-        f.call_async(c, (fd, PATH_A as i32, len)).await
+        original!(c, path_create_directory(fd, PATH_A as i32, len))
     })
     .await
 }
 
 async fn path_symlink(c: &mut Ctx<'_>, old: i32, old_len: i32, fd: i32, new: i32, new_len: i32) -> Res {
-    let p = proxy(c)?;
-    staged!(stage_path(c, &p, old, old_len, PATH_A));
-    staged!(stage_path(c, &p, new, new_len, PATH_B));
-    let f = p.path_symlink;
-    let args = (PATH_A as i32, old_len, fd, PATH_B as i32, new_len);
+    staged!(stage_path(c, old, old_len, PATH_A));
+    staged!(stage_path(c, new, new_len, PATH_B));
     adding_entry(c, fd, old_len as u32 as u64, async |c| {
-        f.call_async(c, args).await
+        original!(
+            c,
+            path_symlink(PATH_A as i32, old_len, fd, PATH_B as i32, new_len)
+        )
     })
     .await
 }
@@ -447,29 +441,28 @@ async fn path_link(
     new: i32,
     new_len: i32,
 ) -> Res {
-    let p = proxy(c)?;
-    staged!(stage_path(c, &p, old, old_len, PATH_A));
-    staged!(stage_path(c, &p, new, new_len, PATH_B));
-    let f = p.path_link;
-    let args = (
-        old_fd,
-        flags,
-        PATH_A as i32,
-        old_len,
-        new_fd,
-        PATH_B as i32,
-        new_len,
-    );
-    adding_entry(c, new_fd, 0, async |c| f.call_async(c, args).await).await
+    staged!(stage_path(c, old, old_len, PATH_A));
+    staged!(stage_path(c, new, new_len, PATH_B));
+    adding_entry(c, new_fd, 0, async |c| {
+        original!(
+            c,
+            path_link(
+                old_fd,
+                flags,
+                PATH_A as i32,
+                old_len,
+                new_fd,
+                PATH_B as i32,
+                new_len
+            )
+        )
+    })
+    .await
 }
 
 async fn path_remove_directory(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res {
-    let p = proxy(c)?;
-    staged!(stage_path(c, &p, path, len, PATH_A));
-    let rc = p
-        .path_remove_directory
-        .call_async(&mut *c, (fd, PATH_A as i32, len))
-        .await?;
+    staged!(stage_path(c, path, len, PATH_A));
+    let rc = original!(c, path_remove_directory(fd, PATH_A as i32, len))?;
     if rc == SUCCESS && c.data().fs.dir(fd).is_some() {
         quota(c).release(ENTRY_COST);
     }
@@ -477,13 +470,9 @@ async fn path_remove_directory(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) ->
 }
 
 async fn path_unlink_file(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res {
-    let p = proxy(c)?;
-    let text = staged!(stage_path(c, &p, path, len, PATH_A));
+    let text = staged!(stage_path(c, path, len, PATH_A));
     let before = watched_entry(c, fd, &text);
-    let rc = p
-        .path_unlink_file
-        .call_async(&mut *c, (fd, PATH_A as i32, len))
-        .await?;
+    let rc = original!(c, path_unlink_file(fd, PATH_A as i32, len))?;
     if rc == SUCCESS
         && let Some(md) = before
     {
@@ -501,18 +490,14 @@ async fn path_rename(
     new: i32,
     new_len: i32,
 ) -> Res {
-    let p = proxy(c)?;
-    let old_text = staged!(stage_path(c, &p, old, old_len, PATH_A));
-    let new_text = staged!(stage_path(c, &p, new, new_len, PATH_B));
+    let old_text = staged!(stage_path(c, old, old_len, PATH_A));
+    let new_text = staged!(stage_path(c, new, new_len, PATH_B));
     let source = watched_entry(c, fd, &old_text);
     let target = watched_entry(c, new_fd, &new_text);
-    let rc = p
-        .path_rename
-        .call_async(
-            &mut *c,
-            (fd, PATH_A as i32, old_len, new_fd, PATH_B as i32, new_len),
-        )
-        .await?;
+    let rc = original!(
+        c,
+        path_rename(fd, PATH_A as i32, old_len, new_fd, PATH_B as i32, new_len)
+    )?;
     if rc == SUCCESS
         && let Some(target) = target
         && source.is_none_or(|s| quota::key(&s) != quota::key(&target))
