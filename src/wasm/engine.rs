@@ -56,7 +56,7 @@ pub fn engine_config(metered: bool) -> Config {
 }
 
 /// The compiled interpreter, ready to instantiate many times.
-pub struct Interpreter {
+pub struct CompiledRuntime {
     pub engine: Engine,
     pub pre: InstancePre<GuestState>,
     pub files: RuntimeFiles,
@@ -122,7 +122,7 @@ fn load(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<Module
     }
 }
 
-impl Interpreter {
+impl CompiledRuntime {
     /// Builds the engine, loads (or compiles) the module, links WASI and the door, and starts
     /// the epoch ticker.
     pub fn load(layout: &Layout, files: RuntimeFiles, metered: bool) -> Result<Arc<Self>, EngineError> {
@@ -139,7 +139,7 @@ impl Interpreter {
         door::add_to_linker(&mut linker).map_err(link)?;
         let pre = linker.instantiate_pre(&module).map_err(link)?;
         start_ticker(&engine);
-        Ok(Arc::new(Interpreter {
+        Ok(Arc::new(CompiledRuntime {
             engine,
             pre,
             files,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::engine::{EngineError, Interpreter};
+use super::engine::{CompiledRuntime, EngineError};
 use crate::runtime::{self, Layout, RuntimeError, Stage};
 use crate::sandbox::SandboxError;
 
@@ -17,7 +17,7 @@ use crate::sandbox::SandboxError;
 pub enum State {
     Idle,
     Installing(String),
-    Ready(Arc<Interpreter>),
+    Ready(Arc<CompiledRuntime>),
     Failed(String),
 }
 
@@ -47,10 +47,10 @@ pub fn install_and_load(
     from: Option<&std::path::Path>,
     metered: bool,
     progress: &dyn Fn(Stage),
-) -> Result<Arc<Interpreter>, InstallError> {
+) -> Result<Arc<CompiledRuntime>, InstallError> {
     let files = runtime::install(layout, from, progress)?;
     progress(Stage::Compiling);
-    let interp = Interpreter::load(layout, files, metered)?;
+    let interp = CompiledRuntime::load(layout, files, metered)?;
     // The wheel cache is a convenience: without it the interpreter still works.
     if let Err(e) = crate::wheels::catalog::fetch(layout, &|m| tracing::info!("wheels: {m}")) {
         tracing::warn!("the package cache could not be filled ({e}); install_package will offer less");
@@ -100,7 +100,7 @@ impl RuntimeCell {
     }
 
     /// The interpreter, waiting a little for an installation in progress.
-    pub async fn get(self: &Arc<Self>) -> Result<Arc<Interpreter>, SandboxError> {
+    pub async fn get(self: &Arc<Self>) -> Result<Arc<CompiledRuntime>, SandboxError> {
         if let State::Ready(i) = &*self.tx.borrow() {
             return Ok(i.clone());
         }

@@ -15,7 +15,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use super::door::Inbox;
-use super::engine::Interpreter;
+use super::engine::CompiledRuntime;
 use super::guest_fs::GuestFs;
 use super::memory_budget::{GuestLimiter, MemoryBudget};
 use super::output::{Capture, Captured};
@@ -118,7 +118,7 @@ pub struct Session {
 }
 
 fn wasi_context(
-    interp: &Interpreter,
+    interp: &CompiledRuntime,
     cfg: &SessionConfig,
     stdout: &Capture,
     stderr: &Capture,
@@ -161,7 +161,7 @@ fn wasi_context(
 /// The descriptor table's starting point, in the order `wasi_context` preopens: the
 /// read-only stdlib, mpl-data and site-packages, then the workspace and /tmp, which count
 /// towards the disk quota.
-fn watched_folders(interp: &Interpreter, cfg: &SessionConfig) -> Result<GuestFs, SessionError> {
+fn watched_folders(interp: &CompiledRuntime, cfg: &SessionConfig) -> Result<GuestFs, SessionError> {
     let open = |p: &PathBuf, watched: bool| {
         cap_std::fs::Dir::open_ambient_dir(p, cap_std::ambient_authority())
             .map(|d| (d, watched))
@@ -194,7 +194,7 @@ fn classify(err: wasmtime::Error) -> Ended {
 
 impl Session {
     /// Instantiates a fresh interpreter and runs the prelude in it.
-    pub async fn start(interp: &Arc<Interpreter>, cfg: &SessionConfig) -> Result<Session, SessionError> {
+    pub async fn start(interp: &Arc<CompiledRuntime>, cfg: &SessionConfig) -> Result<Session, SessionError> {
         let t0 = Instant::now();
         let stdout = Capture::new(cfg.output_bytes);
         let stderr = Capture::new(cfg.output_bytes);
