@@ -7,6 +7,7 @@
 
 use wasmtime::{Caller, Extern, Linker};
 
+use super::guest_memory;
 use super::session::GuestState;
 
 /// Largest single message (a big PNG fits; a runaway loop does not).
@@ -31,13 +32,6 @@ impl Inbox {
     }
 }
 
-fn read_u32_range(len: usize, ptr: i32, n: i32) -> Option<std::ops::Range<usize>> {
-    let start = u32::try_from(ptr).ok()? as usize;
-    let n = u32::try_from(n).ok()? as usize;
-    let end = start.checked_add(n)?;
-    (end <= len).then_some(start..end)
-}
-
 pub fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         "host",
@@ -57,24 +51,23 @@ async fn answer(
     out_ptr_ptr: i32,
     out_len_ptr: i32,
 ) -> i32 {
-    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+    let size = guest_memory::size(caller);
+    let Ok(len) = u32::try_from(req_len) else {
         return FAULT;
     };
-    let data = memory.data(&*caller);
-    let Some(req) = read_u32_range(data.len(), req_ptr, req_len) else {
-        return FAULT;
-    };
-    if read_u32_range(data.len(), out_ptr_ptr, 4).is_none()
-        || read_u32_range(data.len(), out_len_ptr, 4).is_none()
+    if guest_memory::range(size, out_ptr_ptr, 4).is_none()
+        || guest_memory::range(size, out_len_ptr, 4).is_none()
     {
         return FAULT;
     }
     let inbox = &caller.data().inbox;
-    if req.len() > MAX_MESSAGE || inbox.bytes + req.len() > MAX_PER_CALL {
+    if len as usize > MAX_MESSAGE || inbox.bytes + len as usize > MAX_PER_CALL {
         caller.data_mut().inbox.dropped += 1;
         return FAULT;
     }
-    let message = data[req].to_vec();
+    let Some(message) = guest_memory::read(caller, req_ptr, len) else {
+        return FAULT;
+    };
     {
         let inbox = &mut caller.data_mut().inbox;
         inbox.bytes += message.len();
@@ -92,18 +85,11 @@ async fn answer(
         Ok(p) if p != 0 => p,
         _ => return FAULT,
     };
-    let data = memory.data_mut(&mut *caller);
-    let Some(dst) = read_u32_range(data.len(), ptr, reply.len() as i32) else {
+    if !guest_memory::write(caller, ptr, reply)
+        || !guest_memory::write_u32(caller, out_ptr_ptr, ptr as u32)
+        || !guest_memory::write_u32(caller, out_len_ptr, reply.len() as u32)
+    {
         return FAULT;
-    };
-    data[dst].copy_from_slice(reply);
-    let (Some(p), Some(l)) = (
-        read_u32_range(data.len(), out_ptr_ptr, 4),
-        read_u32_range(data.len(), out_len_ptr, 4),
-    ) else {
-        return FAULT;
-    };
-    data[p].copy_from_slice(&(ptr as u32).to_le_bytes());
-    data[l].copy_from_slice(&(reply.len() as u32).to_le_bytes());
+    }
     OK
 }

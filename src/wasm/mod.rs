@@ -4,6 +4,7 @@ pub mod door;
 pub mod engine;
 mod files;
 mod guest_fs;
+mod guest_memory;
 pub mod memory_budget;
 pub mod output;
 mod registry;

@@ -9,12 +9,13 @@
 use std::sync::Arc;
 
 use cap_std::fs::{Dir, File};
-use wasmtime::{Caller, Extern, Linker};
+use wasmtime::{Caller, Linker};
 
 use super::errno::{FAULT, IO, MFILE, NAMETOOLONG, NOSPC, SUCCESS};
 use super::scratch::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX};
 use super::{Open, listing, open_twin, read_only_twin, stat};
 use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
+use crate::wasm::guest_memory;
 use crate::wasm::session::GuestState;
 
 type Ctx<'a> = Caller<'a, GuestState>;
@@ -47,23 +48,7 @@ fn quota(c: &Ctx<'_>) -> Arc<DiskQuota> {
 }
 
 fn guest_read(c: &mut Ctx<'_>, ptr: i32, len: usize) -> Option<Vec<u8>> {
-    let Some(Extern::Memory(memory)) = c.get_export("memory") else {
-        return None;
-    };
-    let start = ptr as u32 as usize;
-    memory
-        .data(&*c)
-        .get(start..start.checked_add(len)?)
-        .map(<[u8]>::to_vec)
-}
-
-fn guest_write_u32(c: &mut Ctx<'_>, ptr: i32, value: u32) -> bool {
-    let Some(Extern::Memory(memory)) = c.get_export("memory") else {
-        return false;
-    };
-    memory
-        .write(&mut *c, ptr as u32 as usize, &value.to_le_bytes())
-        .is_ok()
+    guest_memory::read(c, ptr, u32::try_from(len).ok()?)
 }
 
 fn scratch_write(c: &mut Ctx<'_>, at: usize, bytes: &[u8]) -> Result<(), i32> {
@@ -198,7 +183,7 @@ async fn write_pieces(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: O
     if total == 0 && failed != SUCCESS {
         return Ok(failed);
     }
-    if !guest_write_u32(c, out, total as u32) {
+    if !guest_memory::write_u32(c, out, total as u32) {
         return Ok(FAULT);
     }
     Ok(SUCCESS)
@@ -279,12 +264,7 @@ async fn fd_readdir(c: &mut Ctx<'_>, fd: i32, buf: i32, buf_len: i32, cookie: i6
 
 /// Writes `bytes` at `buf` and their count at `used`; EFAULT if either is out of range.
 fn guest_copy_out(c: &mut Ctx<'_>, buf: i32, bytes: &[u8], used: i32) -> i32 {
-    let Some(Extern::Memory(memory)) = c.get_export("memory") else {
-        return FAULT;
-    };
-    if memory.write(&mut *c, buf as u32 as usize, bytes).is_err()
-        || !guest_write_u32(c, used, bytes.len() as u32)
-    {
+    if !guest_memory::write(c, buf, bytes) || !guest_memory::write_u32(c, used, bytes.len() as u32) {
         return FAULT;
     }
     SUCCESS
@@ -354,7 +334,7 @@ async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: Ope
         Some((_, None)) => Err(std::io::ErrorKind::InvalidData.into()),
     };
     let twin = match twin {
-        Ok(t) if guest_write_u32(c, fd_out, fd as u32) => t,
+        Ok(t) if guest_memory::write_u32(c, fd_out, fd as u32) => t,
         Ok(_) | Err(_) => {
             // Without its twin (or its number) the descriptor is of no use: take it back.
             original!(c, fd_close(fd))?;
