@@ -11,6 +11,7 @@ use rmcp::model::{CallToolResult, ContentBlock, Resource};
 
 use super::figures::{Figure, MAX_SIDE};
 use super::outputs::ExecResult;
+use super::reply::size_of;
 use crate::sandbox::paths::{WORKSPACE, WorkspacePath};
 use crate::sandbox::text_cap::head_tail;
 use crate::sandbox::{Execution, Image, PyError};
@@ -59,10 +60,6 @@ impl RawFigure {
 pub struct Shaped {
     pub result: CallToolResult,
     pub overflow: Vec<Overflow>,
-}
-
-fn size_of(r: &CallToolResult) -> usize {
-    serde_json::to_vec(r).map_or(usize::MAX, |v| v.len())
 }
 
 fn b64_len(n: usize) -> usize {

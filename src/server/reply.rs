@@ -24,9 +24,9 @@ pub fn fail(message: impl std::fmt::Display) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.to_string())])
 }
 
-/// Serialized size of a result, as the client will receive it.
-pub fn size_of(r: &CallToolResult) -> usize {
-    serde_json::to_vec(r).map_or(usize::MAX, |v| v.len())
+/// Serialized size of a result (or a part of one), as the client will receive it.
+pub fn size_of<T: Serialize>(v: &T) -> usize {
+    serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
 }
 
 /// Adds a remark to a result after it was built: to the text the model reads and to the

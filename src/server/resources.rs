@@ -133,7 +133,7 @@ impl SandboxServer {
             },
         };
         let result = ReadResourceResult::new(vec![contents]);
-        if serde_json::to_vec(&result).map_or(usize::MAX, |v| v.len()) > budget {
+        if super::reply::size_of(&result) > budget {
             return Err(too_large(size));
         }
         Ok(result)

@@ -378,7 +378,7 @@ impl SandboxServer {
         let mut used = 4096 + path.relative().len() * 2;
         let mut page = Vec::new();
         for e in entries.into_iter().skip(offset) {
-            let cost = serde_json::to_vec(&e).map_or(usize::MAX, |v| v.len()) * 2 + 32;
+            let cost = size_of(&e).saturating_mul(2) + 32;
             if page.len() >= LIST_PAGE || used + cost > budget {
                 break;
             }

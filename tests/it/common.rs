@@ -33,6 +33,20 @@ pub fn ensure_runtime() {
     });
 }
 
+/// A home of its own that shares the installed runtime, compiled module and wheels, for tests
+/// that kill a server: in a shared home, another test's server starting meanwhile would clean
+/// up the killed server's folders before the test could look at them.
+pub fn private_home() -> PathBuf {
+    ensure_runtime();
+    let shared = runtime_home();
+    let home = std::env::temp_dir().join(format!("mcs-home-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&home).expect("create a private home");
+    for d in ["runtime", "cache", "wheels"] {
+        std::os::unix::fs::symlink(shared.join(d), home.join(d)).expect("link the shared runtime");
+    }
+    home
+}
+
 pub struct Server {
     pub client: RunningService<RoleClient, ()>,
     pub home: PathBuf,
@@ -51,7 +65,10 @@ impl Server {
 
     pub async fn start_with(envs: &[(&str, &str)]) -> Server {
         ensure_runtime();
-        let home = runtime_home();
+        let home = envs
+            .iter()
+            .find(|(k, _)| *k == "CODE_SANDBOX_HOME")
+            .map_or_else(runtime_home, |(_, v)| PathBuf::from(v));
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
         cmd.env("CODE_SANDBOX_HOME", &home).env("RUST_LOG", "warn");
         cmd.env_remove("INTERPRETER_TYPE");

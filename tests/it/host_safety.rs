@@ -114,8 +114,11 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
         "shutdown removed the deep tree"
     );
 
-    // kill -9, then the next start cleans up.
-    let s = Server::start().await;
+    // kill -9, then the next start cleans up (in a home of its own, so no other test's
+    // server cleans up first).
+    let home = common::private_home();
+    let envs = [("CODE_SANDBOX_HOME", home.to_str().unwrap())];
+    let s = Server::start_with(&envs).await;
     let id = deep_tree_sandbox(&s, 5_000).await;
     let pid = s.pid.expect("pid");
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
@@ -126,10 +129,11 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(s.workspace(&id).exists(), "the killed server left its folder");
-    let s2 = Server::start().await;
+    let s2 = Server::start_with(&envs).await;
     let other = witness(&s2).await;
     still_sound(&s2, &other, &[&id]).await;
     s2.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
 }
 
 fn process_alive(pid: u32) -> bool {

@@ -135,7 +135,11 @@ async fn a_kill_mid_write_leaves_the_old_file_or_the_new_one_and_the_next_start_
     std::fs::create_dir_all(&uploads).unwrap();
     let big = "N".repeat(24 << 20);
     std::fs::write(uploads.join("data.txt"), &big).unwrap();
-    let envs = [("CODE_SANDBOX_UPLOAD_DIRS", uploads.to_str().unwrap())];
+    let home = common::private_home();
+    let envs = [
+        ("CODE_SANDBOX_UPLOAD_DIRS", uploads.to_str().unwrap()),
+        ("CODE_SANDBOX_HOME", home.to_str().unwrap()),
+    ];
     let mut dead = Vec::new();
     for (round, delay_ms) in [0u64, 10, 40, 120, 300].into_iter().enumerate() {
         let s = Server::start_with(&envs).await;
@@ -170,9 +174,9 @@ async fn a_kill_mid_write_leaves_the_old_file_or_the_new_one_and_the_next_start_
             "round {round}: a partial file of {} bytes",
             now.len()
         );
-        dead.push((ws, scratch_of(&id)));
+        dead.push((ws, home.join("scratch").join(&id)));
     }
-    let s = Server::start().await;
+    let s = Server::start_with(&[("CODE_SANDBOX_HOME", home.to_str().unwrap())]).await;
     let id = s.create().await;
     let (err, v) = s.exec(&id, "1+1").await;
     assert!(!err && v["result"] == "2", "{v}");
@@ -182,10 +186,7 @@ async fn a_kill_mid_write_leaves_the_old_file_or_the_new_one_and_the_next_start_
     }
     s.stop().await;
     let _ = std::fs::remove_dir_all(&uploads);
-}
-
-fn scratch_of(id: &str) -> std::path::PathBuf {
-    common::runtime_home().join("scratch").join(id)
+    let _ = std::fs::remove_dir_all(&home);
 }
 
 #[tokio::test]
