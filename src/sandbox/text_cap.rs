@@ -12,8 +12,6 @@ pub struct HeadTail {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     omitted: u64,
-    /// Bytes pushed since the last [`HeadTail::take`].
-    total: u64,
 }
 
 /// What a capped stream produced.
@@ -31,12 +29,10 @@ impl HeadTail {
             head: Vec::new(),
             tail: VecDeque::new(),
             omitted: 0,
-            total: 0,
         }
     }
 
     pub fn push(&mut self, mut bytes: &[u8]) {
-        self.total += bytes.len() as u64;
         let head_cap = self.cap / 2;
         if self.head.len() < head_cap {
             let k = bytes.len().min(head_cap - self.head.len());
@@ -54,11 +50,6 @@ impl HeadTail {
         self.tail.drain(..overflow);
         self.omitted += overflow as u64;
         self.tail.extend(bytes);
-    }
-
-    /// Bytes pushed since the last take.
-    pub fn written(&self) -> u64 {
-        self.total
     }
 
     /// The last line written so far, or the part of it still kept (at most 200 characters).
@@ -79,7 +70,6 @@ impl HeadTail {
         let mut head = std::mem::take(&mut self.head);
         let mut tail: Vec<u8> = std::mem::take(&mut self.tail).into();
         let mut omitted = std::mem::take(&mut self.omitted);
-        self.total = 0;
         if omitted > 0 {
             // The cuts may fall inside characters: drop the pieces with the rest.
             if let Err(e) = std::str::from_utf8(&head)

@@ -33,11 +33,6 @@ impl Capture {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Bytes written since the last [`Capture::take`].
-    pub fn written(&self) -> u64 {
-        self.lock().written()
-    }
-
     /// The last complete or partial line written so far (at most 200 characters).
     pub fn last_line(&self) -> String {
         self.lock().last_line()
