@@ -178,6 +178,13 @@ impl Settings {
         Duration::from_secs(self.default_timeout_seconds.clamp(1, MAX_TIMEOUT.as_secs()))
     }
 
+    /// The per-call time limit a new sandbox gets: what was asked, else the default, clamped.
+    pub fn sandbox_timeout_seconds(&self, asked: Option<u64>) -> u64 {
+        asked
+            .unwrap_or(self.default_timeout().as_secs())
+            .clamp(1, MAX_TIMEOUT.as_secs())
+    }
+
     /// Host folders `upload_file` may read from, canonicalised so later prefix checks are exact.
     pub fn upload_roots(&self) -> Vec<PathBuf> {
         let sep = if cfg!(windows) { ';' } else { ':' };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use mcp_code_sandbox::config::{Command, MAX_REQUEST_BYTES, Settings};
 use mcp_code_sandbox::runtime::Layout;
 use mcp_code_sandbox::server::{SandboxServer, StdioTransport};
-use mcp_code_sandbox::wasm::runtime_cell::install_and_load;
+use mcp_code_sandbox::wasm::direct::install_and_load;
 use rmcp::ServiceExt;
 use tracing_subscriber::EnvFilter;
 

@@ -17,6 +17,13 @@ pub const ENVD_PORT: u16 = 49983;
 pub const INTERPRETER_PORT: u16 = 49999;
 pub const TEMPLATE: &str = "code-interpreter-v1";
 
+/// What E2B reports of a sandbox's life; anything it does not call paused is running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RemoteState {
+    Running,
+    Paused,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum E2bError {
     #[error("E2B is not configured: {0}")]
@@ -186,7 +193,7 @@ impl Client {
         })
     }
 
-    pub async fn state(&self, id: &str) -> Result<String, E2bError> {
+    pub async fn state(&self, id: &str) -> Result<RemoteState, E2bError> {
         let resp = self
             .control(reqwest::Method::GET, &format!("/sandboxes/{id}"))
             .send()
@@ -197,10 +204,10 @@ impl Client {
             .json()
             .await
             .map_err(|e| E2bError::Protocol(e.to_string()))?;
-        Ok(v.get("state")
-            .and_then(Value::as_str)
-            .unwrap_or("running")
-            .to_string())
+        Ok(match v.get("state").and_then(Value::as_str) {
+            Some("paused") => RemoteState::Paused,
+            _ => RemoteState::Running,
+        })
     }
 
     pub async fn kill(&self, id: &str) -> Result<(), E2bError> {

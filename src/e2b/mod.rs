@@ -4,7 +4,6 @@
 mod client;
 mod stream;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,9 +12,10 @@ use async_trait::async_trait;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-pub use self::client::{Client, E2bError, Remote};
+pub use self::client::{Client, E2bError, Remote, RemoteState};
 use self::stream::Collector;
 use crate::config::{MAX_TIMEOUT, Settings};
+use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
     CreateOptions, ExecOptions, Execution, FileEntry, FileKind, InstallOutcome, Interpreter, LimitKind,
@@ -27,7 +27,7 @@ const LIFETIME_S: u64 = 15 * 60;
 
 impl From<E2bError> for SandboxError {
     fn from(e: E2bError) -> Self {
-        SandboxError::Backend(e.to_string())
+        SandboxError::Backend(Box::new(e))
     }
 }
 
@@ -38,15 +38,10 @@ struct Entry {
     limits: Limits,
 }
 
-struct State {
-    map: HashMap<String, Arc<Entry>>,
-    order: Vec<String>,
-}
-
 pub struct E2bBackend {
     client: Client,
     settings: Arc<Settings>,
-    state: Arc<Mutex<State>>,
+    open: Arc<Mutex<OpenSet<Entry>>>,
 }
 
 impl E2bBackend {
@@ -55,22 +50,17 @@ impl E2bBackend {
         Ok(Arc::new(E2bBackend {
             client,
             settings,
-            state: Arc::new(Mutex::new(State {
-                map: HashMap::new(),
-                order: Vec::new(),
-            })),
+            open: Arc::new(Mutex::new(OpenSet::default())),
         }))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, OpenSet<Entry>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn entry(&self, id: &str) -> Result<Arc<Entry>, SandboxError> {
         self.lock()
-            .map
             .get(id)
-            .cloned()
             .ok_or_else(|| SandboxError::NotFound(id.to_string()))
     }
 
@@ -153,17 +143,14 @@ impl Interpreter for E2bBackend {
     }
 
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
-        if self.lock().map.len() >= self.settings.max_sandboxes {
+        if self.lock().len() >= self.settings.max_sandboxes {
             return Err(SandboxError::Capacity {
                 open: self.settings.max_sandboxes,
             });
         }
         let remote = self.client.create(LIFETIME_S).await?;
         let limits = Limits {
-            timeout_seconds: opts
-                .timeout_seconds
-                .unwrap_or(self.settings.default_timeout().as_secs())
-                .clamp(1, MAX_TIMEOUT.as_secs()),
+            timeout_seconds: self.settings.sandbox_timeout_seconds(opts.timeout_seconds),
             memory_mb: opts.memory_mb.unwrap_or(0),
             disk_bytes: 0,
             output_bytes: self.settings.output_limit_bytes as u64,
@@ -176,9 +163,7 @@ impl Interpreter for E2bBackend {
             executions: AtomicU64::new(0),
             limits: limits.clone(),
         });
-        let mut st = self.lock();
-        st.map.insert(id.clone(), entry);
-        st.order.push(id.clone());
+        self.lock().insert(id.clone(), entry);
         Ok(SandboxInfo {
             sandbox_id: id,
             backend: "e2b".into(),
@@ -190,22 +175,19 @@ impl Interpreter for E2bBackend {
     }
 
     async fn close(&self, id: &str) -> Result<(), SandboxError> {
-        let e = {
-            let mut st = self.lock();
-            st.order.retain(|x| x != id);
-            st.map
-                .remove(id)
-                .ok_or_else(|| SandboxError::NotFound(id.to_string()))?
-        };
+        let e = self
+            .lock()
+            .remove(id)
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
         self.client.kill(&e.remote.id).await?;
         Ok(())
     }
 
     async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
         let e = self.entry(id)?;
-        let state = match self.client.state(&e.remote.id).await?.as_str() {
-            "paused" => SandboxState::Paused,
-            _ => SandboxState::Running,
+        let state = match self.client.state(&e.remote.id).await? {
+            RemoteState::Paused => SandboxState::Paused,
+            RemoteState::Running => SandboxState::Running,
         };
         Ok(SandboxStatus {
             sandbox_id: id.to_string(),
@@ -218,7 +200,7 @@ impl Interpreter for E2bBackend {
     }
 
     async fn list(&self) -> Vec<SandboxStatus> {
-        let ids: Vec<String> = self.lock().order.clone();
+        let ids = self.lock().ids();
         let mut out = Vec::new();
         for id in ids {
             if let Ok(s) = self.status(&id).await {
@@ -229,7 +211,7 @@ impl Interpreter for E2bBackend {
     }
 
     async fn most_recent(&self) -> Option<String> {
-        self.lock().order.last().cloned()
+        self.lock().most_recent()
     }
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
@@ -248,12 +230,12 @@ impl Interpreter for E2bBackend {
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
         // Only plain names reach the remote shell.
         let req =
-            crate::wheels::resolve::parse_request(name).map_err(|e| SandboxError::Package(e.to_string()))?;
+            crate::wheels::resolve::parse_request(name).map_err(|e| SandboxError::Package(Box::new(e)))?;
         let spec = req.to_string();
         if spec.contains(['\'', '"', '`', '$', '\n']) {
-            return Err(SandboxError::Package(format!(
-                "'{name}' is not a plain package name"
-            )));
+            return Err(SandboxError::Package(
+                format!("'{name}' is not a plain package name").into(),
+            ));
         }
         let e = self.entry(id)?;
         self.client.extend(&e.remote.id, LIFETIME_S).await?;
@@ -261,10 +243,9 @@ impl Interpreter for E2bBackend {
         let code = format!("%pip install --disable-pip-version-check '{spec}'");
         let ex = self.run(&e, &code, MAX_TIMEOUT, &ExecOptions::default()).await?;
         if let Some(err) = ex.error {
-            return Err(SandboxError::Package(format!(
-                "pip failed: {}: {}\n{}",
-                err.name, err.value, ex.stderr
-            )));
+            return Err(SandboxError::Package(
+                format!("pip failed: {}: {}\n{}", err.name, err.value, ex.stderr).into(),
+            ));
         }
         let installed: Vec<Package> = ex
             .stdout
@@ -278,10 +259,9 @@ impl Interpreter for E2bBackend {
             })
             .collect();
         if installed.is_empty() && !ex.stdout.contains("Requirement already satisfied") {
-            return Err(SandboxError::Package(format!(
-                "pip did not install '{name}':\n{}{}",
-                ex.stdout, ex.stderr
-            )));
+            return Err(SandboxError::Package(
+                format!("pip did not install '{name}':\n{}{}", ex.stdout, ex.stderr).into(),
+            ));
         }
         Ok(InstallOutcome {
             already_available: installed.is_empty(),
@@ -296,7 +276,7 @@ impl Interpreter for E2bBackend {
     }
 
     async fn shutdown(&self) {
-        let ids: Vec<String> = self.lock().order.clone();
+        let ids = self.lock().ids();
         for id in ids {
             let _ = self.close(&id).await;
         }

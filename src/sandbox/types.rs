@@ -178,6 +178,9 @@ pub struct InstallOutcome {
     pub built_in: Option<Vec<Package>>,
 }
 
+/// Any error, kept with its source chain; a plain message converts into one too.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Errors a tool shows the user; each says what to do next.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -217,16 +220,19 @@ pub enum SandboxError {
     HostDiskLow { wanted: u64 },
     #[error("{0}")]
     Unsupported(String),
-    #[error("{0}")]
-    Package(String),
+    /// An install that could not be done; the message says why and what is available.
+    #[error(transparent)]
+    Package(BoxError),
     #[error("{context}: {source}")]
     Io {
         context: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
-    Backend(String),
+    /// The backend failed (the interpreter would not start, the remote service refused);
+    /// the cause is kept as the source.
+    #[error(transparent)]
+    Backend(BoxError),
     /// The sandbox is closed, but its folder is still on disk (and still counted).
     #[error("{0}")]
     RemovalPending(String),

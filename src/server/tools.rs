@@ -530,7 +530,7 @@ impl SandboxServer {
                 attempt!(
                     tokio::task::spawn_blocking(move || upload::read_allowed(&src, &roots))
                         .await
-                        .map_err(|e| SandboxError::Backend(e.to_string()))
+                        .map_err(|e| SandboxError::Backend(Box::new(e)))
                         .and_then(|r| r)
                 )
             }

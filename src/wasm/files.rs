@@ -225,7 +225,7 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, SandboxError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| SandboxError::Backend(format!("file operation failed: {e}")))?
+        .map_err(|e| SandboxError::Backend(Box::new(e)))?
 }
 
 #[async_trait]

@@ -1,6 +1,5 @@
 //! The open sandboxes of this server: their folders, limits, and interpreters.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,9 +7,10 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::session::Session;
+use super::vm::{MemoryBudget, Session, SessionConfig};
 use crate::disk_quota::DiskQuota;
 use crate::runtime::Layout;
+use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::{Limits, SandboxError, SandboxState, SandboxStatus};
 
 /// Host folders of one sandbox. The workspace is what users see; scratch holds the private
@@ -50,7 +50,29 @@ pub struct Sandbox {
     last_used: Mutex<Instant>,
 }
 
+impl Slot {
+    /// Drops the interpreter for a reason the next call reports with `state_lost`.
+    pub fn reset(&mut self, why: String) {
+        self.session = None;
+        self.lost = true;
+        self.lost_reason = Some(why);
+    }
+}
+
 impl Sandbox {
+    /// The host folders and limits an interpreter of this sandbox gets.
+    pub fn session_config(&self, memory: &Arc<MemoryBudget>) -> SessionConfig {
+        SessionConfig {
+            workspace: self.dirs.workspace.clone(),
+            tmp: self.dirs.tmp.clone(),
+            site_packages: self.dirs.site_packages.clone(),
+            quota: self.quota.clone(),
+            memory_bytes: self.limits.memory_mb << 20,
+            memory_budget: memory.clone(),
+            output_bytes: self.limits.output_bytes as usize,
+        }
+    }
+
     pub fn idle_for(&self) -> std::time::Duration {
         self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
     }
@@ -82,11 +104,9 @@ impl Sandbox {
 }
 
 struct Inner {
-    map: HashMap<String, Arc<Sandbox>>,
+    open: OpenSet<Sandbox>,
     /// Ids closed for sitting idle, so a later call can say why they are gone.
     expired: std::collections::HashSet<String>,
-    /// Ids in creation order, for "the most recent open sandbox".
-    order: Vec<String>,
 }
 
 pub struct Registry {
@@ -154,9 +174,8 @@ impl Registry {
             layout,
             max: max.max(1),
             inner: Mutex::new(Inner {
-                map: HashMap::new(),
+                open: OpenSet::default(),
                 expired: Default::default(),
-                order: Vec::new(),
             }),
             leftovers: Mutex::new(Vec::new()),
         })
@@ -221,9 +240,9 @@ impl Registry {
     pub fn reserve(&self, limits: Limits) -> Result<Arc<Sandbox>, SandboxError> {
         {
             let inner = self.lock();
-            if inner.map.len() >= self.max {
+            if inner.open.len() >= self.max {
                 return Err(SandboxError::Capacity {
-                    open: inner.map.len(),
+                    open: inner.open.len(),
                 });
             }
         }
@@ -271,12 +290,11 @@ impl Registry {
     /// Lists a prepared sandbox, within the capacity (on refusal the sandbox comes back).
     pub fn publish(&self, sb: Arc<Sandbox>) -> Result<(), (SandboxError, Arc<Sandbox>)> {
         let mut inner = self.lock();
-        if inner.map.len() >= self.max {
+        if inner.open.len() >= self.max {
             return Err((SandboxError::Capacity { open: self.max }, sb));
         }
         sb.touch();
-        inner.map.insert(sb.id.clone(), sb.clone());
-        inner.order.push(sb.id.clone());
+        inner.open.insert(sb.id.clone(), sb.clone());
         Ok(())
     }
 
@@ -287,8 +305,8 @@ impl Registry {
 
     pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
         let inner = self.lock();
-        match inner.map.get(id) {
-            Some(sb) => Ok(sb.clone()),
+        match inner.open.get(id) {
+            Some(sb) => Ok(sb),
             None if inner.expired.contains(id) => Err(SandboxError::Expired(id.to_string())),
             None => Err(SandboxError::NotFound(id.to_string())),
         }
@@ -317,7 +335,7 @@ impl Registry {
         };
         for entry in rd.flatten() {
             let id = entry.file_name().to_string_lossy().into_owned();
-            if !id.starts_with("sbx-") || self.lock().map.contains_key(&id) {
+            if !id.starts_with("sbx-") || self.lock().open.contains(&id) {
                 continue;
             }
             let scratch = self.layout.scratch_dir().join(&id);
@@ -347,25 +365,16 @@ impl Registry {
     }
 
     pub fn all(&self) -> Vec<Arc<Sandbox>> {
-        let inner = self.lock();
-        inner
-            .order
-            .iter()
-            .filter_map(|id| inner.map.get(id).cloned())
-            .collect()
+        self.lock().open.all()
     }
 
     pub fn most_recent(&self) -> Option<String> {
-        self.lock().order.last().cloned()
+        self.lock().open.most_recent()
     }
 
     /// Forgets a sandbox and removes its folders (no interpreter running).
     pub fn remove(&self, id: &str) {
-        let sb = {
-            let mut inner = self.lock();
-            inner.order.retain(|x| x != id);
-            inner.map.remove(id)
-        };
+        let sb = self.lock().open.remove(id);
         if let Some(sb) = sb {
             let _ = self.remove_or_keep(&sb.id, sb.dirs.clone(), Some(sb.quota.clone()));
         }
@@ -373,15 +382,11 @@ impl Registry {
 
     /// Stops any running call, drops the interpreter, and deletes the folders.
     pub async fn close(self: &Arc<Self>, id: &str) -> Result<(), SandboxError> {
-        let sb = {
-            let mut inner = self.lock();
-            let sb = inner
-                .map
-                .remove(id)
-                .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
-            inner.order.retain(|x| x != id);
-            sb
-        };
+        let sb = self
+            .lock()
+            .open
+            .remove(id)
+            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
         sb.closing.cancel();
         // Wait for the running call (now cancelled) to let go, then drop its Store.
         let mut slot = sb.slot.lock().await;
@@ -396,11 +401,11 @@ impl Registry {
         let me = self.clone();
         tokio::task::spawn_blocking(move || me.remove_or_keep(&id, dirs, Some(quota)))
             .await
-            .map_err(|e| SandboxError::Backend(format!("removing the sandbox's folders failed: {e}")))?
+            .map_err(|e| SandboxError::Backend(Box::new(e)))?
     }
 
     pub async fn close_all(self: &Arc<Self>) {
-        let ids: Vec<String> = self.lock().order.clone();
+        let ids = self.lock().open.ids();
         for id in ids {
             let _ = self.close(&id).await;
         }

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::session::{Ended, TurnOutput};
+use super::vm::{Ended, TurnOutput};
 use crate::sandbox::{Execution, Image, LimitKind, PyError};
 
 /// A message the guest prelude sent through the door.
@@ -39,6 +39,19 @@ pub enum AfterCall {
     Broken(String),
     /// The turn ended the interpreter (usually the call's time ran out while drawing).
     Ended(Ended),
+}
+
+impl AfterCall {
+    /// Why the interpreter must be reset, in words for the user; `None` when it is healthy.
+    pub fn reset_reason(&self) -> Option<String> {
+        match self {
+            AfterCall::Healthy => None,
+            AfterCall::Ended(why) => Some(format!(
+                "drawing the figures ended the interpreter ({why:?}; usually the call's time limit)"
+            )),
+            AfterCall::Broken(why) => Some(format!("the code broke the interpreter's own machinery ({why})")),
+        }
+    }
 }
 
 /// Reads the after-call turn: it must finish, and its check must find nothing wrong.

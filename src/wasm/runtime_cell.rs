@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::engine::{CompiledRuntime, EngineError};
+use super::vm::{CompiledRuntime, EngineError};
 use crate::runtime::{self, Layout, RuntimeError, Stage};
 use crate::sandbox::SandboxError;
 

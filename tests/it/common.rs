@@ -26,7 +26,7 @@ pub fn ensure_runtime() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let layout = mcp_code_sandbox::runtime::Layout::new(runtime_home());
-        mcp_code_sandbox::wasm::runtime_cell::install_and_load(&layout, None, false, &|s| {
+        mcp_code_sandbox::wasm::direct::install_and_load(&layout, None, false, &|s| {
             eprintln!("runtime: {s}")
         })
         .unwrap_or_else(|e| panic!("the runtime could not be installed: {e}"));
@@ -110,6 +110,29 @@ impl Server {
             .call_json("execute_code", json!({"sandbox_id": sandbox, "code": code}))
             .await;
         (err, v)
+    }
+
+    /// Runs code that must succeed; its structured result.
+    pub async fn run_ok(&self, sandbox: &str, code: &str) -> Value {
+        let (err, v) = self.exec(sandbox, code).await;
+        assert!(!err, "the code failed: {v}");
+        v
+    }
+
+    /// Calls a tool that must succeed; its structured result.
+    pub async fn ok(&self, tool: &str, args: Value) -> Value {
+        let (err, v, text) = self.call_json(tool, args).await;
+        assert!(!err, "{tool} failed: {text}");
+        v
+    }
+
+    /// Installs a package that must install; the structured result.
+    pub async fn install(&self, sandbox: &str, package: &str) -> Value {
+        self.ok(
+            "install_package",
+            json!({"sandbox_id": sandbox, "package_name": package}),
+        )
+        .await
     }
 
     pub async fn create(&self) -> String {

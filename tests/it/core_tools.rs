@@ -45,8 +45,7 @@ async fn state_persists_and_final_expression_is_the_result() {
         v["notes"][0].as_str().unwrap_or("").contains("Created sandbox"),
         "first call reports the new sandbox: {v}"
     );
-    let (err, v) = s.exec(&id, "print(x + 1)").await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, "print(x + 1)").await;
     assert_eq!(v["stdout"], "42\n");
     assert_eq!(v["result"], serde_json::Value::Null);
     let r = s.call("execute_code", json!({"code": "x + 1"})).await;
@@ -65,16 +64,14 @@ async fn state_persists_and_final_expression_is_the_result() {
 async fn numpy_and_pandas_import() {
     let s = Server::start().await;
     let id = s.create().await;
-    let (err, v) = s
-        .exec(
+    let v = s
+        .run_ok(
             &id,
             "import numpy as np\nimport pandas as pd\nint(np.arange(5).sum())",
         )
         .await;
-    assert!(!err, "{v}");
     assert_eq!(v["result"], "10");
-    let (err, v) = s.exec(&id, "pd.DataFrame({'a': [1, 2], 'b': [3, 4]})").await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, "pd.DataFrame({'a': [1, 2], 'b': [3, 4]})").await;
     let table = v["result"].as_str().unwrap();
     assert!(
         table.contains('a') && table.contains('b') && table.contains('4'),
@@ -102,8 +99,7 @@ async fn exceptions_are_structured_and_keep_state() {
     assert!(tb.contains("Traceback") && tb.contains("in f"), "{tb}");
     assert!(text_of(&r).contains("ZeroDivisionError"));
     assert_eq!(v["state_lost"], false);
-    let (err, v) = s.exec(&id, "keep").await;
-    assert!(!err);
+    let v = s.run_ok(&id, "keep").await;
     assert_eq!(v["result"], "'kept'");
     let (err, v) = s.exec(&id, "def broken(:\n  pass").await;
     assert!(err);
@@ -121,8 +117,7 @@ async fn two_sandboxes_are_kept_apart() {
     let (err, v) = s.exec(&b, "secret").await;
     assert!(err);
     assert_eq!(v["error"]["name"], "NameError");
-    let (err, v) = s.exec(&b, "import os\nos.path.exists('mine.txt')").await;
-    assert!(!err);
+    let v = s.run_ok(&b, "import os\nos.path.exists('mine.txt')").await;
     assert_eq!(v["result"], "False");
     let (_, v, _) = s.call_json("list_files", json!({"sandbox_id": b})).await;
     assert_eq!(v["entries"], json!([]));
@@ -133,19 +128,15 @@ async fn two_sandboxes_are_kept_apart() {
 async fn files_flow_both_ways() {
     let s = Server::start().await;
     let id = s.create().await;
-    let (err, v, text) = s
-        .call_json(
+    let v = s
+        .ok(
             "write_file",
             json!({"sandbox_id": id, "file_path": "data/in.csv", "content": "a,b\n1,2\n3,4\n"}),
         )
         .await;
-    assert!(!err, "{text}");
     assert_eq!(v["bytes_written"], 12);
     assert_eq!(v["path"], "data/in.csv");
-    let (err, v) = s
-        .exec(&id, "import pandas as pd\ndf = pd.read_csv('data/in.csv')\ndf.to_csv('/home/user/out.csv', index=False)\nint(df['b'].sum())")
-        .await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, "import pandas as pd\ndf = pd.read_csv('data/in.csv')\ndf.to_csv('/home/user/out.csv', index=False)\nint(df['b'].sum())").await;
     assert_eq!(v["result"], "6");
     let (err, v, _) = s
         .call_json("read_file", json!({"sandbox_id": id, "file_path": "out.csv"}))
@@ -210,8 +201,7 @@ async fn bad_arguments_and_missing_things_are_tool_errors() {
         .await;
     assert!(err);
     // The server is still fine.
-    let (err, v) = s.exec(&id, "1+1").await;
-    assert!(!err);
+    let v = s.run_ok(&id, "1+1").await;
     assert_eq!(v["result"], "2");
     s.stop().await;
 }
@@ -288,13 +278,7 @@ async fn status_reports_one_or_all() {
 async fn install_package_answers_clearly() {
     let s = Server::start().await;
     let id = s.create().await;
-    let (err, v, text) = s
-        .call_json(
-            "install_package",
-            json!({"sandbox_id": id, "package_name": "tabulate"}),
-        )
-        .await;
-    assert!(!err, "{text}");
+    let v = s.install(&id, "tabulate").await;
     assert_eq!(v["already_available"], true);
     let (err, _, text) = s
         .call_json(
@@ -327,8 +311,7 @@ walked = sum(len(files) for _, _, files in os.walk('.'))
 (len(names), sorted(names)[:2], kinds['sub'], kinds['f0001.txt'], kinds['link'], walked,
  'python315.zip' in os.listdir('/usr/local/lib'), os.listdir('big/sub'), round(took, 3))
 "#;
-    let (err, v) = s.exec(&id, code).await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, code).await;
     let r = v["result"].as_str().unwrap();
     assert!(
         r.starts_with("(3002, ['f0000.txt', 'f0001.txt'], (True, False, False), (False, True, False), (False, False, True), 3001, True, [], "),

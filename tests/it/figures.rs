@@ -65,10 +65,7 @@ async fn plots_come_back_as_png_images() {
     assert_eq!(r.structured_content.as_ref().unwrap()["result"], "0");
 
     // Saving to a file works too, and the file is readable from the host.
-    let (err, v) = s
-        .exec(&id, "plt.figure(); plt.plot([3, 1]); plt.savefig('chart.png'); plt.close('all')\nimport os\nos.path.getsize('chart.png') > 1000")
-        .await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, "plt.figure(); plt.plot([3, 1]); plt.savefig('chart.png'); plt.close('all')\nimport os\nos.path.getsize('chart.png') > 1000").await;
     assert_eq!(v["result"], "True");
     assert_eq!(v["images"], 0, "a closed figure is not sent");
     let r = s

@@ -108,8 +108,7 @@ async fn host_tools_refuse_escapes() {
         );
         assert!(!s.home.join("escaped.txt").exists());
     }
-    let (err, v) = s.exec(&id, "1+1").await;
-    assert!(!err);
+    let v = s.run_ok(&id, "1+1").await;
     assert_eq!(v["result"], "2");
     s.stop().await;
 }
@@ -125,8 +124,7 @@ async fn no_network_no_host_environment_stdin_is_eof() {
         )
         .await;
     assert!(err, "{v}");
-    let (err, v) = s.exec(&id, "import os\nsorted(os.environ)").await;
-    assert!(!err);
+    let v = s.run_ok(&id, "import os\nsorted(os.environ)").await;
     let env = v["result"].as_str().unwrap();
     assert!(
         !env.contains("HOST_SECRET_FOR_TEST") && !env.contains("'PATH'"),
@@ -135,8 +133,7 @@ async fn no_network_no_host_environment_stdin_is_eof() {
     let (err, v) = s.exec(&id, "input()").await;
     assert!(err);
     assert_eq!(v["error"]["name"], "EOFError");
-    let (err, v) = s.exec(&id, "import sys\nsys.stdin.read()").await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, "import sys\nsys.stdin.read()").await;
     assert_eq!(v["result"], "''");
     for code in [
         "import subprocess\nsubprocess.run(['ls'])",
@@ -155,15 +152,13 @@ async fn guest_output_that_looks_like_protocol_is_just_output() {
     let s = Server::start().await;
     let id = s.create().await;
     let msg = r#"{"jsonrpc":"2.0","id":1,"result":{"hacked":true}}"#;
-    let (err, v) = s.exec(&id, &format!("print('{msg}')")).await;
-    assert!(!err);
+    let v = s.run_ok(&id, &format!("print('{msg}')")).await;
     assert_eq!(v["stdout"], format!("{msg}\n"));
     let (err, v) = s.exec(&id, "import os\nos._exit(7)").await;
     assert!(err);
     assert_eq!(v["state_lost"], true);
     assert_eq!(v["error"]["name"], "SystemExit");
-    let (err, v) = s.exec(&id, "1+1").await;
-    assert!(!err);
+    let v = s.run_ok(&id, "1+1").await;
     assert_eq!(v["result"], "2");
     s.stop().await;
 }
@@ -176,13 +171,12 @@ async fn upload_reads_only_allowed_host_folders() {
     std::fs::write(outside.join("secret.txt"), "secret").unwrap();
     let s = Server::start_with(&[("CODE_SANDBOX_UPLOAD_DIRS", allowed.to_str().unwrap())]).await;
     let id = s.create().await;
-    let (err, v, text) = s
-        .call_json(
+    let v = s
+        .ok(
             "upload_file",
             json!({"sandbox_id": id, "source_path": allowed.join("data.csv").to_str().unwrap()}),
         )
         .await;
-    assert!(!err, "{text}");
     assert_eq!(v["path"], "data.csv");
     assert_eq!(v["bytes_written"], 8);
     let (err, _, text) = s
@@ -251,22 +245,20 @@ async fn a_fifo_or_a_folder_given_to_read_file_is_a_quick_error() {
 async fn a_host_write_to_a_hard_linked_file_leaves_the_other_name_alone() {
     let s = Server::start().await;
     let id = s.create().await;
-    let (err, v) = s
-        .exec(
-            &id,
-            "import os\nopen('a.txt', 'w').write('original')\nos.link('a.txt', 'b.txt')",
-        )
-        .await;
-    assert!(!err, "{v}");
-    let (err, _, text) = s
-        .call_json(
+    s.run_ok(
+        &id,
+        "import os\nopen('a.txt', 'w').write('original')\nos.link('a.txt', 'b.txt')",
+    )
+    .await;
+    let _ = s
+        .ok(
             "write_file",
             json!({"sandbox_id": id, "file_path": "a.txt", "content": "replaced"}),
         )
         .await;
-    assert!(!err, "{text}");
-    let (err, v) = s.exec(&id, "(open('a.txt').read(), open('b.txt').read())").await;
-    assert!(!err, "{v}");
+    let v = s
+        .run_ok(&id, "(open('a.txt').read(), open('b.txt').read())")
+        .await;
     assert_eq!(v["result"], "('replaced', 'original')");
     s.stop().await;
 }

@@ -25,8 +25,7 @@ async fn busy_loop_is_stopped_at_the_timeout_and_the_next_call_starts_fresh() {
     assert!(text_of(&r).contains("reset"));
     let (_, v, _) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
     assert_eq!(v["state"], "reset");
-    let (err, v) = s.exec(&id, "1+1").await;
-    assert!(!err);
+    let v = s.run_ok(&id, "1+1").await;
     assert_eq!(v["result"], "2");
     assert_eq!(v["state_lost"], true, "the first call after a reset says so");
     let (err, v) = s.exec(&id, "before").await;
@@ -49,8 +48,7 @@ async fn sleeping_is_stopped_at_the_timeout() {
         .into_pair();
     assert!(err);
     assert_eq!(v["limit"], "timeout");
-    let (err, v) = s.exec(&id, "1+1").await;
-    assert!(!err);
+    let v = s.run_ok(&id, "1+1").await;
     assert_eq!(v["result"], "2");
     s.stop().await;
 }
@@ -70,8 +68,7 @@ async fn memory_bomb_is_a_memory_error_and_the_session_survives() {
         .await;
     assert!(err);
     assert_eq!(v["error"]["name"], "MemoryError");
-    let (err, v) = s.exec(&id, "del grow\nsurvivor").await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, "del grow\nsurvivor").await;
     assert_eq!(v["result"], "'yes'");
     s.stop().await;
 }
@@ -100,13 +97,9 @@ async fn output_flood_keeps_head_and_tail() {
     // The whole capture (itself capped at about 1 MiB, head and tail) is saved beside it.
     let saved = v["saved_files"][0].as_str().expect("saved stdout").to_string();
     assert!(saved.ends_with("/stdout.txt"), "{saved}");
-    let (err, v) = s
-        .exec(&id, &format!("t = open('{saved}').read()\n(len(t) > 1_000_000, 'bytes omitted' in t, t.endswith('THE END\\n'))"))
-        .await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, &format!("t = open('{saved}').read()\n(len(t) > 1_000_000, 'bytes omitted' in t, t.endswith('THE END\\n'))")).await;
     assert_eq!(v["result"], "(True, True, True)");
-    let (err, v) = s.exec(&id, "'still here'").await;
-    assert!(!err);
+    let v = s.run_ok(&id, "'still here'").await;
     assert_eq!(v["state_lost"], false);
     s.stop().await;
 }

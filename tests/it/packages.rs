@@ -93,21 +93,9 @@ fn wheel_dir() -> PathBuf {
 async fn real_cache_installs_with_dependencies_and_knows_built_ins() {
     let s = Server::start().await;
     let id = s.create().await;
-    let (err, v, text) = s
-        .call_json(
-            "install_package",
-            json!({"sandbox_id": id, "package_name": "tabulate"}),
-        )
-        .await;
-    assert!(!err, "{text}");
+    let v = s.install(&id, "tabulate").await;
     assert_eq!(v["already_available"], true, "tabulate ships with the runtime");
-    let (err, v, text) = s
-        .call_json(
-            "install_package",
-            json!({"sandbox_id": id, "package_name": "Rich"}),
-        )
-        .await;
-    assert!(!err, "{text}");
+    let v = s.install(&id, "Rich").await;
     let names: Vec<&str> = v["installed"]
         .as_array()
         .unwrap()
@@ -117,10 +105,7 @@ async fn real_cache_installs_with_dependencies_and_knows_built_ins() {
     for dep in ["rich", "pygments", "markdown-it-py", "mdurl"] {
         assert!(names.contains(&dep), "{dep} missing from {names:?}");
     }
-    let (err, v) = s
-        .exec(&id, "from rich.console import Console\nc = Console(width=40, record=True)\nc.print('[bold]hi[/bold] there')\nc.export_text()")
-        .await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, "from rich.console import Console\nc = Console(width=40, record=True)\nc.print('[bold]hi[/bold] there')\nc.export_text()").await;
     assert!(v["result"].as_str().unwrap().contains("hi there"), "{v}");
     let (_, v, _) = s
         .call_json(
@@ -163,8 +148,8 @@ async fn installs_count_against_the_disk_quota() {
         )
         .await;
     assert!(!err, "a small package still fits: {text}");
-    let (err, v) = s.exec(&id, "import colorama\ncolorama.__name__").await;
-    assert!(!err, "{v}");
+    let v = s.run_ok(&id, "import colorama\ncolorama.__name__").await;
+    assert_eq!(v["result"], "'colorama'");
     let (_, v, _) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
     assert!(
         v["disk_bytes"].as_u64().unwrap() > 50_000,
@@ -196,13 +181,7 @@ async fn custom_wheels_resolve_and_refuse_clearly() {
 
     s.exec(&id, "try:\n    import goodpkg\nexcept ImportError:\n    pass")
         .await;
-    let (err, v, text) = s
-        .call_json(
-            "install_package",
-            json!({"sandbox_id": id, "package_name": "goodpkg"}),
-        )
-        .await;
-    assert!(!err, "{text}");
+    let v = s.install(&id, "goodpkg").await;
     assert_eq!(
         v["installed"],
         json!([{"name": "goodpkg", "version": "1.2.0"}, {"name": "gooddep", "version": "1.1"}])
@@ -303,8 +282,7 @@ async fn malicious_wheels_are_refused_whole() {
     }
     assert!(!s.home.join("scratch").join(&id).join("escape.py").exists());
     assert!(!std::path::Path::new("/tmp/escape-abs.py").exists());
-    let (err, v) = s.exec(&id, "1+1").await;
-    assert!(!err);
+    let v = s.run_ok(&id, "1+1").await;
     assert_eq!(v["result"], "2");
     s.stop().await;
 }
@@ -320,20 +298,13 @@ async fn a_guest_cannot_plant_links_where_packages_go() {
         )
         .await;
     assert!(err, "site-packages is read-only to the guest: {v}");
-    let (err, _, text) = s
-        .call_json(
-            "install_package",
-            json!({"sandbox_id": id, "package_name": "colorama"}),
-        )
-        .await;
-    assert!(!err, "{text}");
-    let (err, v) = s
-        .exec(
+    let _ = s.install(&id, "colorama").await;
+    let v = s
+        .run_ok(
             &id,
             "import colorama, os\n(colorama.__file__, sorted(os.listdir('/home/user')))",
         )
         .await;
-    assert!(!err, "{v}");
     assert_eq!(
         v["result"], "('/usr/local/site-packages/colorama/__init__.py', [])",
         "installed in place, nothing written through to the workspace"

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mcp_code_sandbox::runtime::Layout;
-use mcp_code_sandbox::wasm::runtime_cell::install_and_load;
-use mcp_code_sandbox::wasm::session::{Session, SessionConfig};
+use mcp_code_sandbox::wasm::direct::install_and_load;
+use mcp_code_sandbox::wasm::direct::{MemoryBudget, Session, SessionConfig};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
@@ -112,7 +112,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         site_packages: scratch.join("site"),
         quota: std::sync::Arc::new(mcp_code_sandbox::disk_quota::DiskQuota::new(1 << 30)),
         memory_bytes: 1 << 30,
-        memory_budget: mcp_code_sandbox::wasm::memory_budget::MemoryBudget::new(u64::MAX),
+        memory_budget: MemoryBudget::new(u64::MAX),
         output_bytes: 1 << 20,
     };
     for d in [&cfg.workspace, &cfg.tmp, &cfg.site_packages] {

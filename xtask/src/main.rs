@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use mcp_code_sandbox::config::Settings;
 use mcp_code_sandbox::runtime::{Layout, Stage};
-use mcp_code_sandbox::wasm::runtime_cell::install_and_load;
+use mcp_code_sandbox::wasm::direct::install_and_load;
 
 #[derive(Parser)]
 struct Cli {

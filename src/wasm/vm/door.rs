@@ -8,7 +8,6 @@
 use wasmtime::{Caller, Extern, Linker};
 
 use super::guest_memory;
-use super::session::GuestState;
 
 /// Largest single message (a big PNG fits; a runaway loop does not).
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -32,20 +31,27 @@ impl Inbox {
     }
 }
 
-pub fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+/// Where the door finds its inbox in the Store's data (a projection, as wasmtime-wasi's own
+/// linker functions take), so this module depends on nothing of the Store's data type.
+pub type Project<T> = for<'a> fn(&'a mut T) -> &'a mut Inbox;
+
+pub fn add_to_linker<T: Send + 'static>(linker: &mut Linker<T>, inbox: Project<T>) -> wasmtime::Result<()> {
     linker.func_wrap_async(
         "host",
         "call",
-        |mut caller: Caller<'_, GuestState>,
-         (req_ptr, req_len, out_ptr_ptr, out_len_ptr): (i32, i32, i32, i32)| {
-            Box::new(async move { answer(&mut caller, req_ptr, req_len, out_ptr_ptr, out_len_ptr).await })
+        move |mut caller: Caller<'_, T>,
+              (req_ptr, req_len, out_ptr_ptr, out_len_ptr): (i32, i32, i32, i32)| {
+            Box::new(
+                async move { answer(&mut caller, inbox, req_ptr, req_len, out_ptr_ptr, out_len_ptr).await },
+            )
         },
     )?;
     Ok(())
 }
 
-async fn answer(
-    caller: &mut Caller<'_, GuestState>,
+async fn answer<T: Send>(
+    caller: &mut Caller<'_, T>,
+    inbox_of: Project<T>,
     req_ptr: i32,
     req_len: i32,
     out_ptr_ptr: i32,
@@ -60,16 +66,16 @@ async fn answer(
     {
         return FAULT;
     }
-    let inbox = &caller.data().inbox;
+    let inbox = inbox_of(caller.data_mut());
     if len as usize > MAX_MESSAGE || inbox.bytes + len as usize > MAX_PER_CALL {
-        caller.data_mut().inbox.dropped += 1;
+        inbox.dropped += 1;
         return FAULT;
     }
     let Some(message) = guest_memory::read(caller, req_ptr, len) else {
         return FAULT;
     };
     {
-        let inbox = &mut caller.data_mut().inbox;
+        let inbox = inbox_of(caller.data_mut());
         inbox.bytes += message.len();
         inbox.messages.push(message);
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstancePre, Linker, Module};
 
-use super::session::GuestState;
+use super::state::GuestState;
 use super::{door, guest_fs};
 use crate::runtime::{Layout, RuntimeFiles};
 
@@ -130,13 +130,10 @@ impl CompiledRuntime {
             Engine::new(&engine_config(metered)).map_err(|e| EngineError::Engine(format!("{e:#}")))?;
         let module = load(&engine, layout, &files)?;
         let link = |e: wasmtime::Error| EngineError::Link(format!("{e:#}"));
-        let wasi = |linker: &mut Linker<GuestState>| {
-            wasmtime_wasi::p1::add_to_linker_async(linker, |s: &mut GuestState| &mut s.wasi)
-        };
         let mut linker: Linker<GuestState> = Linker::new(&engine);
-        wasi(&mut linker).map_err(link)?;
-        guest_fs::shadow::add_to_linker(&mut linker).map_err(link)?;
-        door::add_to_linker(&mut linker).map_err(link)?;
+        wasmtime_wasi::p1::add_to_linker_async(&mut linker, GuestState::wasi).map_err(link)?;
+        guest_fs::shadow::add_to_linker(&mut linker, GuestState::wasi_and_fs).map_err(link)?;
+        door::add_to_linker(&mut linker, GuestState::inbox).map_err(link)?;
         let pre = linker.instantiate_pre(&module).map_err(link)?;
         start_ticker(&engine);
         Ok(Arc::new(CompiledRuntime {

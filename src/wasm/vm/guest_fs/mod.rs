@@ -201,3 +201,6 @@ pub fn open_twin(dir: &Dir, path: &str, follow: bool) -> std::io::Result<Open> {
     }
     Ok(Open::File(Arc::new(file)))
 }
+
+#[cfg(test)]
+mod tests;

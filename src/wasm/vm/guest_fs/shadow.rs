@@ -10,15 +10,36 @@ use std::sync::Arc;
 
 use cap_std::fs::{Dir, File};
 use wasmtime::{Caller, Linker};
+use wasmtime_wasi::p1::WasiP1Ctx;
 
+use super::GuestFs;
 use super::errno::{FAULT, IO, MFILE, NAMETOOLONG, NOSPC, SUCCESS};
 use super::scratch::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX};
 use super::{Open, listing, open_twin, read_only_twin, stat};
 use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
-use crate::wasm::guest_memory;
-use crate::wasm::session::GuestState;
+use crate::wasm::vm::guest_memory;
 
-type Ctx<'a> = Caller<'a, GuestState>;
+/// Where the shadows find their parts in the Store's data: a projection, as wasmtime-wasi's
+/// own `add_to_linker_async(linker, |s| &mut s.wasi)` takes, so this module needs nothing of
+/// the Store's data type and can be tested with a bare WASI context.
+pub type Project<T> = for<'a> fn(&'a mut T) -> (&'a mut WasiP1Ctx, &'a mut GuestFs);
+
+/// One shadow call's view of the Store: the guest's memory through the caller, our state and
+/// wasmtime-wasi's through the projection.
+struct Ctx<'a, 'c, T: 'static> {
+    caller: &'a mut Caller<'c, T>,
+    project: Project<T>,
+}
+
+impl<'c, T: 'static> Ctx<'_, 'c, T> {
+    fn fs(&mut self) -> &mut GuestFs {
+        (self.project)(self.caller.data_mut()).1
+    }
+
+    fn caller(&mut self) -> &mut Caller<'c, T> {
+        self.caller
+    }
+}
 type Res = wasmtime::Result<i32>;
 
 const MODULE: &str = "wasi_snapshot_preview1";
@@ -30,41 +51,58 @@ const O_TRUNC: i32 = 8;
 /// Calls wasmtime-wasi's own function on the sandbox's WASI context, with the host scratch
 /// buffer as its memory: every pointer argument is an offset into that buffer.
 /// (`sync` for the few wasmtime-wasi generates as plain functions.)
+///
+/// Like wiggle's own linker glue, it first grants the context the Store's host-call fuel:
+/// wasmtime-wasi charges each copy out of guest memory against it and answers ENOMEM when it
+/// runs out, so a run of shadowed calls with no unshadowed one between them would otherwise
+/// fail for no reason of the guest's.
 macro_rules! original {
     ($c:expr, sync $f:ident($($arg:expr),* $(,)?)) => {{
-        let GuestState { wasi, fs, .. } = $c.data_mut();
-        let mut memory = wiggle::GuestMemory::Unshared(fs.scratch.bytes_mut());
+        let (wasi, mut memory) = original_parts($c);
         wasmtime_wasi::p1::wasi_snapshot_preview1::$f(wasi, &mut memory, $($arg),*)
     }};
     ($c:expr, $f:ident($($arg:expr),* $(,)?)) => {{
-        let GuestState { wasi, fs, .. } = $c.data_mut();
-        let mut memory = wiggle::GuestMemory::Unshared(fs.scratch.bytes_mut());
+        let (wasi, mut memory) = original_parts($c);
         wasmtime_wasi::p1::wasi_snapshot_preview1::$f(wasi, &mut memory, $($arg),*).await
     }};
 }
 
-fn quota(c: &Ctx<'_>) -> Arc<DiskQuota> {
-    c.data().fs.quota().clone()
+fn original_parts<'a, T: 'static>(c: &'a mut Ctx<'_, '_, T>) -> (&'a mut WasiP1Ctx, wiggle::GuestMemory<'a>) {
+    use wasmtime::AsContextMut;
+    use wasmtime_wasi::p1::wasi_snapshot_preview1::WasiSnapshotPreview1;
+    let fuel = c.caller.as_context_mut().hostcall_fuel();
+    let (wasi, fs) = (c.project)(c.caller.data_mut());
+    wasi.set_hostcall_fuel(fuel);
+    (wasi, wiggle::GuestMemory::Unshared(fs.scratch.bytes_mut()))
 }
 
-fn guest_read(c: &mut Ctx<'_>, ptr: i32, len: usize) -> Option<Vec<u8>> {
-    guest_memory::read(c, ptr, u32::try_from(len).ok()?)
+fn quota<T: Send>(c: &mut Ctx<'_, '_, T>) -> Arc<DiskQuota> {
+    c.fs().quota().clone()
 }
 
-fn scratch_write(c: &mut Ctx<'_>, at: usize, bytes: &[u8]) -> Result<(), i32> {
-    if c.data_mut().fs.scratch.write(at, bytes) {
+fn guest_read<T: Send>(c: &mut Ctx<'_, '_, T>, ptr: i32, len: usize) -> Option<Vec<u8>> {
+    guest_memory::read(c.caller(), ptr, u32::try_from(len).ok()?)
+}
+
+fn scratch_write<T: Send>(c: &mut Ctx<'_, '_, T>, at: usize, bytes: &[u8]) -> Result<(), i32> {
+    if c.fs().scratch.write(at, bytes) {
         Ok(())
     } else {
         Err(FAULT)
     }
 }
 
-fn scratch_out(c: &Ctx<'_>) -> u32 {
-    c.data().fs.scratch.u32_at(OUT)
+fn scratch_out<T: Send>(c: &mut Ctx<'_, '_, T>) -> u32 {
+    c.fs().scratch.u32_at(OUT)
 }
 
 /// Copies a guest path into the scratch buffer at `slot`; its text when it is UTF-8.
-fn stage_path(c: &mut Ctx<'_>, ptr: i32, len: i32, slot: usize) -> Result<Option<String>, i32> {
+fn stage_path<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
+    ptr: i32,
+    len: i32,
+    slot: usize,
+) -> Result<Option<String>, i32> {
     let len = len as u32 as usize;
     if len > PATH_MAX {
         return Err(NAMETOOLONG);
@@ -75,7 +113,7 @@ fn stage_path(c: &mut Ctx<'_>, ptr: i32, len: i32, slot: usize) -> Result<Option
 }
 
 /// The (pointer, length) pairs of a guest `iovec` array.
-fn guest_iovecs(c: &mut Ctx<'_>, iovs: i32, count: i32) -> Option<Vec<(u32, u32)>> {
+fn guest_iovecs<T: Send>(c: &mut Ctx<'_, '_, T>, iovs: i32, count: i32) -> Option<Vec<(u32, u32)>> {
     let raw = guest_read(c, iovs, (count as u32 as usize).checked_mul(8)?)?;
     Some(
         raw.chunks_exact(8)
@@ -100,7 +138,11 @@ struct Growth {
 impl Growth {
     /// Reserves what the write could add at most (`bound` of the file's current size); `None`
     /// when that does not fit.
-    fn begin(c: &Ctx<'_>, file: Arc<File>, bound: impl FnOnce(u64) -> u64) -> Option<Growth> {
+    fn begin<T: Send>(
+        c: &mut Ctx<'_, '_, T>,
+        file: Arc<File>,
+        bound: impl FnOnce(u64) -> u64,
+    ) -> Option<Growth> {
         let quota = quota(c);
         let before = file.metadata().map(|m| m.len()).unwrap_or(0);
         let reserved = bound(before);
@@ -121,11 +163,18 @@ impl Growth {
 }
 
 /// `fd_write` (no offset: at the file position) and `fd_pwrite` (at `offset`), piece by piece.
-async fn write_pieces(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: Option<u64>, out: i32) -> Res {
+async fn write_pieces<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
+    fd: i32,
+    iovs: i32,
+    count: i32,
+    offset: Option<u64>,
+    out: i32,
+) -> Res {
     let Some(list) = guest_iovecs(c, iovs, count) else {
         return Ok(FAULT);
     };
-    let file = c.data().fs.file(fd);
+    let file = c.fs().file(fd);
     let mut total: u64 = 0;
     let mut failed = SUCCESS;
     'all: for (ptr, len) in list {
@@ -183,17 +232,17 @@ async fn write_pieces(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: O
     if total == 0 && failed != SUCCESS {
         return Ok(failed);
     }
-    if !guest_memory::write_u32(c, out, total as u32) {
+    if !guest_memory::write_u32(c.caller(), out, total as u32) {
         return Ok(FAULT);
     }
     Ok(SUCCESS)
 }
 
 /// The file position of `fd` (0 if it has none).
-async fn tell(c: &mut Ctx<'_>, fd: i32) -> wasmtime::Result<u64> {
+async fn tell<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32) -> wasmtime::Result<u64> {
     let rc = original!(c, sync fd_tell(fd, OUT as i32))?;
     Ok(if rc == SUCCESS {
-        c.data().fs.scratch.u64_at(OUT)
+        c.fs().scratch.u64_at(OUT)
     } else {
         0
     })
@@ -206,8 +255,8 @@ fn iovec(ptr: usize, len: usize) -> [u8; 8] {
     b
 }
 
-async fn fd_filestat_set_size(c: &mut Ctx<'_>, fd: i32, size: i64) -> Res {
-    let growth = match c.data().fs.file(fd) {
+async fn fd_filestat_set_size<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, size: i64) -> Res {
+    let growth = match c.fs().file(fd) {
         None => None,
         Some(f) => match Growth::begin(c, f, |before| (size as u64).saturating_sub(before)) {
             Some(g) => Some(g),
@@ -221,27 +270,34 @@ async fn fd_filestat_set_size(c: &mut Ctx<'_>, fd: i32, size: i64) -> Res {
     rc
 }
 
-async fn fd_close(c: &mut Ctx<'_>, fd: i32) -> Res {
+async fn fd_close<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32) -> Res {
     let rc = original!(c, fd_close(fd))?;
     if rc == SUCCESS
-        && let Some(twin) = c.data_mut().fs.remove(fd)
+        && let Some(twin) = c.fs().remove(fd)
     {
-        c.data().fs.forget(twin);
+        c.fs().forget(twin);
     }
     Ok(rc)
 }
 
-async fn fd_renumber(c: &mut Ctx<'_>, from: i32, to: i32) -> Res {
+async fn fd_renumber<T: Send>(c: &mut Ctx<'_, '_, T>, from: i32, to: i32) -> Res {
     let rc = original!(c, fd_renumber(from, to))?;
     if rc == SUCCESS {
-        c.data_mut().fs.renumber(from, to);
+        c.fs().renumber(from, to);
     }
     Ok(rc)
 }
 
-async fn fd_readdir(c: &mut Ctx<'_>, fd: i32, buf: i32, buf_len: i32, cookie: i64, used: i32) -> Res {
+async fn fd_readdir<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
+    fd: i32,
+    buf: i32,
+    buf_len: i32,
+    cookie: i64,
+    used: i32,
+) -> Res {
     let cap = buf_len as u32 as usize;
-    let Some(dir) = c.data().fs.listable(fd) else {
+    let Some(dir) = c.fs().listable(fd) else {
         // Not a folder we hold: the original answers (EBADF, ENOTDIR).
         let rc = original!(
             c,
@@ -251,10 +307,10 @@ async fn fd_readdir(c: &mut Ctx<'_>, fd: i32, buf: i32, buf_len: i32, cookie: i6
             return Ok(rc);
         }
         let n = (scratch_out(c) as usize).min(CHUNK);
-        let bytes = c.data().fs.scratch.read(DATA, n).to_vec();
+        let bytes = c.fs().scratch.read(DATA, n).to_vec();
         return Ok(guest_copy_out(c, buf, &bytes, used));
     };
-    let entries = match c.data_mut().fs.listings.get(fd as u32, &dir, cookie as u64) {
+    let entries = match c.fs().listings.get(fd as u32, &dir, cookie as u64) {
         Ok(e) => e,
         Err(_) => return Ok(IO),
     };
@@ -263,8 +319,10 @@ async fn fd_readdir(c: &mut Ctx<'_>, fd: i32, buf: i32, buf_len: i32, cookie: i6
 }
 
 /// Writes `bytes` at `buf` and their count at `used`; EFAULT if either is out of range.
-fn guest_copy_out(c: &mut Ctx<'_>, buf: i32, bytes: &[u8], used: i32) -> i32 {
-    if !guest_memory::write(c, buf, bytes) || !guest_memory::write_u32(c, used, bytes.len() as u32) {
+fn guest_copy_out<T: Send>(c: &mut Ctx<'_, '_, T>, buf: i32, bytes: &[u8], used: i32) -> i32 {
+    if !guest_memory::write(c.caller(), buf, bytes)
+        || !guest_memory::write_u32(c.caller(), used, bytes.len() as u32)
+    {
         return FAULT;
     }
     SUCCESS
@@ -279,15 +337,22 @@ struct OpenFlags {
     fdflags: i32,
 }
 
-async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: OpenFlags, fd_out: i32) -> Res {
-    if c.data().fs.is_full() {
+async fn path_open<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
+    dirfd: i32,
+    path: i32,
+    path_len: i32,
+    f: OpenFlags,
+    fd_out: i32,
+) -> Res {
+    if c.fs().is_full() {
         return Ok(MFILE);
     }
     let text = match stage_path(c, path, path_len, PATH_A) {
         Ok(t) => t,
         Err(e) => return Ok(e),
     };
-    let watched = c.data().fs.dir(dirfd).map(|d| (d, text.clone()));
+    let watched = c.fs().dir(dirfd).map(|d| (d, text.clone()));
     let follow = f.dirflags & LOOKUP_SYMLINK_FOLLOW != 0;
     // Only a create or a truncate changes what counts; plain opens skip the extra lookup.
     let before = match &watched {
@@ -325,7 +390,7 @@ async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: Ope
     let twin = match &watched {
         // A folder opened to be listed gets a twin for fd_readdir. Only those: every import
         // opens files in the read-only trees, and they need no lookup of their own.
-        None => Ok(match (c.data().fs.listable(dirfd), &text) {
+        None => Ok(match (c.fs().listable(dirfd), &text) {
             (Some(dir), Some(path)) if f.oflags & O_DIRECTORY != 0 => read_only_twin(&dir, path, follow),
             _ => Open::Unwatched,
         }),
@@ -334,7 +399,7 @@ async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: Ope
         Some((_, None)) => Err(std::io::ErrorKind::InvalidData.into()),
     };
     let twin = match twin {
-        Ok(t) if guest_memory::write_u32(c, fd_out, fd as u32) => t,
+        Ok(t) if guest_memory::write_u32(c.caller(), fd_out, fd as u32) => t,
         Ok(_) | Err(_) => {
             // Without its twin (or its number) the descriptor is of no use: take it back.
             original!(c, fd_close(fd))?;
@@ -349,18 +414,18 @@ async fn path_open(c: &mut Ctx<'_>, dirfd: i32, path: i32, path_len: i32, f: Ope
         let now = file.metadata().map(|m| m.len()).unwrap_or(0);
         quota.settle(0, i128::from(now) - i128::from(old.len()));
     }
-    c.data_mut().fs.insert(fd, twin);
+    c.fs().insert(fd, twin);
     Ok(SUCCESS)
 }
 
 /// Runs a call that adds one name (plus `extra` bytes) under folder `fd`, if it is watched.
-async fn adding_entry(
-    c: &mut Ctx<'_>,
+async fn adding_entry<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
     fd: i32,
     extra: u64,
-    call: impl AsyncFnOnce(&mut Ctx<'_>) -> Res,
+    call: impl AsyncFnOnce(&mut Ctx<'_, '_, T>) -> Res,
 ) -> Res {
-    if c.data().fs.dir(fd).is_none() {
+    if c.fs().dir(fd).is_none() {
         return call(c).await;
     }
     let quota = quota(c);
@@ -376,8 +441,12 @@ async fn adding_entry(
 }
 
 /// The metadata of `path` under watched folder `fd`, before a call removes or replaces it.
-fn watched_entry(c: &Ctx<'_>, fd: i32, path: &Option<String>) -> Option<cap_std::fs::Metadata> {
-    let dir: Arc<Dir> = c.data().fs.dir(fd)?;
+fn watched_entry<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
+    fd: i32,
+    path: &Option<String>,
+) -> Option<cap_std::fs::Metadata> {
+    let dir: Arc<Dir> = c.fs().dir(fd)?;
     stat(&dir, path.as_deref()?, false)
 }
 
@@ -390,7 +459,7 @@ macro_rules! staged {
     };
 }
 
-async fn path_create_directory(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res {
+async fn path_create_directory<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i32, len: i32) -> Res {
     staged!(stage_path(c, path, len, PATH_A));
     adding_entry(c, fd, 0, async |c| {
         original!(c, path_create_directory(fd, PATH_A as i32, len))
@@ -398,7 +467,14 @@ async fn path_create_directory(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) ->
     .await
 }
 
-async fn path_symlink(c: &mut Ctx<'_>, old: i32, old_len: i32, fd: i32, new: i32, new_len: i32) -> Res {
+async fn path_symlink<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
+    old: i32,
+    old_len: i32,
+    fd: i32,
+    new: i32,
+    new_len: i32,
+) -> Res {
     staged!(stage_path(c, old, old_len, PATH_A));
     staged!(stage_path(c, new, new_len, PATH_B));
     adding_entry(c, fd, old_len as u32 as u64, async |c| {
@@ -411,8 +487,8 @@ async fn path_symlink(c: &mut Ctx<'_>, old: i32, old_len: i32, fd: i32, new: i32
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn path_link(
-    c: &mut Ctx<'_>,
+async fn path_link<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
     old_fd: i32,
     flags: i32,
     old: i32,
@@ -440,16 +516,16 @@ async fn path_link(
     .await
 }
 
-async fn path_remove_directory(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res {
+async fn path_remove_directory<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i32, len: i32) -> Res {
     staged!(stage_path(c, path, len, PATH_A));
     let rc = original!(c, path_remove_directory(fd, PATH_A as i32, len))?;
-    if rc == SUCCESS && c.data().fs.dir(fd).is_some() {
+    if rc == SUCCESS && c.fs().dir(fd).is_some() {
         quota(c).release(ENTRY_COST);
     }
     Ok(rc)
 }
 
-async fn path_unlink_file(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res {
+async fn path_unlink_file<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i32, len: i32) -> Res {
     let text = staged!(stage_path(c, path, len, PATH_A));
     let before = watched_entry(c, fd, &text);
     let rc = original!(c, path_unlink_file(fd, PATH_A as i32, len))?;
@@ -461,8 +537,8 @@ async fn path_unlink_file(c: &mut Ctx<'_>, fd: i32, path: i32, len: i32) -> Res 
     Ok(rc)
 }
 
-async fn path_rename(
-    c: &mut Ctx<'_>,
+async fn path_rename<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
     fd: i32,
     old: i32,
     old_len: i32,
@@ -490,24 +566,31 @@ async fn path_rename(
 
 /// Registers `$f` under `$name`, unpacking the wasm parameters into its arguments.
 macro_rules! shadow {
-    ($linker:expr, $name:literal, $f:ident($($arg:ident: $ty:ty),*)) => {
-        $linker.func_wrap_async(MODULE, $name, |mut c: Ctx<'_>, ($($arg,)*): ($($ty,)*)| {
-            Box::new(async move { $f(&mut c, $($arg),*).await })
+    ($linker:expr, $project:expr, $name:literal, $f:ident($($arg:ident: $ty:ty),*)) => {
+        $linker.func_wrap_async(MODULE, $name, move |mut caller: Caller<'_, T>, ($($arg,)*): ($($ty,)*)| {
+            Box::new(async move { $f(&mut Ctx { caller: &mut caller, project: $project }, $($arg),*).await })
         })?
     };
 }
 
-async fn fd_write(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, out: i32) -> Res {
+async fn fd_write<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, iovs: i32, count: i32, out: i32) -> Res {
     write_pieces(c, fd, iovs, count, None, out).await
 }
 
-async fn fd_pwrite(c: &mut Ctx<'_>, fd: i32, iovs: i32, count: i32, offset: i64, out: i32) -> Res {
+async fn fd_pwrite<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
+    fd: i32,
+    iovs: i32,
+    count: i32,
+    offset: i64,
+    out: i32,
+) -> Res {
     write_pieces(c, fd, iovs, count, Some(offset as u64), out).await
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn path_open_flat(
-    c: &mut Ctx<'_>,
+async fn path_open_flat<T: Send>(
+    c: &mut Ctx<'_, '_, T>,
     dirfd: i32,
     dirflags: i32,
     path: i32,
@@ -529,28 +612,39 @@ async fn path_open_flat(
 }
 
 /// Puts the shadows in place of wasmtime-wasi's functions in `linker`.
-pub fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+pub fn add_to_linker<T: Send + 'static>(linker: &mut Linker<T>, project: Project<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    shadow!(linker, "fd_write", fd_write(fd: i32, iovs: i32, n: i32, out: i32));
-    shadow!(linker, "fd_pwrite", fd_pwrite(fd: i32, iovs: i32, n: i32, offset: i64, out: i32));
-    shadow!(linker, "fd_filestat_set_size", fd_filestat_set_size(fd: i32, size: i64));
-    shadow!(linker, "fd_readdir", fd_readdir(fd: i32, buf: i32, len: i32, cookie: i64, used: i32));
-    shadow!(linker, "fd_close", fd_close(fd: i32));
-    shadow!(linker, "fd_renumber", fd_renumber(from: i32, to: i32));
     shadow!(
-        linker,
+linker, project, "fd_write", fd_write(fd: i32, iovs: i32, n: i32, out: i32));
+    shadow!(
+linker, project, "fd_pwrite", fd_pwrite(fd: i32, iovs: i32, n: i32, offset: i64, out: i32));
+    shadow!(
+linker, project, "fd_filestat_set_size", fd_filestat_set_size(fd: i32, size: i64));
+    shadow!(
+linker, project, "fd_readdir", fd_readdir(fd: i32, buf: i32, len: i32, cookie: i64, used: i32));
+    shadow!(
+linker, project, "fd_close", fd_close(fd: i32));
+    shadow!(
+linker, project, "fd_renumber", fd_renumber(from: i32, to: i32));
+    shadow!(
+        linker, project,
         "path_open",
         path_open_flat(d: i32, df: i32, p: i32, l: i32, of: i32, rb: i64, ri: i64, ff: i32, out: i32)
     );
-    shadow!(linker, "path_create_directory", path_create_directory(fd: i32, p: i32, l: i32));
-    shadow!(linker, "path_remove_directory", path_remove_directory(fd: i32, p: i32, l: i32));
-    shadow!(linker, "path_unlink_file", path_unlink_file(fd: i32, p: i32, l: i32));
     shadow!(
-        linker,
+linker, project, "path_create_directory", path_create_directory(fd: i32, p: i32, l: i32));
+    shadow!(
+linker, project, "path_remove_directory", path_remove_directory(fd: i32, p: i32, l: i32));
+    shadow!(
+linker, project, "path_unlink_file", path_unlink_file(fd: i32, p: i32, l: i32));
+    shadow!(
+        linker, project,
         "path_link",
         path_link(ofd: i32, f: i32, o: i32, ol: i32, nfd: i32, n: i32, nl: i32)
     );
-    shadow!(linker, "path_symlink", path_symlink(o: i32, ol: i32, fd: i32, n: i32, nl: i32));
-    shadow!(linker, "path_rename", path_rename(fd: i32, o: i32, ol: i32, nfd: i32, n: i32, nl: i32));
+    shadow!(
+linker, project, "path_symlink", path_symlink(o: i32, ol: i32, fd: i32, n: i32, nl: i32));
+    shadow!(
+linker, project, "path_rename", path_rename(fd: i32, o: i32, ol: i32, nfd: i32, n: i32, nl: i32));
     Ok(())
 }

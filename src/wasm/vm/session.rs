@@ -19,6 +19,7 @@ use super::engine::CompiledRuntime;
 use super::guest_fs::GuestFs;
 use super::memory_budget::{GuestLimiter, MemoryBudget};
 use super::output::{Capture, Captured};
+use super::state::GuestState;
 use crate::disk_quota::DiskQuota;
 
 // Guest paths. The workspace (the working folder and HOME) is the one every tool names.
@@ -26,16 +27,7 @@ use crate::sandbox::paths::WORKSPACE;
 const STDLIB_DIR: &str = "/usr/local/lib";
 pub const SITE_PACKAGES: &str = "/usr/local/site-packages";
 
-const PRELUDE: &str = include_str!("../../runtime/guest/prelude.py");
-
-/// What a Store carries for the host functions.
-pub struct GuestState {
-    pub wasi: WasiP1Ctx,
-    pub fs: GuestFs,
-    limits: GuestLimiter,
-    pub inbox: Inbox,
-    deadline: Instant,
-}
+const PRELUDE: &str = include_str!("../../../runtime/guest/prelude.py");
 
 /// Host folders and limits for one interpreter.
 #[derive(Clone, Debug)]

@@ -1,0 +1,266 @@
+//! The local backend behind the two traits: creating, listing and closing sandboxes, and
+//! handing calls and installs to the parts that do them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::files::WasmFiles;
+use super::registry::Registry;
+use super::runtime_cell::RuntimeCell;
+use super::spare::Spare;
+use super::vm::{self, MemoryBudget, Session, WASM32_MAX_BYTES};
+use super::{call, housekeeping};
+use crate::config::Settings;
+use crate::runtime::Layout;
+use crate::sandbox::{
+    CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits, SandboxError, SandboxFiles,
+    SandboxInfo, SandboxStatus,
+};
+
+const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
+/// Smallest memory limit that still starts the interpreter (its image alone is 40 MiB).
+const MIN_MEMORY_MB: u64 = 64;
+
+pub struct WasmBackend {
+    settings: Arc<Settings>,
+    spare: Spare,
+    /// Bounds the calls running code at once, across sandboxes.
+    calls: Arc<tokio::sync::Semaphore>,
+    runtime: Arc<RuntimeCell>,
+    registry: Arc<Registry>,
+    files: WasmFiles,
+    /// Guest memory of all sandboxes together.
+    memory: Arc<MemoryBudget>,
+}
+
+impl WasmBackend {
+    /// Sets up the backend and starts installing the runtime in the background.
+    pub fn new(settings: Arc<Settings>) -> Result<Self, SandboxError> {
+        let layout = Layout::new(settings.home_dir());
+        let registry = Arc::new(Registry::new(layout.clone(), settings.max_sandboxes)?);
+        registry.clean_leftovers();
+        let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0);
+        runtime.start();
+        housekeeping::start(
+            &registry,
+            (settings.idle_seconds > 0).then(|| Duration::from_secs(settings.idle_seconds)),
+        );
+        let total = settings
+            .total_memory_mb
+            .map_or_else(vm::half_of_machine, |mb| mb.saturating_mul(1 << 20));
+        tracing::info!("guest memory budget for all sandboxes: {} MiB", total >> 20);
+        let backend = WasmBackend {
+            memory: MemoryBudget::new(total),
+            spare: Spare::default(),
+            calls: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_calls.max(1))),
+            files: WasmFiles::new(registry.clone()),
+            settings,
+            runtime,
+            registry,
+        };
+        backend.warm_spare();
+        Ok(backend)
+    }
+
+    /// Starts a spare interpreter with the default limits in the background.
+    fn warm_spare(&self) {
+        let (limits, _) = self.limits(&CreateOptions::default());
+        self.spare
+            .warm(&self.runtime, &self.registry, limits, &self.memory);
+    }
+
+    /// The pinned cache, then the user's own folder of wheels.
+    fn wheel_dirs(&self) -> Vec<std::path::PathBuf> {
+        let mut dirs = vec![Layout::new(self.settings.home_dir()).wheels_dir()];
+        dirs.extend(self.settings.wheel_dir.clone());
+        dirs
+    }
+
+    /// The limits a new sandbox really gets, and notes on what was clamped.
+    fn limits(&self, opts: &CreateOptions) -> (Limits, Vec<String>) {
+        let mut notes = Vec::new();
+        let asked = opts.memory_mb.unwrap_or(self.settings.default_memory_mb);
+        let budget_mb = self.memory.limit() >> 20;
+        let most = (WASM32_MAX_BYTES >> 20).min(budget_mb).max(MIN_MEMORY_MB);
+        let memory_mb = asked.clamp(MIN_MEMORY_MB, most);
+        if memory_mb != asked {
+            let why = if asked < MIN_MEMORY_MB {
+                format!("the smallest that runs the interpreter is {MIN_MEMORY_MB} MiB")
+            } else if most == WASM32_MAX_BYTES >> 20 {
+                "32-bit WebAssembly addresses at most 4096 MiB".to_string()
+            } else {
+                format!("all sandboxes together may hold {budget_mb} MiB (CODE_SANDBOX_TOTAL_MEMORY_MB)")
+            };
+            notes.push(format!("memory_mb {asked} was clamped to {memory_mb}: {why}."));
+        }
+        let limits = Limits {
+            timeout_seconds: self.settings.sandbox_timeout_seconds(opts.timeout_seconds),
+            memory_mb,
+            disk_bytes: self.settings.disk_mb.saturating_mul(1 << 20),
+            output_bytes: self.settings.output_limit_bytes as u64,
+            fuel_per_call: (self.settings.fuel_per_call > 0).then_some(self.settings.fuel_per_call),
+        };
+        (limits, notes)
+    }
+}
+
+#[async_trait]
+impl Interpreter for WasmBackend {
+    fn backend(&self) -> &'static str {
+        "wasm"
+    }
+
+    async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
+        let interp = self.runtime.get().await?;
+        let (limits, notes) = self.limits(&opts);
+        let id = match self.spare.take(&limits).await {
+            Some(sb) => {
+                let id = sb.id.clone();
+                if let Err((e, sb)) = self.registry.publish(sb) {
+                    self.spare.put_back(sb).await;
+                    return Err(e);
+                }
+                id
+            }
+            None => {
+                let sb = self.registry.reserve(limits.clone())?;
+                match Session::start(&interp, &sb.session_config(&self.memory)).await {
+                    Ok(session) => sb.slot.lock().await.session = Some(session),
+                    Err(e) => {
+                        self.registry.remove(&sb.id);
+                        return Err(SandboxError::Backend(Box::new(e)));
+                    }
+                }
+                sb.id.clone()
+            }
+        };
+        self.warm_spare();
+        Ok(SandboxInfo {
+            sandbox_id: id,
+            backend: "wasm".into(),
+            python_version: interp.files.python_version.clone(),
+            workspace: crate::sandbox::paths::WORKSPACE.into(),
+            limits,
+            notes,
+        })
+    }
+
+    async fn close(&self, id: &str) -> Result<(), SandboxError> {
+        self.registry.close(id).await
+    }
+
+    async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
+        let sb = self.registry.get(id)?;
+        Ok(sb.status().await)
+    }
+
+    async fn list(&self) -> Vec<SandboxStatus> {
+        let mut out = Vec::new();
+        for sb in self.registry.all() {
+            out.push(sb.status().await);
+        }
+        out
+    }
+
+    async fn most_recent(&self) -> Option<String> {
+        self.registry.most_recent()
+    }
+
+    async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
+        let sb = self.registry.get(id)?;
+        let interp = self.runtime.get().await?;
+        let _permit = self.calls.clone().try_acquire_owned().map_err(|_| {
+            SandboxError::CallCapacity(format!(
+                "{} calls are already running code, the most allowed; wait for one to finish (or raise CODE_SANDBOX_MAX_CONCURRENT_CALLS)",
+                self.settings.max_concurrent_calls
+            ))
+        })?;
+        call::execute(&sb, &interp, &self.memory, code, opts).await
+    }
+
+    async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
+        let interp = self.runtime.get().await?;
+        let wheel_dirs = self.wheel_dirs();
+        let pkg = |(name, version): (String, String)| crate::sandbox::Package { name, version };
+        if name.trim() == "?" {
+            return Ok(InstallOutcome {
+                installed: Vec::new(),
+                already_available: false,
+                available: Some(
+                    crate::wheels::install::available(&wheel_dirs)
+                        .into_iter()
+                        .map(pkg)
+                        .collect(),
+                ),
+                built_in: Some(interp.files.packages.iter().cloned().map(pkg).collect()),
+            });
+        }
+        let sb = self.registry.get(id)?;
+        // Holding the interpreter's lock keeps installs and runs in one sandbox in order.
+        let mut slot = sb.slot.lock().await;
+        if sb.closing.is_cancelled() {
+            // Closed while this install waited: nothing may land in its folders.
+            return Err(SandboxError::NotFound(sb.id.clone()));
+        }
+        let request = name.to_string();
+        let runtime_packages = interp.files.packages.clone();
+        let python = interp.files.python_version.clone();
+        let dirs = sb.dirs.clone();
+        let quota = sb.quota.clone();
+        let outcome = tokio::task::spawn_blocking(move || {
+            crate::wheels::install::install(
+                &request,
+                &crate::wheels::install::Target {
+                    python: &python,
+                    wheel_dirs: &wheel_dirs,
+                    runtime: &runtime_packages,
+                    site_packages: &dirs.site_packages,
+                    scratch: &dirs.scratch,
+                    quota: &quota,
+                },
+            )
+        })
+        .await
+        .map_err(|e| SandboxError::Backend(Box::new(e)))?
+        .map_err(|e| SandboxError::Package(Box::new(e)))?;
+        if !outcome.installed.is_empty()
+            && let Some(session) = slot.session.as_mut()
+        {
+            // Import finders cache folder listings: make the new packages visible at once.
+            session
+                .turn(
+                    INVALIDATE_CACHES,
+                    Duration::from_secs(10),
+                    None,
+                    &CancellationToken::new(),
+                )
+                .await;
+        }
+        drop(slot);
+        Ok(InstallOutcome {
+            installed: outcome.installed.into_iter().map(pkg).collect(),
+            already_available: outcome.already_available,
+            available: None,
+            built_in: None,
+        })
+    }
+
+    fn files(&self) -> &dyn SandboxFiles {
+        &self.files
+    }
+
+    async fn shutdown(&self) {
+        self.spare.stop(&self.registry).await;
+        self.registry.close_all().await;
+        let registry = self.registry.clone();
+        let left = tokio::task::spawn_blocking(move || registry.retry_leftovers())
+            .await
+            .unwrap_or(0);
+        if left > 0 {
+            tracing::warn!("{left} sandbox folder(s) could not be removed; the next start tries again");
+        }
+    }
+}

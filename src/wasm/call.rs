@@ -1,0 +1,253 @@
+//! One `execute_code` call in a sandbox, from its interpreter lock to its result: the code's
+//! turn, the after-call turn (figures and the health check), progress, and what to do with
+//! an interpreter the call left broken.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::registry::{Sandbox, Slot};
+use super::results::{self, AfterCall};
+use super::vm::{CompiledRuntime, MemoryBudget, Session, TurnOutput};
+use crate::config::MAX_TIMEOUT;
+use crate::sandbox::{ExecOptions, Execution, LimitKind, ProgressFn, SandboxError};
+
+/// The after-call hook, as the spare's warm-up runs it (a call passes the time it has left).
+pub const AFTER_CALL: &str = "__code_sandbox_after__()";
+/// Past the call's own time, what figure drawing may take before the interpreter is stopped
+/// (the guest stops starting new figures at the call's deadline itself).
+const DRAWING_GRACE: Duration = Duration::from_secs(1);
+/// How often a long call reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// What a running call must undo however it ends (finished, failed, or its future dropped):
+/// the sandbox's busy mark and the helper tasks watching it. A call dropped while the guest
+/// ran leaves the interpreter mid-turn, so the sandbox is marked for a fresh one.
+#[derive(Default)]
+struct CallGuard {
+    busy: Option<Arc<Sandbox>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Set once the guest's turns are over.
+    done: bool,
+}
+
+impl CallGuard {
+    fn mark_busy(&mut self, sb: &Arc<Sandbox>) {
+        sb.busy.store(true, Ordering::SeqCst);
+        self.busy = Some(sb.clone());
+    }
+
+    fn finish(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        if let Some(sb) = self.busy.take() {
+            if !self.done {
+                sb.abandoned.store(true, Ordering::SeqCst);
+            }
+            sb.busy.store(false, Ordering::SeqCst);
+        }
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Runs `code` in `sb`, starting a fresh interpreter first when the last one is gone.
+pub async fn execute(
+    sb: &Arc<Sandbox>,
+    interp: &Arc<CompiledRuntime>,
+    memory: &Arc<MemoryBudget>,
+    code: &str,
+    opts: ExecOptions,
+) -> Result<Execution, SandboxError> {
+    let timeout = opts
+        .timeout
+        .unwrap_or(Duration::from_secs(sb.limits.timeout_seconds))
+        .clamp(Duration::from_millis(100), MAX_TIMEOUT);
+    let mut call = CallGuard::default();
+    let stop = stop_token(&mut call, opts.cancel.clone(), sb.closing.clone());
+    let mut slot = sb.slot.lock().await;
+    if sb.closing.is_cancelled() {
+        // Closed while this call waited for the interpreter.
+        return Err(SandboxError::NotFound(sb.id.clone()));
+    }
+    if sb.abandoned.swap(false, Ordering::SeqCst) {
+        slot.reset("the previous call was abandoned while its code ran".into());
+    }
+    let fresh = ensure_session(&mut slot, sb, interp, memory).await?;
+    let Some(session) = slot.session.as_mut() else {
+        return Err(SandboxError::Backend(
+            "the interpreter could not be started".into(),
+        ));
+    };
+    call.mark_busy(sb);
+    if let Some(report) = opts.progress.clone() {
+        call.tasks.push(report_progress(session, report));
+    }
+    let fuel = sb.limits.fuel_per_call;
+    let started = Instant::now();
+    let mut out = session.turn(code, timeout, fuel, &stop).await;
+    let mut after_call = AfterCall::Healthy;
+    if out.status.is_ok() {
+        let after = run_after_call(session, timeout.saturating_sub(started.elapsed()), fuel, &stop).await;
+        after_call = results::after_call(&after);
+        out.absorb_after_call(after);
+    }
+    call.finish();
+    let ended = out.status.is_err();
+    let mut ex = results::execution(out, fresh, timeout.as_secs_f64());
+    if let Some(why) = after_call.reset_reason() {
+        ex.state_lost = true;
+        ex.notes.push(format!(
+            "The interpreter was reset because {why}: variables and imports are gone, files in the workspace remain. The next call starts in a fresh interpreter."
+        ));
+        slot.reset(why);
+    } else if ended {
+        slot.session = None;
+        slot.lost = true;
+    } else if ex.limit == Some(LimitKind::Memory) && !still_usable(session, fuel, &stop).await {
+        slot.session = None;
+        ex.state_lost = true;
+        ex.notes.push(
+            "Memory stayed full after the MemoryError, so the interpreter was reset: variables are gone, files remain. Use less memory, or create a sandbox with a larger memory_mb.".into(),
+        );
+    }
+    if sb.closing.is_cancelled() {
+        ex.notes
+            .retain(|n| !n.contains("files in the workspace remain") && !n.contains("The next call"));
+        ex.notes.push(format!(
+            "Sandbox {} was closed during this call: its interpreter and its files are gone.",
+            sb.id
+        ));
+    }
+    sb.executions.fetch_add(1, Ordering::SeqCst);
+    sb.touch();
+    Ok(ex)
+}
+
+/// One token that stops the guest when the client cancels the call or the sandbox closes.
+fn stop_token(
+    call: &mut CallGuard,
+    cancel: Option<CancellationToken>,
+    closing: CancellationToken,
+) -> CancellationToken {
+    let cancel = cancel.unwrap_or_default();
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    call.tasks.push(tokio::spawn(async move {
+        tokio::select! {
+            _ = cancel.cancelled() => s.cancel(),
+            _ = closing.cancelled() => s.cancel(),
+        }
+    }));
+    stop
+}
+
+/// Starts an interpreter when the slot has none. When the last one was lost, returns
+/// `Some(why)` so the result can say the state is fresh.
+async fn ensure_session(
+    slot: &mut Slot,
+    sb: &Sandbox,
+    interp: &Arc<CompiledRuntime>,
+    memory: &Arc<MemoryBudget>,
+) -> Result<Option<Option<String>>, SandboxError> {
+    if slot.session.is_some() {
+        return Ok(None);
+    }
+    let session = Session::start(interp, &sb.session_config(memory))
+        .await
+        .map_err(|e| SandboxError::Backend(Box::new(e)))?;
+    slot.session = Some(session);
+    Ok(std::mem::take(&mut slot.lost).then(|| slot.lost_reason.take()))
+}
+
+fn report_progress(session: &Session, report: ProgressFn) -> tokio::task::JoinHandle<()> {
+    let (stdout, _) = session.live_output();
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        loop {
+            tick.tick().await;
+            report(started.elapsed().as_secs_f64(), stdout.last_line());
+        }
+    })
+}
+
+/// Figures the code left open come back as images (and are closed), drawn within what is
+/// left of the call's time; then the interpreter checks its own machinery. A statement, not
+/// an expression, so a replaced displayhook echoes nothing.
+async fn run_after_call(
+    session: &mut Session,
+    left: Duration,
+    fuel: Option<u64>,
+    stop: &CancellationToken,
+) -> TurnOutput {
+    let code = format!("if True: __code_sandbox_after__({:.3})", left.as_secs_f64());
+    session.turn(&code, left + DRAWING_GRACE, fuel, stop).await
+}
+
+/// Live objects may hold every byte after a MemoryError, leaving no room even to parse
+/// `del x`: if a trivial turn cannot run, the interpreter is of no more use.
+async fn still_usable(session: &mut Session, fuel: Option<u64>, stop: &CancellationToken) -> bool {
+    session
+        .turn("None", Duration::from_secs(5), fuel, stop)
+        .await
+        .status
+        == Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Layout;
+    use crate::sandbox::Limits;
+    use crate::wasm::registry::Registry;
+
+    #[tokio::test]
+    async fn a_dropped_call_clears_busy_stops_its_tasks_and_marks_the_interpreter() {
+        let home = std::env::temp_dir().join(format!("callguard-{}", uuid::Uuid::new_v4().simple()));
+        let registry = Registry::new(Layout::new(&home), 2).unwrap();
+        let sb = registry
+            .prepare(Limits {
+                timeout_seconds: 30,
+                memory_mb: 256,
+                disk_bytes: 1 << 20,
+                output_bytes: 1 << 20,
+                fuel_per_call: None,
+            })
+            .unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let mut call = CallGuard::default();
+        call.mark_busy(&sb);
+        call.tasks.push(tokio::spawn(async move {
+            let _keep = tx;
+            std::future::pending::<()>().await;
+        }));
+        assert!(sb.busy.load(Ordering::SeqCst));
+        drop(call);
+        assert!(!sb.busy.load(Ordering::SeqCst), "busy is cleared");
+        assert!(
+            sb.abandoned.load(Ordering::SeqCst),
+            "the interpreter is marked for a reset"
+        );
+        assert!(rx.await.is_err(), "the helper task was stopped");
+
+        sb.abandoned.store(false, Ordering::SeqCst);
+        let mut call = CallGuard::default();
+        call.mark_busy(&sb);
+        call.finish();
+        assert!(!sb.busy.load(Ordering::SeqCst));
+        assert!(
+            !sb.abandoned.load(Ordering::SeqCst),
+            "a finished call marks nothing"
+        );
+        registry.discard(&sb);
+        let _ = std::fs::remove_dir_all(&home);
+    }
+}

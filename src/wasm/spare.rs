@@ -1,0 +1,90 @@
+//! The spare: one sandbox whose interpreter is already started, so `create_sandbox` answers
+//! in about a millisecond instead of waiting for the interpreter's first turn.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::call::AFTER_CALL;
+use super::registry::{Registry, Sandbox};
+use super::runtime_cell::RuntimeCell;
+use super::vm::{MemoryBudget, Session};
+use crate::sandbox::Limits;
+
+/// Let the call that took the last spare run first: on two cores, warming beside it would
+/// slow it down.
+const DELAY: Duration = Duration::from_millis(30);
+const WARM_UP: &str = "0";
+const FORGET_WARM_UP: &str = "__import__('builtins').__dict__.pop('_', None) and None";
+
+#[derive(Default)]
+pub struct Spare {
+    slot: Arc<tokio::sync::Mutex<Option<Arc<Sandbox>>>>,
+    /// Set at shutdown, so no new interpreter starts while the process winds down.
+    stopping: Arc<AtomicBool>,
+}
+
+impl Spare {
+    /// Starts a spare interpreter with `limits` in the background, unless one is ready.
+    pub fn warm(
+        &self,
+        runtime: &Arc<RuntimeCell>,
+        registry: &Arc<Registry>,
+        limits: Limits,
+        memory: &Arc<MemoryBudget>,
+    ) {
+        let (slot, stopping) = (self.slot.clone(), self.stopping.clone());
+        let (runtime, registry, memory) = (runtime.clone(), registry.clone(), memory.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(DELAY).await;
+            let mut slot = slot.lock().await;
+            if slot.is_some() || stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            let Ok(interp) = runtime.get().await else { return };
+            let Ok(sb) = registry.prepare(limits) else { return };
+            match Session::start(&interp, &sb.session_config(&memory)).await {
+                Ok(mut session) => {
+                    // Walk the paths a first call takes (compile, echo, door, figure check) so
+                    // their pages are faulted in now, not while the user waits; leave no `_`.
+                    let quiet = CancellationToken::new();
+                    for code in [WARM_UP, AFTER_CALL, FORGET_WARM_UP] {
+                        session.turn(code, Duration::from_secs(10), None, &quiet).await;
+                    }
+                    sb.slot.lock().await.session = Some(session);
+                    *slot = Some(sb);
+                }
+                Err(e) => {
+                    tracing::warn!("could not warm a spare sandbox: {e}");
+                    registry.discard(&sb);
+                }
+            }
+        });
+    }
+
+    /// The spare, if it has the limits asked for; one being warmed is waited for, which is
+    /// sooner than starting another interpreter beside it.
+    pub async fn take(&self, limits: &Limits) -> Option<Arc<Sandbox>> {
+        let mut slot = self.slot.lock().await;
+        if slot.as_ref().is_some_and(|sb| sb.limits == *limits) {
+            return slot.take();
+        }
+        None
+    }
+
+    /// Keeps a spare that could not be handed out after all.
+    pub async fn put_back(&self, sb: Arc<Sandbox>) {
+        *self.slot.lock().await = Some(sb);
+    }
+
+    /// Stops warming and removes the spare (server shutdown).
+    pub async fn stop(&self, registry: &Registry) {
+        self.stopping.store(true, Ordering::SeqCst);
+        if let Some(sb) = self.slot.lock().await.take() {
+            sb.slot.lock().await.session = None;
+            registry.discard(&sb);
+        }
+    }
+}
