@@ -87,6 +87,11 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_FUEL", default_value_t = 0)]
     pub fuel_per_call: u64,
 
+    /// Start sandboxes from a warm image with numpy, pandas and matplotlib already imported
+    /// (built once in the background; sandboxes use the plain image until it is ready).
+    #[arg(long, env = "CODE_SANDBOX_WARM_IMAGE", default_value_t = true, action = clap::ArgAction::Set)]
+    pub warm_image: bool,
+
     /// Most sandboxes open at once.
     #[arg(long, env = "CODE_SANDBOX_MAX_SANDBOXES", default_value_t = 32)]
     pub max_sandboxes: usize,

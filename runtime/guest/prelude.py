@@ -132,3 +132,27 @@ def __code_sandbox_setup():
 
 __code_sandbox_setup()
 del __code_sandbox_setup
+
+
+def __code_sandbox_rebirth():
+    # An interpreter started from a warm image shares the warm-up's generator states; each
+    # sandbox reseeds every generator seeded then, from its own entropy.
+    import builtins
+    import sys
+
+    def rebirth():
+        import random
+
+        random.seed()
+        np = sys.modules.get("numpy")
+        if np is not None:
+            np.random.seed()
+        tempfile = sys.modules.get("tempfile")
+        if tempfile is not None:
+            tempfile._name_sequence = None
+
+    builtins.__code_sandbox_rebirth__ = rebirth
+
+
+__code_sandbox_rebirth()
+del __code_sandbox_rebirth

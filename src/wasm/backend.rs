@@ -42,7 +42,7 @@ impl WasmBackend {
         let layout = Layout::new(settings.home_dir());
         let registry = Arc::new(Registry::new(layout.clone(), settings.max_sandboxes)?);
         registry.clean_leftovers();
-        let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0);
+        let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0, settings.warm_image);
         runtime.start();
         housekeeping::start(
             &registry,
@@ -114,13 +114,13 @@ impl Interpreter for WasmBackend {
     }
 
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
-        let interp = self.runtime.get().await?;
         let (limits, notes) = self.limits(&opts);
-        let id = match self.spare.take(&limits).await {
+        let interp = self.runtime.for_memory(limits.memory_mb).await?;
+        let id = match self.spare.take(&limits, interp.image, &self.registry).await {
             Some(sb) => {
                 let id = sb.id.clone();
                 if let Err((e, sb)) = self.registry.publish(sb) {
-                    self.spare.put_back(sb).await;
+                    self.spare.put_back(sb, interp.image).await;
                     return Err(e);
                 }
                 id
@@ -171,7 +171,7 @@ impl Interpreter for WasmBackend {
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
         let sb = self.registry.get(id)?;
-        let interp = self.runtime.get().await?;
+        let interp = self.runtime.for_memory(sb.limits.memory_mb).await?;
         let _permit = self.calls.clone().try_acquire_owned().map_err(|_| {
             SandboxError::CallCapacity(format!(
                 "{} calls are already running code, the most allowed; wait for one to finish (or raise CODE_SANDBOX_MAX_CONCURRENT_CALLS)",

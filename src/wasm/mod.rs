@@ -30,6 +30,8 @@ pub use backend::WasmBackend;
 /// The interpreter without the server around it: for `cargo xtask` (installing the runtime,
 /// and the bench's in-process baselines).
 pub mod direct {
-    pub use super::runtime_cell::{InstallError, install_and_load};
-    pub use super::vm::{CompiledRuntime, Ended, MemoryBudget, Session, SessionConfig, TurnOutput};
+    pub use super::runtime_cell::{InstallError, install_and_load, prepare_warm_image};
+    pub use super::vm::{
+        CompiledRuntime, Ended, Image, MemoryBudget, Session, SessionConfig, TurnOutput, WarmError,
+    };
 }

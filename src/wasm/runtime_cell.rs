@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::vm::{CompiledRuntime, EngineError};
+use super::vm::{self, CompiledRuntime, EngineError, Image, WarmError};
 use crate::runtime::{self, Layout, RuntimeError, Stage};
 use crate::sandbox::SandboxError;
 
@@ -32,6 +32,10 @@ pub enum InstallError {
 pub struct RuntimeCell {
     layout: Layout,
     metered: bool,
+    /// Build (or load) a warm image once the plain one is ready.
+    warm_enabled: bool,
+    /// The warm image, once built; sandboxes use the plain one until then.
+    warm: Mutex<Option<Arc<CompiledRuntime>>>,
     /// Updated with `send_replace`: a plain `send` is dropped while nobody is subscribed, which
     /// once lost the `Ready` of an install that finished before the first call came.
     tx: watch::Sender<State>,
@@ -59,12 +63,32 @@ pub fn install_and_load(
     Ok(interp)
 }
 
+/// Builds (or loads) the warm image for `plain` and waits for it, on a thread of its own: for
+/// xtask and the tests, which have no server to build it in the background.
+pub fn prepare_warm_image(
+    plain: &Arc<CompiledRuntime>,
+    layout: &Layout,
+) -> Result<Arc<CompiledRuntime>, WarmError> {
+    let (plain, layout) = (plain.clone(), layout.clone());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| WarmError::WarmUp(format!("no async runtime for the warm-up: {e}")))?;
+        rt.block_on(vm::warm_image(&plain, &layout))
+    })
+    .join()
+    .unwrap_or_else(|_| Err(WarmError::WarmUp("the warm-up thread panicked".into())))
+}
+
 impl RuntimeCell {
-    pub fn new(layout: Layout, metered: bool) -> Arc<Self> {
+    pub fn new(layout: Layout, metered: bool, warm_enabled: bool) -> Arc<Self> {
         let (tx, _) = watch::channel(State::Idle);
         Arc::new(RuntimeCell {
             layout,
             metered,
+            warm_enabled,
+            warm: Mutex::new(None),
             tx,
             started: Mutex::new(false),
         })
@@ -80,6 +104,7 @@ impl RuntimeCell {
             *started = true;
         }
         let me = self.clone();
+        let handle = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
             let tx = me.tx.clone();
             let progress = |stage: Stage| {
@@ -87,7 +112,12 @@ impl RuntimeCell {
                 tx.send_replace(State::Installing(stage.to_string()));
             };
             let state = match install_and_load(&me.layout, None, me.metered, &progress) {
-                Ok(interp) => State::Ready(interp),
+                Ok(interp) => {
+                    if me.warm_enabled {
+                        handle.spawn(me.clone().build_warm(interp.clone()));
+                    }
+                    State::Ready(interp)
+                }
                 Err(e) => {
                     tracing::error!("runtime installation failed: {e}");
                     // Allow a later call to try again (the network may be back).
@@ -97,6 +127,30 @@ impl RuntimeCell {
             };
             me.tx.send_replace(state);
         });
+    }
+
+    async fn build_warm(self: Arc<Self>, plain: Arc<CompiledRuntime>) {
+        tracing::info!("preparing the warm image (numpy, pandas, matplotlib imported)");
+        match vm::warm_image(&plain, &self.layout).await {
+            Ok(warm) => {
+                tracing::info!("warm image ready: new sandboxes start from it");
+                *self.warm.lock().unwrap_or_else(|p| p.into_inner()) = Some(warm);
+            }
+            Err(e) => tracing::warn!(
+                "the warm image could not be built ({e}); sandboxes start from the plain image"
+            ),
+        }
+    }
+
+    /// The image a sandbox with `memory_mb` of memory starts from: the warm one when it is
+    /// ready and leaves the sandbox room to work, else the plain one.
+    pub async fn for_memory(self: &Arc<Self>, memory_mb: u64) -> Result<Arc<CompiledRuntime>, SandboxError> {
+        let plain = self.get().await?;
+        let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok(match warm {
+            Some(w) if fits(&w, memory_mb) => w,
+            _ => plain,
+        })
     }
 
     /// The interpreter, waiting a little for an installation in progress.
@@ -132,5 +186,15 @@ impl RuntimeCell {
                 )))
             }
         }
+    }
+}
+
+/// Room a sandbox started from a warm image keeps beyond the image itself.
+const WARM_HEADROOM: u64 = 64 << 20;
+
+fn fits(rt: &CompiledRuntime, memory_mb: u64) -> bool {
+    match rt.image {
+        Image::Plain => true,
+        Image::Warm { memory_bytes, .. } => memory_bytes + WARM_HEADROOM <= memory_mb << 20,
     }
 }

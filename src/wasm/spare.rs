@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::call::AFTER_CALL;
 use super::registry::{Registry, Sandbox};
 use super::runtime_cell::RuntimeCell;
-use super::vm::{MemoryBudget, Session};
+use super::vm::{Image, MemoryBudget, Session};
 use crate::sandbox::Limits;
 
 /// Let the call that took the last spare run first: on two cores, warming beside it would
@@ -19,9 +19,12 @@ const DELAY: Duration = Duration::from_millis(30);
 const WARM_UP: &str = "0";
 const FORGET_WARM_UP: &str = "__import__('builtins').__dict__.pop('_', None) and None";
 
+/// A spare sandbox and the image its interpreter started from.
+type Held = (Arc<Sandbox>, Image);
+
 #[derive(Default)]
 pub struct Spare {
-    slot: Arc<tokio::sync::Mutex<Option<Arc<Sandbox>>>>,
+    slot: Arc<tokio::sync::Mutex<Option<Held>>>,
     /// Set at shutdown, so no new interpreter starts while the process winds down.
     stopping: Arc<AtomicBool>,
 }
@@ -43,7 +46,9 @@ impl Spare {
             if slot.is_some() || stopping.load(Ordering::SeqCst) {
                 return;
             }
-            let Ok(interp) = runtime.get().await else { return };
+            let Ok(interp) = runtime.for_memory(limits.memory_mb).await else {
+                return;
+            };
             let Ok(sb) = registry.prepare(limits) else { return };
             match Session::start(&interp, &sb.session_config(&memory)).await {
                 Ok(mut session) => {
@@ -54,7 +59,7 @@ impl Spare {
                         session.turn(code, Duration::from_secs(10), None, &quiet).await;
                     }
                     sb.slot.lock().await.session = Some(session);
-                    *slot = Some(sb);
+                    *slot = Some((sb, interp.image));
                 }
                 Err(e) => {
                     tracing::warn!("could not warm a spare sandbox: {e}");
@@ -64,25 +69,34 @@ impl Spare {
         });
     }
 
-    /// The spare, if it has the limits asked for; one being warmed is waited for, which is
-    /// sooner than starting another interpreter beside it.
-    pub async fn take(&self, limits: &Limits) -> Option<Arc<Sandbox>> {
+    /// The spare, if it has the limits asked for and started from `image`; one being warmed
+    /// is waited for, which is sooner than starting another interpreter beside it. A spare
+    /// from an older image (the plain one, before the warm one was ready) is removed.
+    pub async fn take(&self, limits: &Limits, image: Image, registry: &Registry) -> Option<Arc<Sandbox>> {
         let mut slot = self.slot.lock().await;
-        if slot.as_ref().is_some_and(|sb| sb.limits == *limits) {
-            return slot.take();
+        match slot.take() {
+            Some((sb, had)) if sb.limits == *limits && had == image => Some(sb),
+            Some((sb, had)) if had != image => {
+                sb.slot.lock().await.session = None;
+                registry.discard(&sb);
+                None
+            }
+            other => {
+                *slot = other;
+                None
+            }
         }
-        None
     }
 
     /// Keeps a spare that could not be handed out after all.
-    pub async fn put_back(&self, sb: Arc<Sandbox>) {
-        *self.slot.lock().await = Some(sb);
+    pub async fn put_back(&self, sb: Arc<Sandbox>, image: Image) {
+        *self.slot.lock().await = Some((sb, image));
     }
 
     /// Stops warming and removes the spare (server shutdown).
     pub async fn stop(&self, registry: &Registry) {
         self.stopping.store(true, Ordering::SeqCst);
-        if let Some(sb) = self.slot.lock().await.take() {
+        if let Some((sb, _)) = self.slot.lock().await.take() {
             sb.slot.lock().await.session = None;
             registry.discard(&sb);
         }

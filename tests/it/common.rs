@@ -26,10 +26,12 @@ pub fn ensure_runtime() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let layout = mcp_code_sandbox::runtime::Layout::new(runtime_home());
-        mcp_code_sandbox::wasm::direct::install_and_load(&layout, None, false, &|s| {
+        let plain = mcp_code_sandbox::wasm::direct::install_and_load(&layout, None, false, &|s| {
             eprintln!("runtime: {s}")
         })
         .unwrap_or_else(|e| panic!("the runtime could not be installed: {e}"));
+        mcp_code_sandbox::wasm::direct::prepare_warm_image(&plain, &layout)
+            .unwrap_or_else(|e| panic!("the warm image could not be built: {e}"));
     });
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use mcp_code_sandbox::config::Settings;
 use mcp_code_sandbox::runtime::{Layout, Stage};
-use mcp_code_sandbox::wasm::direct::install_and_load;
+use mcp_code_sandbox::wasm::direct::{install_and_load, prepare_warm_image};
 
 #[derive(Parser)]
 struct Cli {
@@ -45,9 +45,17 @@ fn main() -> anyhow::Result<()> {
             let layout = Layout::new(settings.home_dir());
             let started = std::time::Instant::now();
             let progress = |stage: Stage| eprintln!("[{:>6.1}s] {stage}", started.elapsed().as_secs_f64());
-            install_and_load(&layout, from.as_deref(), false, &progress)?;
+            let plain = install_and_load(&layout, from.as_deref(), false, &progress)?;
+            let warm = |plain| {
+                eprintln!(
+                    "[{:>6.1}s] warm image (numpy, pandas, matplotlib imported)",
+                    started.elapsed().as_secs_f64()
+                );
+                prepare_warm_image(&plain, &layout)
+            };
+            warm(plain)?;
             if metered {
-                install_and_load(&layout, from.as_deref(), true, &progress)?;
+                warm(install_and_load(&layout, from.as_deref(), true, &progress)?)?;
             }
             eprintln!("runtime ready under {}", layout.home.display());
         }

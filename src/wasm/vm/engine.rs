@@ -19,6 +19,9 @@ use crate::runtime::{Layout, RuntimeFiles};
 /// Kept in step with the `=` pin in Cargo.toml; part of the cache key.
 pub const WASMTIME_VERSION: &str = "48.0.8";
 
+/// Largest memory image wasmtime maps copy-on-write however sparse it is; part of the cache key.
+pub const DENSE_IMAGE_BYTES: u64 = 2 << 30;
+
 /// How often the epoch advances: the granularity of timeouts and of yielding to other tasks.
 pub const TICK: Duration = Duration::from_millis(10);
 
@@ -50,9 +53,27 @@ pub fn engine_config(metered: bool) -> Config {
     c.max_wasm_stack(8 << 20);
     c.async_stack_size(10 << 20);
     c.memory_init_cow(true);
+    // A warm image's memory is one large initialised range; mapping it copy-on-write (rather
+    // than copying it into every sandbox) needs wasmtime to treat it as dense.
+    c.memory_guaranteed_dense_image_size(DENSE_IMAGE_BYTES);
     c.cranelift_opt_level(wasmtime::OptLevel::Speed);
     c.parallel_compilation(true);
     c
+}
+
+/// Which image a compiled runtime starts its interpreters from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Image {
+    /// The runtime as shipped: each interpreter runs the prelude as its first turn.
+    Plain,
+    /// A snapshot taken after the prelude and the warm-up imports.
+    Warm {
+        /// The warm-up's monotonic clock when the snapshot was taken: interpreters started from
+        /// the image count on from here, so no value recorded during the warm-up lies ahead.
+        clock_offset: Duration,
+        /// The image's linear memory: what each interpreter holds from its start.
+        memory_bytes: u64,
+    },
 }
 
 /// The compiled interpreter, ready to instantiate many times.
@@ -61,24 +82,46 @@ pub struct CompiledRuntime {
     pub pre: InstancePre<GuestState>,
     pub files: RuntimeFiles,
     pub metered: bool,
+    pub image: Image,
+}
+
+pub fn engine_key(engine: &Engine) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    h.finish()
 }
 
 fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
     format!(
-        "python-{}-wasmtime-{}-{:016x}.cwasm",
+        "python-{}-instrumented-wasmtime-{}-dense{}-{:016x}.cwasm",
         &files.module_sha256[..16],
         WASMTIME_VERSION,
+        DENSE_IMAGE_BYTES >> 20,
         h.finish()
     )
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
+pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
     move |source| EngineError::Io {
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// The runtime module with its memories and mutable globals exported, as the warm-image
+/// snapshot reads them (wasmtime-wizer's instrumentation; it only adds exports). Every
+/// interpreter runs this module, so a warm image needs no second compile of the runtime.
+pub fn instrumented(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
+    let wasm = std::fs::read(&files.module).map_err(io(&files.module))?;
+    let (_, out) = wasmtime_wizer::Wizer::new()
+        .instrument(&wasm)
+        .map_err(|e| EngineError::Compile {
+            path: files.module.clone(),
+            message: format!("instrumenting for snapshots failed: {e:#}"),
+        })?;
+    Ok(out)
 }
 
 /// Compiles the module to the cache unless a usable copy is there; returns the cache path.
@@ -89,7 +132,7 @@ pub fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Res
     if path.is_file() {
         return Ok(path);
     }
-    let wasm = std::fs::read(&files.module).map_err(io(&files.module))?;
+    let wasm = instrumented(files)?;
     let compiled = engine
         .precompile_module(&wasm)
         .map_err(|e| EngineError::Compile {
@@ -122,6 +165,16 @@ fn load(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<Module
     }
 }
 
+/// WASI, the disk-quota shadows and the door, linked for `module`.
+fn link(engine: &Engine, module: &Module) -> Result<InstancePre<GuestState>, EngineError> {
+    let link = |e: wasmtime::Error| EngineError::Link(format!("{e:#}"));
+    let mut linker: Linker<GuestState> = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_async(&mut linker, GuestState::wasi).map_err(link)?;
+    guest_fs::shadow::add_to_linker(&mut linker, GuestState::wasi_and_fs).map_err(link)?;
+    door::add_to_linker(&mut linker, GuestState::inbox).map_err(link)?;
+    linker.instantiate_pre(module).map_err(link)
+}
+
 impl CompiledRuntime {
     /// Builds the engine, loads (or compiles) the module, links WASI and the door, and starts
     /// the epoch ticker.
@@ -129,18 +182,25 @@ impl CompiledRuntime {
         let engine =
             Engine::new(&engine_config(metered)).map_err(|e| EngineError::Engine(format!("{e:#}")))?;
         let module = load(&engine, layout, &files)?;
-        let link = |e: wasmtime::Error| EngineError::Link(format!("{e:#}"));
-        let mut linker: Linker<GuestState> = Linker::new(&engine);
-        wasmtime_wasi::p1::add_to_linker_async(&mut linker, GuestState::wasi).map_err(link)?;
-        guest_fs::shadow::add_to_linker(&mut linker, GuestState::wasi_and_fs).map_err(link)?;
-        door::add_to_linker(&mut linker, GuestState::inbox).map_err(link)?;
-        let pre = linker.instantiate_pre(&module).map_err(link)?;
+        let pre = link(&engine, &module)?;
         start_ticker(&engine);
         Ok(Arc::new(CompiledRuntime {
             engine,
             pre,
             files,
             metered,
+            image: Image::Plain,
+        }))
+    }
+
+    /// The same runtime started from another image of it, on the same engine.
+    pub fn with_image(&self, module: &Module, image: Image) -> Result<Arc<Self>, EngineError> {
+        Ok(Arc::new(CompiledRuntime {
+            engine: self.engine.clone(),
+            pre: link(&self.engine, module)?,
+            files: self.files.clone(),
+            metered: self.metered,
+            image,
         }))
     }
 }

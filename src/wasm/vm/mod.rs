@@ -15,7 +15,9 @@ mod memory_budget;
 mod output;
 mod session;
 mod state;
+mod warm_image;
 
-pub use engine::{CompiledRuntime, EngineError};
+pub use engine::{CompiledRuntime, EngineError, Image};
 pub use memory_budget::{MemoryBudget, WASM32_MAX_BYTES, half_of_machine};
 pub use session::{Ended, Session, SessionConfig, TurnOutput};
+pub use warm_image::{WarmError, build_or_load as warm_image};

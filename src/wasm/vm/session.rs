@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use wasmtime::{Memory, Store, Trap, TypedFunc, UpdateDeadline};
+use wasmtime::{Instance, Memory, Store, Trap, TypedFunc, UpdateDeadline};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use super::door::Inbox;
-use super::engine::CompiledRuntime;
+use super::engine::{CompiledRuntime, Image};
 use super::guest_fs::GuestFs;
 use super::memory_budget::{GuestLimiter, MemoryBudget};
 use super::output::{Capture, Captured};
@@ -27,7 +27,27 @@ use crate::sandbox::paths::WORKSPACE;
 const STDLIB_DIR: &str = "/usr/local/lib";
 pub const SITE_PACKAGES: &str = "/usr/local/site-packages";
 
-const PRELUDE: &str = include_str!("../../../runtime/guest/prelude.py");
+pub const PRELUDE: &str = include_str!("../../../runtime/guest/prelude.py");
+/// An interpreter started from a warm image has run the prelude already; it only needs
+/// generators of its own (the prelude defines the hook).
+const REBIRTH: &str = "if True: __code_sandbox_rebirth__()";
+
+/// The guest's monotonic clock: nanoseconds since the Store began, plus an offset (the warm-up's
+/// own reading, for interpreters started from a warm image), so it never runs backwards.
+struct Monotonic {
+    start: Instant,
+    offset: Duration,
+}
+
+impl wasmtime_wasi::HostMonotonicClock for Monotonic {
+    fn resolution(&self) -> u64 {
+        1
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from((self.offset + self.start.elapsed()).as_nanos()).unwrap_or(u64::MAX)
+    }
+}
 
 /// Host folders and limits for one interpreter.
 #[derive(Clone, Debug)]
@@ -100,7 +120,10 @@ pub enum SessionError {
 }
 
 pub struct Session {
-    store: Store<GuestState>,
+    pub(super) store: Store<GuestState>,
+    pub(super) instance: Instance,
+    /// When the guest's monotonic clock began (see [`Monotonic`]).
+    clock_start: Instant,
     memory: Memory,
     host_alloc: TypedFunc<i32, i32>,
     turn: TypedFunc<(i32, i32), i32>,
@@ -114,10 +137,19 @@ fn wasi_context(
     cfg: &SessionConfig,
     stdout: &Capture,
     stderr: &Capture,
+    clock_start: Instant,
 ) -> Result<WasiP1Ctx, SessionError> {
     let folders = |e: wasmtime::Error| SessionError::Folders(format!("{e:#}"));
     let mut b = WasiCtxBuilder::new();
     b.stdout(stdout.clone()).stderr(stderr.clone());
+    let offset = match interp.image {
+        Image::Plain => Duration::ZERO,
+        Image::Warm { clock_offset, .. } => clock_offset,
+    };
+    b.monotonic_clock(Monotonic {
+        start: clock_start,
+        offset,
+    });
     // Not `allow_blocking_current_thread`: it would also run a guest's `time.sleep` on the
     // worker thread, where the call's deadline can no longer stop it.
     // argv[1:] is appended to sys.path on the first turn: that is how installed packages
@@ -190,7 +222,8 @@ impl Session {
         let t0 = Instant::now();
         let stdout = Capture::new(cfg.output_bytes);
         let stderr = Capture::new(cfg.output_bytes);
-        let wasi = wasi_context(interp, cfg, &stdout, &stderr)?;
+        let clock_start = Instant::now();
+        let wasi = wasi_context(interp, cfg, &stdout, &stderr, clock_start)?;
         let t_wasi = t0.elapsed();
         let limits = GuestLimiter::new(cfg.memory_bytes, cfg.memory_budget.clone());
         let fs = watched_folders(interp, cfg)?;
@@ -230,6 +263,8 @@ impl Session {
             .get_typed_func::<(i32, i32), i32>(&mut store, "turn")
             .map_err(start)?;
         let mut session = Session {
+            instance,
+            clock_start,
             store,
             memory,
             host_alloc,
@@ -239,7 +274,15 @@ impl Session {
             metered: interp.metered,
         };
         let out = session
-            .turn(PRELUDE, Duration::from_secs(30), None, &CancellationToken::new())
+            .turn(
+                match interp.image {
+                    Image::Plain => PRELUDE,
+                    Image::Warm { .. } => REBIRTH,
+                },
+                Duration::from_secs(30),
+                None,
+                &CancellationToken::new(),
+            )
             .await;
         tracing::debug!(
             "interpreter started: WASI context {:?}, instantiated {:?}, prelude done {:?}",
@@ -254,6 +297,11 @@ impl Session {
                 out.stderr.text
             ))),
         }
+    }
+
+    /// The guest's monotonic clock now, as [`Monotonic`] reports it (without an offset).
+    pub fn clock_elapsed(&self) -> Duration {
+        self.clock_start.elapsed()
     }
 
     /// Size of the guest's linear memory, in bytes.

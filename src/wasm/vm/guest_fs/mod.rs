@@ -109,6 +109,11 @@ impl GuestFs {
         }
     }
 
+    /// Descriptors the guest holds beyond its preopens (files and folders it opened).
+    pub fn opened(&self) -> usize {
+        self.open.len().saturating_sub(self.preopens)
+    }
+
     pub fn is_full(&self) -> bool {
         self.open.len() >= self.preopens + MAX_OPEN
     }

@@ -1,0 +1,272 @@
+//! Warm images: the interpreter snapshotted after the prelude and the warm-up imports
+//! (numpy, pandas, matplotlib), so a sandbox starts with them imported, in milliseconds, and
+//! all sandboxes share the image's pages copy-on-write.
+//!
+//! Building one runs the warm-up in a throwaway sandbox with the exact preopen layout every
+//! sandbox gets (the guest's preopen table lives in its memory), checks it left no file open,
+//! reads memory and globals through wasmtime-wizer's split API, and compiles the result once
+//! into the cache. The cache entry's name is a hash of everything the image depends on; a
+//! metadata file written last records the compiled file's SHA-256, so a damaged or partial
+//! entry is detected when loaded, deleted and rebuilt.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+use wasmtime::{Module, Val};
+use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
+
+use super::engine::{self, CompiledRuntime, DENSE_IMAGE_BYTES, Image, WASMTIME_VERSION};
+use super::memory_budget::MemoryBudget;
+use super::session::{PRELUDE, Session, SessionConfig};
+use crate::disk_quota::DiskQuota;
+use crate::runtime::Layout;
+
+pub const WARM_UP: &str = include_str!("../../../runtime/guest/warm_up.py");
+/// The guest paths and their order, as `session.rs` preopens them: part of the key, since
+/// the image holds the guest's preopen table.
+const LAYOUT: &str = "/usr/local/lib,mpl-data,/usr/local/site-packages,/home/user,/tmp";
+/// What the warm-up may take (it imports for about two seconds here).
+const WARM_UP_TIME: Duration = Duration::from_secs(300);
+/// Memory the warm-up's interpreter may grow to.
+const WARM_UP_MEMORY: u64 = 2 << 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WarmError {
+    #[error("the warm-up failed: {0}")]
+    WarmUp(String),
+    #[error("the warm-up left {0} file(s) open; an image cannot carry open files")]
+    OpenFiles(usize),
+    #[error("taking the snapshot failed: {0}")]
+    Snapshot(String),
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
+    #[error("could not start the warm-up interpreter: {0}")]
+    Session(#[from] super::session::SessionError),
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WarmError + '_ {
+    move |source| WarmError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What the cache keeps beside a compiled image.
+#[derive(Serialize, Deserialize)]
+struct Meta {
+    cwasm_sha256: String,
+    clock_offset_ns: u64,
+    memory_bytes: u64,
+    build_seconds: f64,
+}
+
+/// The cache name of the warm image for `plain`: the runtime, the prelude, the warm-up, the
+/// preopen layout, wasmtime's version and the engine's settings (fuel included).
+fn key(plain: &CompiledRuntime) -> String {
+    let mut h = Sha256::new();
+    for part in [
+        plain.files.module_sha256.as_bytes(),
+        PRELUDE.as_bytes(),
+        WARM_UP.as_bytes(),
+        LAYOUT.as_bytes(),
+        WASMTIME_VERSION.as_bytes(),
+        &DENSE_IMAGE_BYTES.to_le_bytes(),
+        &engine::engine_key(&plain.engine).to_le_bytes(),
+    ] {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    hex::encode(&h.finalize()[..12])
+}
+
+struct Paths {
+    cwasm: PathBuf,
+    meta: PathBuf,
+}
+
+fn paths(layout: &Layout, plain: &CompiledRuntime) -> Paths {
+    let base = layout.cache_dir().join(format!("warm-{}", key(plain)));
+    Paths {
+        cwasm: base.with_extension("cwasm"),
+        meta: base.with_extension("json"),
+    }
+}
+
+fn sha256_of(path: &Path) -> Result<String, WarmError> {
+    crate::runtime::file_digest(path)
+        .map(|(sha, _)| sha)
+        .map_err(|e| WarmError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e.to_string()),
+        })
+}
+
+/// The cached image, if a whole and intact one is there; a damaged one is deleted.
+fn load_cached(plain: &CompiledRuntime, p: &Paths) -> Option<Arc<CompiledRuntime>> {
+    let raw = std::fs::read(&p.meta).ok()?;
+    let damaged = |why: &str| {
+        tracing::warn!(
+            "the cached warm image {} is unusable ({why}); rebuilding it",
+            p.cwasm.display()
+        );
+        let _ = std::fs::remove_file(&p.meta);
+        let _ = std::fs::remove_file(&p.cwasm);
+        None
+    };
+    let Ok(meta) = serde_json::from_slice::<Meta>(&raw) else {
+        return damaged("its metadata does not parse");
+    };
+    if !sha256_of(&p.cwasm).is_ok_and(|sha| sha == meta.cwasm_sha256) {
+        return damaged("its SHA-256 does not match the one recorded when it was built");
+    }
+    // SAFETY: the file is one this program serialised into its own cache, and its SHA-256
+    // matches the one recorded when it was written.
+    let module = match unsafe { Module::deserialize_file(&plain.engine, &p.cwasm) } {
+        Ok(m) => m,
+        Err(e) => return damaged(&format!("{e:#}")),
+    };
+    let image = Image::Warm {
+        clock_offset: Duration::from_nanos(meta.clock_offset_ns),
+        memory_bytes: meta.memory_bytes,
+    };
+    match plain.with_image(&module, image) {
+        Ok(rt) => Some(rt),
+        Err(e) => damaged(&e.to_string()),
+    }
+}
+
+/// The warm image for `plain`: from the cache, or built now (about a minute of compiling).
+pub async fn build_or_load(
+    plain: &Arc<CompiledRuntime>,
+    layout: &Layout,
+) -> Result<Arc<CompiledRuntime>, WarmError> {
+    let p = paths(layout, plain);
+    tracing::debug!("warm image cache entry: {}", p.meta.display());
+    if let Some(rt) = load_cached(plain, &p) {
+        return Ok(rt);
+    }
+    let started = Instant::now();
+    let dir = layout
+        .scratch_dir()
+        .join(format!("warm-build-{}", uuid::Uuid::new_v4().simple()));
+    let result = build(plain, layout, &dir, &p, started).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn build(
+    plain: &Arc<CompiledRuntime>,
+    layout: &Layout,
+    dir: &Path,
+    p: &Paths,
+    started: Instant,
+) -> Result<Arc<CompiledRuntime>, WarmError> {
+    let cfg = SessionConfig {
+        workspace: dir.join("workspace"),
+        tmp: dir.join("tmp"),
+        site_packages: dir.join("site-packages"),
+        quota: Arc::new(DiskQuota::new(1 << 30)),
+        memory_bytes: WARM_UP_MEMORY,
+        memory_budget: MemoryBudget::new(u64::MAX),
+        output_bytes: 1 << 20,
+    };
+    for d in [&cfg.workspace, &cfg.tmp, &cfg.site_packages] {
+        std::fs::create_dir_all(d).map_err(io(d))?;
+    }
+    let mut session = Session::start(plain, &cfg).await?;
+    let out = session
+        .turn(WARM_UP, WARM_UP_TIME, None, &CancellationToken::new())
+        .await;
+    if out.status != Ok(0) {
+        return Err(WarmError::WarmUp(format!(
+            "{:?}: {}",
+            out.status,
+            out.stderr.text.trim()
+        )));
+    }
+    let opened = session.store.data().fs.opened();
+    if opened > 0 {
+        return Err(WarmError::OpenFiles(opened));
+    }
+    let clock_offset = session.clock_elapsed();
+    let memory_bytes = session.memory_bytes() as u64;
+    let original = std::fs::read(&plain.files.module).map_err(io(&plain.files.module))?;
+    let wizer = Wizer::new();
+    let (cx, _) = wizer
+        .instrument(&original)
+        .map_err(|e| WarmError::Snapshot(format!("{e:#}")))?;
+    let snapshot = wizer
+        .snapshot(&cx, &mut Snapshotting(&mut session))
+        .await
+        .map_err(|e| WarmError::Snapshot(format!("{e:#}")))?;
+    drop(session);
+    drop(original);
+    let engine = plain.engine.clone();
+    let compiled = tokio::task::spawn_blocking(move || engine.precompile_module(&snapshot))
+        .await
+        .map_err(|e| WarmError::Snapshot(e.to_string()))?
+        .map_err(|e| WarmError::Snapshot(format!("compiling the image: {e:#}")))?;
+    let cache = layout.cache_dir();
+    std::fs::create_dir_all(&cache).map_err(io(&cache))?;
+    // Written aside and renamed, the metadata last: a crash leaves no entry that looks whole.
+    let tmp = cache.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&tmp, &compiled).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &p.cwasm).map_err(io(&p.cwasm))?;
+    let meta = Meta {
+        cwasm_sha256: hex::encode(Sha256::digest(&compiled)),
+        clock_offset_ns: u64::try_from(clock_offset.as_nanos()).unwrap_or(u64::MAX),
+        memory_bytes,
+        build_seconds: started.elapsed().as_secs_f64(),
+    };
+    let json = serde_json::to_vec(&meta).map_err(|e| WarmError::Snapshot(e.to_string()))?;
+    std::fs::write(&tmp, json).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &p.meta).map_err(io(&p.meta))?;
+    tracing::info!(
+        "warm image built in {:.1} s ({} MiB of memory)",
+        meta.build_seconds,
+        memory_bytes >> 20
+    );
+    load_cached(plain, p).ok_or_else(|| WarmError::Snapshot("the image just built did not load".into()))
+}
+
+/// The warm-up interpreter as wasmtime-wizer reads it: the instrumented module exports every
+/// memory and mutable global under the names the snapshot asks for.
+struct Snapshotting<'a>(&'a mut Session);
+
+impl InstanceState for Snapshotting<'_> {
+    async fn global_get(&mut self, name: &str, _type_hint: ValType) -> SnapshotVal {
+        let s = &mut *self.0;
+        let value = s
+            .instance
+            .get_global(&mut s.store, name)
+            .map(|g| g.get(&mut s.store));
+        match value {
+            Some(Val::I32(v)) => SnapshotVal::I32(v),
+            Some(Val::I64(v)) => SnapshotVal::I64(v),
+            Some(Val::F32(v)) => SnapshotVal::F32(v),
+            Some(Val::F64(v)) => SnapshotVal::F64(v),
+            Some(Val::V128(v)) => SnapshotVal::V128(v.as_u128()),
+            // The instrumented module exports exactly the globals wizer asks for; a missing
+            // one would mean another module, and the image must not be built from it.
+            _ => panic!("the instrumented module has no numeric global export {name}"),
+        }
+    }
+
+    async fn memory_contents(&mut self, name: &str, contents: impl FnOnce(&[u8]) + Send) {
+        let s = &mut *self.0;
+        match s.instance.get_memory(&mut s.store, name) {
+            Some(m) => contents(m.data(&s.store)),
+            None => panic!("the instrumented module has no memory export {name}"),
+        }
+    }
+}
