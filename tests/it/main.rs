@@ -16,3 +16,4 @@ mod progress;
 mod protocol;
 mod threats;
 mod ts_sdk;
+mod warm;

@@ -1,0 +1,181 @@
+//! Warm images: sandboxes start with numpy, pandas and matplotlib imported, each with its own
+//! randomness and files, and a damaged cached image is rebuilt.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::common::{Server, runtime_home};
+
+const WARM_CHECK: &str =
+    "import sys\nall(m in sys.modules for m in ('numpy', 'pandas', 'matplotlib.pyplot'))";
+
+/// Waits until new sandboxes start from the warm image (it loads in the background).
+async fn wait_for_warm(s: &Server, within: Duration) {
+    let started = Instant::now();
+    loop {
+        let v = s.ok("create_run_close", json!({"code": WARM_CHECK})).await;
+        if v["result"] == "True" {
+            return;
+        }
+        assert!(
+            started.elapsed() < within,
+            "no sandbox started warm within {within:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_fresh_sandbox_has_pandas_and_pyplot_ready_and_they_work() {
+    let s = Server::start().await;
+    wait_for_warm(&s, Duration::from_secs(60)).await;
+    let id = s.create().await;
+    let v = s.run_ok(&id, WARM_CHECK).await;
+    assert_eq!(v["result"], "True", "imported before the first call");
+    let r = s
+        .call(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "import numpy as np, pandas as pd\nimport matplotlib.pyplot as plt\ndf = pd.DataFrame({'x': np.arange(5), 'y': np.arange(5) ** 2})\nplt.plot(df.x, df.y)\nint(df.y.sum())"}),
+        )
+        .await;
+    let v = r.structured_content.clone().unwrap_or_default();
+    assert!(r.is_error != Some(true), "{v}");
+    assert_eq!(v["result"], "30");
+    assert_eq!(v["images"], 1, "{v}");
+    let png = r
+        .content
+        .iter()
+        .find_map(|c| c.as_image())
+        .expect("the plot as image content");
+    assert_eq!(png.mime_type, "image/png");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn two_warm_sandboxes_never_draw_the_same_numbers_or_names() {
+    let s = Server::start().await;
+    wait_for_warm(&s, Duration::from_secs(60)).await;
+    let code = "import random, uuid, secrets, tempfile, numpy as np\n(random.random(), float(np.random.rand()), str(uuid.uuid4()), secrets.token_hex(8), next(tempfile._get_candidate_names()), float(np.random.default_rng().random()))";
+    let a = s.create().await;
+    let b = s.create().await;
+    let va = s.run_ok(&a, code).await;
+    let vb = s.run_ok(&b, code).await;
+    let (ra, rb) = (va["result"].as_str().unwrap(), vb["result"].as_str().unwrap());
+    let fields = |r: &str| {
+        r.trim_matches(|c| c == '(' || c == ')')
+            .split(", ")
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let (fa, fb) = (fields(ra), fields(rb));
+    assert_eq!(fa.len(), 6, "{ra}");
+    for (i, (x, y)) in fa.iter().zip(&fb).enumerate() {
+        assert_ne!(x, y, "value {i} is the same in both sandboxes: {ra} / {rb}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn nothing_from_the_warm_up_shows_in_a_sandbox() {
+    let s = Server::start().await;
+    wait_for_warm(&s, Duration::from_secs(60)).await;
+    let id = s.create().await;
+    let v = s
+        .run_ok(
+            &id,
+            "import os, time\n(sorted(os.listdir('.')), sorted(os.listdir('/tmp')), sorted(k for k in globals() if not k.startswith('__')), os.getcwd())",
+        )
+        .await;
+    assert_eq!(
+        v["result"], "([], [], ['os', 'time'], '/home/user')",
+        "an empty workspace, an empty /tmp, no names but the call's own"
+    );
+    // The monotonic clock continues the warm-up's, so it never runs backwards.
+    let v = s
+        .run_ok(
+            &id,
+            "import time\na = time.monotonic(); b = time.monotonic()\n(a > 0, b >= a)",
+        )
+        .await;
+    assert_eq!(v["result"], "(True, True)");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn small_sandboxes_and_the_off_switch_use_the_plain_image() {
+    let s = Server::start().await;
+    wait_for_warm(&s, Duration::from_secs(60)).await;
+    let small = s.create_with(json!({"memory_mb": 100})).await;
+    let v = s.run_ok(&small, WARM_CHECK).await;
+    assert_eq!(
+        v["result"], "False",
+        "the image would leave a 100 MiB sandbox no room"
+    );
+    let v = s
+        .run_ok(&small, "import pandas as pd\nint(pd.Series([1, 2]).sum())")
+        .await;
+    assert_eq!(v["result"], "3", "the plain image still imports everything");
+    s.stop().await;
+
+    let off = Server::start_with(&[("CODE_SANDBOX_WARM_IMAGE", "false")]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let v = off.ok("create_run_close", json!({"code": WARM_CHECK})).await;
+    assert_eq!(v["result"], "False");
+    off.stop().await;
+}
+
+#[tokio::test]
+async fn a_damaged_cached_image_is_detected_and_rebuilt() {
+    let shared = runtime_home();
+    let home = std::env::temp_dir().join(format!("mcs-warm-{}", uuid::Uuid::new_v4().simple()));
+    let cache = home.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    for d in ["runtime", "wheels"] {
+        std::os::unix::fs::symlink(shared.join(d), home.join(d)).unwrap();
+    }
+    let mut damaged = None;
+    for entry in std::fs::read_dir(shared.join("cache")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let to = cache.join(&name);
+        if name.starts_with("warm-") && name.ends_with(".cwasm") {
+            // A partial write: the first megabyte of the real image.
+            let bytes = std::fs::read(entry.path()).unwrap();
+            std::fs::write(&to, &bytes[..1 << 20]).unwrap();
+            damaged = Some(to);
+        } else {
+            // The plain module and the metadata are read only: a link is enough.
+            std::fs::hard_link(entry.path(), &to)
+                .or_else(|_| std::fs::copy(entry.path(), &to).map(|_| ()))
+                .unwrap();
+        }
+    }
+    let damaged = damaged.expect("a warm image in the shared cache (cargo xtask fetch-runtime builds it)");
+    let meta = damaged.with_extension("json");
+    // The metadata is a link to the shared file: replace it with a copy before it is rewritten.
+    let text = std::fs::read(&meta).unwrap();
+    std::fs::remove_file(&meta).unwrap();
+    std::fs::write(&meta, text).unwrap();
+
+    let s = Server::start_with(&[("CODE_SANDBOX_HOME", home.to_str().unwrap())]).await;
+    let v = s.ok("create_run_close", json!({"code": "1+1"})).await;
+    assert_eq!(
+        v["result"], "2",
+        "the plain image serves while the warm one is rebuilt"
+    );
+    wait_for_warm(&s, Duration::from_secs(900)).await;
+    s.stop().await;
+    assert!(
+        std::fs::metadata(&damaged).unwrap().len() > 1 << 20,
+        "the image was rebuilt whole"
+    );
+    assert_same_digest(&damaged, &meta);
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+fn assert_same_digest(cwasm: &Path, meta: &Path) {
+    let recorded: serde_json::Value = serde_json::from_slice(&std::fs::read(meta).unwrap()).unwrap();
+    let (sha, _) = mcp_code_sandbox::runtime::file_digest(cwasm).unwrap();
+    assert_eq!(recorded["cwasm_sha256"], sha.as_str());
+}
