@@ -196,6 +196,7 @@ impl Interpreter for E2bBackend {
             executions: e.executions.load(Ordering::SeqCst),
             disk_bytes: 0,
             limits: e.limits.clone(),
+            checkpoints: Vec::new(),
         })
     }
 

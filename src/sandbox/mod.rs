@@ -28,6 +28,32 @@ pub trait Interpreter: Send + Sync {
 
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError>;
 
+    /// A new sandbox with a copy of `id`'s variables, imports and files, independent from then on.
+    async fn fork(&self, id: &str) -> Result<SandboxInfo, SandboxError> {
+        let _ = id;
+        Err(self.unsupported("fork_sandbox"))
+    }
+
+    /// Saves `id`'s variables, imports and files as they are now, under `name` (or a new one).
+    async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
+        let _ = (id, name);
+        Err(self.unsupported("checkpoint_sandbox"))
+    }
+
+    /// Puts `id`'s variables, imports and files back as they were at `checkpoint`.
+    async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
+        let _ = (id, checkpoint);
+        Err(self.unsupported("restore_sandbox"))
+    }
+
+    /// The error for a tool this backend does not offer.
+    fn unsupported(&self, tool: &str) -> SandboxError {
+        SandboxError::Unsupported(format!(
+            "{tool} is not available on the {} backend; it needs the local wasm backend (INTERPRETER_TYPE=wasm)",
+            self.backend()
+        ))
+    }
+
     /// The file operations of the same sandboxes.
     fn files(&self) -> &dyn SandboxFiles;
 

@@ -47,6 +47,19 @@ pub struct SandboxStatus {
     pub executions: u64,
     pub disk_bytes: u64,
     pub limits: Limits,
+    /// Saved points `restore_sandbox` can return to, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// A saved point of a sandbox: its variables, imports and files.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Checkpoint {
+    pub name: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// What it holds on disk (counted in the sandbox's disk quota).
+    pub bytes: u64,
 }
 
 /// Called about once a second while a call runs: seconds elapsed, and the last line of

@@ -33,6 +33,27 @@ const TABLE: &[(&str, &str, bool, bool, bool)] = &[
         true,
     ),
     ("upload_file", "Copy a file into a sandbox", false, true, true),
+    (
+        "fork_sandbox",
+        "Copy a sandbox into a new one",
+        false,
+        false,
+        false,
+    ),
+    (
+        "checkpoint_sandbox",
+        "Save a sandbox's state",
+        false,
+        false,
+        false,
+    ),
+    (
+        "restore_sandbox",
+        "Roll a sandbox back to a checkpoint",
+        false,
+        true,
+        true,
+    ),
 ];
 
 /// Sets each tool's title and annotations. `open_world`: whether the backend reaches beyond

@@ -78,3 +78,19 @@ pub struct UploadFileArgs {
     pub destination_path: Option<String>,
     pub sandbox_id: Option<String>,
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CheckpointArgs {
+    /// Which sandbox; omitted means the most recently created open one.
+    pub sandbox_id: Option<String>,
+    /// A name for the checkpoint (letters, digits, '.', '_', '-'); omitted: checkpoint-1, -2, ...
+    pub name: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RestoreArgs {
+    /// The checkpoint's name, as checkpoint_sandbox returned it (get_sandbox_status lists them).
+    pub checkpoint: String,
+    /// Which sandbox; omitted means the most recently created open one. An empty id is an error.
+    pub sandbox_id: Option<String>,
+}

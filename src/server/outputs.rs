@@ -84,3 +84,17 @@ pub struct WriteResult {
     pub path: String,
     pub bytes_written: u64,
 }
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ForkResult {
+    /// The new sandbox.
+    pub sandbox_id: String,
+    pub forked_from: String,
+    pub limits: crate::sandbox::Limits,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CheckpointResult {
+    pub sandbox_id: String,
+    pub checkpoint: crate::sandbox::Checkpoint,
+}

@@ -12,12 +12,12 @@ use super::registry::Registry;
 use super::runtime_cell::RuntimeCell;
 use super::spare::Spare;
 use super::vm::{self, MemoryBudget, Session, WASM32_MAX_BYTES};
-use super::{call, housekeeping};
+use super::{call, checkpoints, housekeeping};
 use crate::config::Settings;
 use crate::runtime::Layout;
 use crate::sandbox::{
-    CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits, SandboxError, SandboxFiles,
-    SandboxInfo, SandboxStatus,
+    Checkpoint, CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits, SandboxError,
+    SandboxFiles, SandboxInfo, SandboxStatus,
 };
 
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
@@ -246,6 +246,36 @@ impl Interpreter for WasmBackend {
             available: None,
             built_in: None,
         })
+    }
+
+    async fn fork(&self, id: &str) -> Result<SandboxInfo, SandboxError> {
+        let from = self.registry.get(id)?;
+        let runtime = self.runtime.for_memory(from.limits.memory_mb).await?;
+        let into = self.registry.reserve(from.limits.clone())?;
+        if let Err(e) = checkpoints::fork(&from, &into, &runtime, &self.memory).await {
+            self.registry.remove(&into.id);
+            return Err(e);
+        }
+        Ok(SandboxInfo {
+            sandbox_id: into.id.clone(),
+            backend: "wasm".into(),
+            python_version: runtime.files.python_version.clone(),
+            workspace: crate::sandbox::paths::WORKSPACE.into(),
+            limits: into.limits.clone(),
+            notes: Vec::new(),
+        })
+    }
+
+    async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
+        let sb = self.registry.get(id)?;
+        let runtime = self.runtime.for_memory(sb.limits.memory_mb).await?;
+        checkpoints::checkpoint(&sb, &runtime, &self.memory, name).await
+    }
+
+    async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
+        let sb = self.registry.get(id)?;
+        let images = self.runtime.images().await?;
+        checkpoints::restore(&sb, images, &self.memory, checkpoint).await
     }
 
     fn files(&self) -> &dyn SandboxFiles {

@@ -1,7 +1,7 @@
 //! The local backend: CPython compiled to WASI, one wasmtime Store per sandbox.
 //!
 //! Read top-down: [`backend`] implements the two traits and hands work to [`call`] (one
-//! `execute_code`), [`spare`] (a pre-started interpreter) and [`housekeeping`] (idle and
+//! `execute_code`), [`checkpoints`] (fork, checkpoint, restore), [`spare`] (a pre-started interpreter) and [`housekeeping`] (idle and
 //! leftover cleanup); [`registry`] owns the open sandboxes and their folders, [`files`] the
 //! host-side file tools, [`results`] turns a turn's output into a tool result,
 //! [`runtime_cell`] installs and compiles the interpreter in the background. [`vm`] is the one
@@ -16,6 +16,7 @@
 
 mod backend;
 mod call;
+mod checkpoints;
 mod files;
 mod housekeeping;
 mod registry;

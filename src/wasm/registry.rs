@@ -99,6 +99,7 @@ impl Sandbox {
             executions: self.executions.load(Ordering::SeqCst),
             disk_bytes,
             limits: self.limits.clone(),
+            checkpoints: super::checkpoints::list(self),
         }
     }
 }

@@ -28,6 +28,11 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Removes everything below `path`, keeping the folder itself.
+pub fn empty_folder(path: &Path) -> io::Result<()> {
+    imp::empty_folder(path)
+}
+
 #[cfg(unix)]
 mod imp {
     use super::*;

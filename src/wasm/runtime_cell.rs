@@ -153,6 +153,13 @@ impl RuntimeCell {
         })
     }
 
+    /// Every image loaded (the warm one first), for reading a saved state back.
+    pub async fn images(self: &Arc<Self>) -> Result<Vec<Arc<CompiledRuntime>>, SandboxError> {
+        let plain = self.get().await?;
+        let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok(warm.into_iter().chain([plain]).collect())
+    }
+
     /// The interpreter, waiting a little for an installation in progress.
     pub async fn get(self: &Arc<Self>) -> Result<Arc<CompiledRuntime>, SandboxError> {
         if let State::Ready(i) = &*self.tx.borrow() {

@@ -428,6 +428,19 @@ async fn the_ten_tools_work_against_the_e2b_protocol() {
     .await;
     assert!(!err);
     assert_eq!(v["stdout"], "hello\n");
+
+    for (tool, args) in [
+        ("fork_sandbox", json!({"sandbox_id": id})),
+        ("checkpoint_sandbox", json!({"sandbox_id": id})),
+        ("restore_sandbox", json!({"sandbox_id": id, "checkpoint": "x"})),
+    ] {
+        let (err, v, text) = call(&c, tool, args).await;
+        assert!(err && v.is_null(), "{tool}: {text}");
+        assert!(
+            text.contains("not available on the e2b backend"),
+            "{tool}: {text}"
+        );
+    }
     let (_, v, _) = call(&c, "execute_code", json!({"code": "6*7"})).await;
     assert_eq!(
         v["result"], "42",

@@ -562,15 +562,23 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
     println!("|---|---|---|---|---|---|");
     for r in rows {
         match r.baseline {
-            Some((name, b)) => println!(
-                "| {} | {} | {} | {} | {} | {:.2}x |",
-                r.what,
-                r.runs,
-                ms(r.ours),
-                name,
-                ms(b),
-                r.ours.as_secs_f64() / b.as_secs_f64()
-            ),
+            Some((name, b)) => {
+                let ratio = r.ours.as_secs_f64() / b.as_secs_f64();
+                // Small ratios keep their digits (a warm start is a thousandth of a cold one).
+                let ratio = if ratio < 0.1 {
+                    format!("{ratio:.4}x")
+                } else {
+                    format!("{ratio:.2}x")
+                };
+                println!(
+                    "| {} | {} | {} | {} | {} | {ratio} |",
+                    r.what,
+                    r.runs,
+                    ms(r.ours),
+                    name,
+                    ms(b)
+                )
+            }
             None => println!("| {} | {} | {} | - | - | - |", r.what, r.runs, ms(r.ours)),
         }
     }

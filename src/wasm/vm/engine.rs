@@ -83,6 +83,11 @@ pub struct CompiledRuntime {
     pub files: RuntimeFiles,
     pub metered: bool,
     pub image: Image,
+    /// Names this image in saved states: a state is only applied to the image it came from.
+    pub id: String,
+    /// The image's initial memory, read once when a state is first saved: saved states keep
+    /// only the pages that differ from it.
+    base: tokio::sync::OnceCell<Arc<Vec<u8>>>,
 }
 
 pub fn engine_key(engine: &Engine) -> u64 {
@@ -184,24 +189,61 @@ impl CompiledRuntime {
         let module = load(&engine, layout, &files)?;
         let pre = link(&engine, &module)?;
         start_ticker(&engine);
+        let id = format!(
+            "plain-{}-{:016x}",
+            &files.module_sha256[..16],
+            engine_key(&engine)
+        );
         Ok(Arc::new(CompiledRuntime {
             engine,
             pre,
             files,
             metered,
             image: Image::Plain,
+            id,
+            base: Default::default(),
         }))
     }
 
     /// The same runtime started from another image of it, on the same engine.
-    pub fn with_image(&self, module: &Module, image: Image) -> Result<Arc<Self>, EngineError> {
+    pub fn with_image(&self, module: &Module, image: Image, id: String) -> Result<Arc<Self>, EngineError> {
         Ok(Arc::new(CompiledRuntime {
             engine: self.engine.clone(),
             pre: link(&self.engine, module)?,
             files: self.files.clone(),
             metered: self.metered,
             image,
+            id,
+            base: Default::default(),
         }))
+    }
+
+    /// The image's memory as instantiation leaves it, before any code runs.
+    pub async fn base_memory(&self) -> Result<Arc<Vec<u8>>, EngineError> {
+        self.base
+            .get_or_try_init(|| async {
+                let link = |e: wasmtime::Error| EngineError::Link(format!("{e:#}"));
+                let state = GuestState {
+                    wasi: wasmtime_wasi::WasiCtxBuilder::new().build_p1(),
+                    fs: guest_fs::GuestFs::new(Arc::new(crate::disk_quota::DiskQuota::new(0)), Vec::new()),
+                    limits: super::memory_budget::GuestLimiter::new(
+                        super::memory_budget::WASM32_MAX_BYTES,
+                        super::memory_budget::MemoryBudget::new(u64::MAX),
+                    ),
+                    inbox: Default::default(),
+                    deadline: std::time::Instant::now() + Duration::from_secs(30),
+                };
+                let mut store = wasmtime::Store::new(&self.engine, state);
+                store.limiter(|s| &mut s.limits);
+                store.set_epoch_deadline(u64::MAX);
+                let instance = self.pre.instantiate_async(&mut store).await.map_err(link)?;
+                let memory = instance
+                    .get_memory(&mut store, "memory")
+                    .ok_or_else(|| EngineError::Link("the module exports no memory".into()))?;
+                Ok(Arc::new(memory.data(&store).to_vec()))
+            })
+            .await
+            .cloned()
     }
 }
 

@@ -13,11 +13,13 @@ mod guest_fs;
 mod guest_memory;
 mod memory_budget;
 mod output;
+mod saved_state;
 mod session;
 mod state;
 mod warm_image;
 
 pub use engine::{CompiledRuntime, EngineError, Image};
 pub use memory_budget::{MemoryBudget, WASM32_MAX_BYTES, half_of_machine};
-pub use session::{Ended, Session, SessionConfig, TurnOutput};
+pub use saved_state::SavedState;
+pub use session::{Ended, Session, SessionConfig, SessionError, TurnOutput};
 pub use warm_image::{WarmError, build_or_load as warm_image};

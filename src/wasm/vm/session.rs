@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use wasmtime::{Instance, Memory, Store, Trap, TypedFunc, UpdateDeadline};
+use wasmtime::{Instance, Memory, Store, Trap, TypedFunc, UpdateDeadline, Val};
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
@@ -19,6 +19,7 @@ use super::engine::{CompiledRuntime, Image};
 use super::guest_fs::GuestFs;
 use super::memory_budget::{GuestLimiter, MemoryBudget};
 use super::output::{Capture, Captured};
+use super::saved_state::{GlobalValue, PAGE, SavedState};
 use super::state::GuestState;
 use crate::disk_quota::DiskQuota;
 
@@ -117,13 +118,20 @@ pub enum SessionError {
     Folders(String),
     #[error("could not start the interpreter: {0}")]
     Start(String),
+    #[error(
+        "the interpreter holds {0} file(s) open, and open files cannot be saved; close them (a `with` block closes a file) and try again"
+    )]
+    OpenFiles(usize),
 }
 
 pub struct Session {
+    /// The image this interpreter started from: its saved states apply to that image only.
+    runtime: Arc<CompiledRuntime>,
     pub(super) store: Store<GuestState>,
     pub(super) instance: Instance,
-    /// When the guest's monotonic clock began (see [`Monotonic`]).
+    /// When the guest's monotonic clock began, and what it started from (see [`Monotonic`]).
     clock_start: Instant,
+    clock_offset: Duration,
     memory: Memory,
     host_alloc: TypedFunc<i32, i32>,
     turn: TypedFunc<(i32, i32), i32>,
@@ -138,14 +146,11 @@ fn wasi_context(
     stdout: &Capture,
     stderr: &Capture,
     clock_start: Instant,
+    offset: Duration,
 ) -> Result<WasiP1Ctx, SessionError> {
     let folders = |e: wasmtime::Error| SessionError::Folders(format!("{e:#}"));
     let mut b = WasiCtxBuilder::new();
     b.stdout(stdout.clone()).stderr(stderr.clone());
-    let offset = match interp.image {
-        Image::Plain => Duration::ZERO,
-        Image::Warm { clock_offset, .. } => clock_offset,
-    };
     b.monotonic_clock(Monotonic {
         start: clock_start,
         offset,
@@ -217,14 +222,135 @@ fn classify(err: wasmtime::Error) -> Ended {
 }
 
 impl Session {
-    /// Instantiates a fresh interpreter and runs the prelude in it.
+    /// Instantiates a fresh interpreter and runs the prelude in it (or, from a warm image, only
+    /// reseeds its generators).
     pub async fn start(interp: &Arc<CompiledRuntime>, cfg: &SessionConfig) -> Result<Session, SessionError> {
-        let t0 = Instant::now();
+        let offset = match interp.image {
+            Image::Plain => Duration::ZERO,
+            Image::Warm { clock_offset, .. } => clock_offset,
+        };
+        let mut session = Self::instantiate(interp, cfg, offset).await?;
+        let first = match interp.image {
+            Image::Plain => PRELUDE,
+            Image::Warm { .. } => REBIRTH,
+        };
+        session.first_turn(first).await?;
+        Ok(session)
+    }
+
+    /// Starts an interpreter in a saved state of the same image. `reseed` gives it generators
+    /// of its own (a fork); a restore keeps the saved ones.
+    pub async fn start_from(
+        interp: &Arc<CompiledRuntime>,
+        cfg: &SessionConfig,
+        saved: &SavedState,
+        reseed: bool,
+    ) -> Result<Session, SessionError> {
+        if saved.header.image != interp.id {
+            return Err(SessionError::Start(
+                "the saved state belongs to another image".into(),
+            ));
+        }
+        let offset = Duration::from_nanos(saved.header.clock_ns);
+        let mut session = Self::instantiate(interp, cfg, offset).await?;
+        let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
+        let have = session.memory.data_size(&session.store) as u64;
+        if saved.header.memory_bytes > have {
+            let grow = (saved.header.memory_bytes - have).div_ceil(PAGE as u64);
+            session.memory.grow(&mut session.store, grow).map_err(start)?;
+        }
+        let data = session.memory.data_mut(&mut session.store);
+        for (at, page) in saved.pages() {
+            let Some(dst) = data.get_mut(at..at + page.len()) else {
+                return Err(SessionError::Start(
+                    "the saved state does not fit the memory".into(),
+                ));
+            };
+            dst.copy_from_slice(page);
+        }
+        for (name, value) in &saved.header.globals {
+            let global = session
+                .instance
+                .get_global(&mut session.store, name)
+                .ok_or_else(|| SessionError::Start(format!("the image has no global {name}")))?;
+            let v = match *value {
+                GlobalValue::I32(v) => Val::I32(v),
+                GlobalValue::I64(v) => Val::I64(v),
+                GlobalValue::F32(v) => Val::F32(v),
+                GlobalValue::F64(v) => Val::F64(v),
+            };
+            global.set(&mut session.store, v).map_err(start)?;
+        }
+        session.first_turn(if reseed { REBIRTH } else { "None" }).await?;
+        Ok(session)
+    }
+
+    /// This interpreter's state between turns, as pages that differ from `base` (its image's
+    /// initial memory). Refused while the guest holds files open: a new Store could not
+    /// give it the same descriptors.
+    pub fn capture(&mut self, image: &str, base: &[u8]) -> Result<SavedState, SessionError> {
+        let opened = self.store.data().fs.opened();
+        if opened > 0 {
+            return Err(SessionError::OpenFiles(opened));
+        }
+        let names: Vec<String> = self
+            .instance
+            .exports(&mut self.store)
+            .filter(|e| e.name().starts_with("__wizer_global_"))
+            .map(|e| e.name().to_string())
+            .collect();
+        let mut globals = Vec::new();
+        for name in names {
+            let Some(g) = self.instance.get_global(&mut self.store, &name) else {
+                continue;
+            };
+            let v = match g.get(&mut self.store) {
+                Val::I32(v) => GlobalValue::I32(v),
+                Val::I64(v) => GlobalValue::I64(v),
+                Val::F32(v) => GlobalValue::F32(v),
+                Val::F64(v) => GlobalValue::F64(v),
+                _ => return Err(SessionError::Start(format!("global {name} cannot be saved"))),
+            };
+            globals.push((name, v));
+        }
+        let clock = self.clock_offset + self.clock_start.elapsed();
+        let clock_ns = u64::try_from(clock.as_nanos()).unwrap_or(u64::MAX);
+        Ok(SavedState::diff(
+            image,
+            self.memory.data(&self.store),
+            base,
+            clock_ns,
+            globals,
+        ))
+    }
+
+    pub fn runtime(&self) -> &Arc<CompiledRuntime> {
+        &self.runtime
+    }
+
+    async fn first_turn(&mut self, code: &str) -> Result<(), SessionError> {
+        let out = self
+            .turn(code, Duration::from_secs(30), None, &CancellationToken::new())
+            .await;
+        match out.status {
+            Ok(0) => Ok(()),
+            other => Err(SessionError::Start(format!(
+                "the interpreter's first turn failed ({other:?}): {}",
+                out.stderr.text
+            ))),
+        }
+    }
+
+    /// A Store with the sandbox's folders and limits, and the image instantiated in it.
+    async fn instantiate(
+        interp: &Arc<CompiledRuntime>,
+        cfg: &SessionConfig,
+        clock_offset: Duration,
+    ) -> Result<Session, SessionError> {
         let stdout = Capture::new(cfg.output_bytes);
         let stderr = Capture::new(cfg.output_bytes);
         let clock_start = Instant::now();
-        let wasi = wasi_context(interp, cfg, &stdout, &stderr, clock_start)?;
-        let t_wasi = t0.elapsed();
+        let wasi = wasi_context(interp, cfg, &stdout, &stderr, clock_start, clock_offset)?;
         let limits = GuestLimiter::new(cfg.memory_bytes, cfg.memory_budget.clone());
         let fs = watched_folders(interp, cfg)?;
         let state = GuestState {
@@ -252,7 +378,6 @@ impl Session {
         }
         let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
         let instance = interp.pre.instantiate_async(&mut store).await.map_err(start)?;
-        let t_inst = t0.elapsed();
         let memory = instance
             .get_memory(&mut store, "memory")
             .ok_or_else(|| SessionError::Start("the module exports no memory".into()))?;
@@ -262,9 +387,11 @@ impl Session {
         let turn = instance
             .get_typed_func::<(i32, i32), i32>(&mut store, "turn")
             .map_err(start)?;
-        let mut session = Session {
+        Ok(Session {
+            runtime: interp.clone(),
             instance,
             clock_start,
+            clock_offset,
             store,
             memory,
             host_alloc,
@@ -272,31 +399,7 @@ impl Session {
             stdout,
             stderr,
             metered: interp.metered,
-        };
-        let out = session
-            .turn(
-                match interp.image {
-                    Image::Plain => PRELUDE,
-                    Image::Warm { .. } => REBIRTH,
-                },
-                Duration::from_secs(30),
-                None,
-                &CancellationToken::new(),
-            )
-            .await;
-        tracing::debug!(
-            "interpreter started: WASI context {:?}, instantiated {:?}, prelude done {:?}",
-            t_wasi,
-            t_inst,
-            t0.elapsed()
-        );
-        match out.status {
-            Ok(0) => Ok(session),
-            other => Err(SessionError::Start(format!(
-                "the sandbox prelude failed ({other:?}): {}",
-                out.stderr.text
-            ))),
-        }
+        })
     }
 
     /// The guest's monotonic clock now, as [`Monotonic`] reports it (without an offset).

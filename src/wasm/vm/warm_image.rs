@@ -79,6 +79,8 @@ fn key(plain: &CompiledRuntime) -> String {
         PRELUDE.as_bytes(),
         WARM_UP.as_bytes(),
         LAYOUT.as_bytes(),
+        // The image is instrumented too, so saved states can read its globals.
+        b"instrumented",
         WASMTIME_VERSION.as_bytes(),
         &DENSE_IMAGE_BYTES.to_le_bytes(),
         &engine::engine_key(&plain.engine).to_le_bytes(),
@@ -139,7 +141,7 @@ fn load_cached(plain: &CompiledRuntime, p: &Paths) -> Option<Arc<CompiledRuntime
         clock_offset: Duration::from_nanos(meta.clock_offset_ns),
         memory_bytes: meta.memory_bytes,
     };
-    match plain.with_image(&module, image) {
+    match plain.with_image(&module, image, format!("warm-{}", key(plain))) {
         Ok(rt) => Some(rt),
         Err(e) => damaged(&e.to_string()),
     }
@@ -211,6 +213,10 @@ async fn build(
         .map_err(|e| WarmError::Snapshot(format!("{e:#}")))?;
     drop(session);
     drop(original);
+    // Exports its globals and memory as the plain module does, for saved states.
+    let (_, snapshot) = Wizer::new()
+        .instrument(&snapshot)
+        .map_err(|e| WarmError::Snapshot(format!("instrumenting the image: {e:#}")))?;
     let engine = plain.engine.clone();
     let compiled = tokio::task::spawn_blocking(move || engine.precompile_module(&snapshot))
         .await

@@ -1,0 +1,340 @@
+//! Saved points of a sandbox: `checkpoint_sandbox`, `restore_sandbox` and `fork_sandbox`.
+//!
+//! A saved point is the interpreter's state (the memory pages that differ from its image,
+//! deflated; see `vm::SavedState`) and a copy of the workspace and of the installed packages.
+//! Checkpoints live in the sandbox's scratch folder, out of the guest's sight, count towards
+//! its disk quota, and go with it when it is closed. `/tmp` is not saved.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::registry::{Sandbox, Slot};
+use super::remove_tree;
+use super::vm::{CompiledRuntime, MemoryBudget, SavedState, Session};
+use crate::disk_quota::{ENTRY_COST, tree_cost};
+use crate::sandbox::{Checkpoint, SandboxError};
+
+const STATE: &str = "state.bin";
+const WORKSPACE: &str = "workspace";
+const PACKAGES: &str = "site-packages";
+const MAX_NAME: usize = 64;
+
+fn folder(sb: &Sandbox) -> PathBuf {
+    sb.dirs.scratch.join("checkpoints")
+}
+
+/// A checkpoint name the user chose, or the next free `checkpoint-N`.
+fn name_for(sb: &Sandbox, asked: Option<&str>) -> Result<String, SandboxError> {
+    let dir = folder(sb);
+    match asked.map(str::trim).filter(|s| !s.is_empty()) {
+        Some(n) => {
+            let ok = n.len() <= MAX_NAME
+                && n.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+                && !n.starts_with('.');
+            if !ok {
+                return Err(SandboxError::InvalidArgument(format!(
+                    "checkpoint name '{n}' is not usable: use up to {MAX_NAME} letters, digits, '.', '_' or '-', not starting with '.'"
+                )));
+            }
+            if dir.join(n).exists() {
+                return Err(SandboxError::InvalidArgument(format!(
+                    "sandbox {} already has a checkpoint named '{n}'; pick another name",
+                    sb.id
+                )));
+            }
+            Ok(n.to_string())
+        }
+        None => Ok((1..)
+            .map(|i| format!("checkpoint-{i}"))
+            .find(|n| !dir.join(n).exists())
+            .unwrap_or_else(|| "checkpoint".into())),
+    }
+}
+
+/// The sandbox's checkpoints, oldest first.
+pub fn list(sb: &Sandbox) -> Vec<Checkpoint> {
+    let mut out: Vec<(std::time::SystemTime, Checkpoint)> = std::fs::read_dir(folder(sb))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join(STATE).is_file())
+        .filter_map(|e| {
+            let md = e.path().join(STATE).metadata().ok()?;
+            let when = md.modified().ok()?;
+            let created: chrono::DateTime<chrono::Utc> = when.into();
+            Some((
+                when,
+                Checkpoint {
+                    name: e.file_name().to_string_lossy().into_owned(),
+                    created_at: created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    bytes: tree_cost(&e.path()),
+                },
+            ))
+        })
+        .collect();
+    out.sort_by_key(|(t, _)| *t);
+    out.into_iter().map(|(_, c)| c).collect()
+}
+
+/// Copies a tree without following links; the cost it adds, as the disk quota counts it.
+/// Iterative, so a deep tree cannot overflow the stack.
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<u64> {
+    std::fs::create_dir_all(to)?;
+    let mut cost = 0u64;
+    let mut stack = vec![(from.to_path_buf(), to.to_path_buf())];
+    while let Some((src, dst)) = stack.pop() {
+        for entry in std::fs::read_dir(&src)? {
+            let entry = entry?;
+            let md = entry.path().symlink_metadata()?;
+            let target = dst.join(entry.file_name());
+            cost = cost.saturating_add(ENTRY_COST);
+            if md.is_dir() {
+                std::fs::create_dir(&target)?;
+                stack.push((entry.path(), target));
+            } else if md.is_symlink() {
+                #[cfg(unix)]
+                std::os::unix::fs::symlink(std::fs::read_link(entry.path())?, &target)?;
+            } else if md.is_file() {
+                cost = cost.saturating_add(std::fs::copy(entry.path(), &target)?);
+            }
+        }
+    }
+    Ok(cost)
+}
+
+fn io_error(what: &str) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
+    move |e| SandboxError::Io {
+        context: what.to_string(),
+        source: e,
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
+) -> Result<T, SandboxError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SandboxError::Backend(Box::new(e)))?
+}
+
+/// The state of the sandbox's interpreter (starting one first if it has none).
+async fn capture(
+    slot: &mut Slot,
+    sb: &Sandbox,
+    runtime: &Arc<CompiledRuntime>,
+    memory: &Arc<MemoryBudget>,
+) -> Result<SavedState, SandboxError> {
+    if slot.session.is_none() {
+        let s = Session::start(runtime, &sb.session_config(memory))
+            .await
+            .map_err(|e| SandboxError::Backend(Box::new(e)))?;
+        slot.session = Some(s);
+    }
+    let Some(session) = slot.session.as_mut() else {
+        return Err(SandboxError::Backend(
+            "the interpreter could not be started".into(),
+        ));
+    };
+    let image = session.runtime().clone();
+    let base = image
+        .base_memory()
+        .await
+        .map_err(|e| SandboxError::Backend(Box::new(e)))?;
+    session.capture(&image.id, &base).map_err(|e| match e {
+        super::vm::SessionError::OpenFiles(_) => SandboxError::InvalidArgument(e.to_string()),
+        other => SandboxError::Backend(Box::new(other)),
+    })
+}
+
+/// Saves the sandbox's variables, imports and files under a name.
+pub async fn checkpoint(
+    sb: &Arc<Sandbox>,
+    runtime: &Arc<CompiledRuntime>,
+    memory: &Arc<MemoryBudget>,
+    asked: Option<&str>,
+) -> Result<Checkpoint, SandboxError> {
+    let mut slot = sb.slot.lock().await;
+    if sb.closing.is_cancelled() {
+        return Err(SandboxError::NotFound(sb.id.clone()));
+    }
+    let name = name_for(sb, asked)?;
+    let state = capture(&mut slot, sb, runtime, memory).await?;
+    let dir = folder(sb).join(&name);
+    let sb2 = sb.clone();
+    let saved = {
+        let dir = dir.clone();
+        blocking(move || {
+            let tmp = folder(&sb2).join(format!(".{name}.partial"));
+            let _ = remove_tree::remove_tree(&tmp);
+            let written = (|| -> std::io::Result<u64> {
+                std::fs::create_dir_all(&tmp)?;
+                let mut f = std::io::BufWriter::new(std::fs::File::create(tmp.join(STATE))?);
+                state
+                    .write_to(&mut f)
+                    .map_err(|e| std::io::Error::other(e.to_string()))?;
+                let f = f.into_inner().map_err(|e| e.into_error())?;
+                f.sync_all()?;
+                let mut cost = f.metadata()?.len() + ENTRY_COST;
+                cost += copy_tree(&sb2.dirs.workspace, &tmp.join(WORKSPACE))?;
+                cost += copy_tree(&sb2.dirs.site_packages, &tmp.join(PACKAGES))?;
+                Ok(cost)
+            })();
+            let cost = match written {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = remove_tree::remove_tree(&tmp);
+                    return Err(io_error("could not save the checkpoint")(e));
+                }
+            };
+            if let Err(full) = sb2.quota.reserve(cost) {
+                let _ = remove_tree::remove_tree(&tmp);
+                return Err(SandboxError::DiskFull {
+                    limit: sb2.quota.limit(),
+                    used: sb2.quota.used(),
+                    wanted: full.wanted,
+                });
+            }
+            std::fs::rename(&tmp, &dir).map_err(io_error("could not save the checkpoint"))?;
+            Ok(cost)
+        })
+        .await?
+    };
+    drop(slot);
+    let created: chrono::DateTime<chrono::Utc> = std::time::SystemTime::now().into();
+    Ok(Checkpoint {
+        name: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        created_at: created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        bytes: saved,
+    })
+}
+
+/// Reads a checkpoint's state, for the image it was taken from.
+fn read_state(
+    dir: &Path,
+    images: &[Arc<CompiledRuntime>],
+) -> Result<(SavedState, Arc<CompiledRuntime>), SandboxError> {
+    let path = dir.join(STATE);
+    let mut last = None;
+    for image in images {
+        let mut f = std::io::BufReader::new(
+            std::fs::File::open(&path).map_err(io_error("could not read the checkpoint"))?,
+        );
+        match SavedState::read_from(&mut f, &image.id) {
+            Ok(s) => return Ok((s, image.clone())),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(SandboxError::InvalidArgument(format!(
+        "the checkpoint cannot be restored: {}",
+        last.map_or_else(|| "no interpreter image is loaded".to_string(), |e| e.to_string())
+    )))
+}
+
+/// Puts the sandbox's variables, imports and files back as they were at `name`.
+pub async fn restore(
+    sb: &Arc<Sandbox>,
+    images: Vec<Arc<CompiledRuntime>>,
+    memory: &Arc<MemoryBudget>,
+    name: &str,
+) -> Result<Checkpoint, SandboxError> {
+    let mut slot = sb.slot.lock().await;
+    if sb.closing.is_cancelled() {
+        return Err(SandboxError::NotFound(sb.id.clone()));
+    }
+    let known = list(sb);
+    let Some(found) = known.iter().find(|c| c.name == name.trim()).cloned() else {
+        let names: Vec<&str> = known.iter().map(|c| c.name.as_str()).collect();
+        return Err(SandboxError::InvalidArgument(format!(
+            "sandbox {} has no checkpoint named '{}'; it has: {}. checkpoint_sandbox makes one",
+            sb.id,
+            name.trim(),
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
+        )));
+    };
+    let dir = folder(sb).join(&found.name);
+    let (state, image) = {
+        let dir = dir.clone();
+        blocking(move || read_state(&dir, &images)).await?
+    };
+    // The new interpreter first, so a failure leaves the sandbox as it was.
+    let session = Session::start_from(&image, &sb.session_config(memory), &state, false)
+        .await
+        .map_err(|e| SandboxError::Backend(Box::new(e)))?;
+    let sb2 = sb.clone();
+    blocking(move || {
+        let before = tree_cost(&sb2.dirs.workspace) + tree_cost(&sb2.dirs.site_packages);
+        let after = tree_cost(&dir.join(WORKSPACE)) + tree_cost(&dir.join(PACKAGES));
+        let used = sb2.quota.used().saturating_sub(before);
+        if used.saturating_add(after) > sb2.quota.limit() {
+            return Err(SandboxError::DiskFull {
+                limit: sb2.quota.limit(),
+                used: sb2.quota.used(),
+                wanted: after.saturating_sub(before),
+            });
+        }
+        for (from, to) in [
+            (WORKSPACE, &sb2.dirs.workspace),
+            (PACKAGES, &sb2.dirs.site_packages),
+        ] {
+            remove_tree::empty_folder(to).map_err(io_error("could not clear the sandbox's files"))?;
+            copy_tree(&dir.join(from), to).map_err(io_error("could not restore the checkpoint's files"))?;
+        }
+        sb2.quota.release(before);
+        sb2.quota.settle(0, i128::from(after));
+        Ok(())
+    })
+    .await?;
+    slot.session = Some(session);
+    slot.lost = false;
+    slot.lost_reason = None;
+    sb.touch();
+    Ok(found)
+}
+
+/// Starts `into` as a copy of `from`: its state (with generators of its own) and its files.
+pub async fn fork(
+    from: &Arc<Sandbox>,
+    into: &Arc<Sandbox>,
+    runtime: &Arc<CompiledRuntime>,
+    memory: &Arc<MemoryBudget>,
+) -> Result<(), SandboxError> {
+    let mut slot = from.slot.lock().await;
+    if from.closing.is_cancelled() {
+        return Err(SandboxError::NotFound(from.id.clone()));
+    }
+    let state = capture(&mut slot, from, runtime, memory).await?;
+    let image = slot
+        .session
+        .as_ref()
+        .map(|s| s.runtime().clone())
+        .unwrap_or_else(|| runtime.clone());
+    let (src, dst) = (from.clone(), into.clone());
+    blocking(move || {
+        let mut cost = 0;
+        for (a, b) in [
+            (&src.dirs.workspace, &dst.dirs.workspace),
+            (&src.dirs.site_packages, &dst.dirs.site_packages),
+        ] {
+            cost += copy_tree(a, b).map_err(io_error("could not copy the sandbox's files"))?;
+        }
+        dst.quota.reserve(cost).map_err(|full| SandboxError::DiskFull {
+            limit: dst.quota.limit(),
+            used: dst.quota.used(),
+            wanted: full.wanted,
+        })
+    })
+    .await?;
+    drop(slot);
+    let session = Session::start_from(&image, &into.session_config(memory), &state, true)
+        .await
+        .map_err(|e| SandboxError::Backend(Box::new(e)))?;
+    into.slot.lock().await.session = Some(session);
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! An interpreter's state between turns, as plain data: the pages of linear memory that differ
+//! from the image it started from, its mutable globals, and its clock. Enough to start another
+//! interpreter from the same image in the same state (a fork, a restored checkpoint).
+//!
+//! On disk it is a magic line, a JSON header and the changed pages, deflated. Nothing in it is
+//! trusted when read back: sizes are checked against the header and the header against the
+//! image, so a damaged or foreign file is refused, never half-applied.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+/// Granularity of the comparison with the image: wasm's own page size.
+pub const PAGE: usize = 64 << 10;
+const MAGIC: &[u8] = b"MCSSTATE1\n";
+/// Largest header accepted when reading (a few thousand page numbers).
+const MAX_HEADER: usize = 16 << 20;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub enum GlobalValue {
+    I32(i32),
+    I64(i64),
+    F32(u32),
+    F64(u64),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Header {
+    /// Which image the pages are relative to; a state is only applied to the same one.
+    pub image: String,
+    pub memory_bytes: u64,
+    /// The guest's monotonic clock when the state was taken.
+    pub clock_ns: u64,
+    pub globals: Vec<(String, GlobalValue)>,
+    /// Indices of the pages stored, in order.
+    pub pages: Vec<u32>,
+}
+
+/// A state in memory: the header and the stored pages, back to back.
+#[derive(Clone)]
+pub struct SavedState {
+    pub header: Header,
+    pub data: Vec<u8>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("the saved state is damaged or incomplete ({0})")]
+    Damaged(String),
+    #[error("the saved state belongs to another image of the interpreter")]
+    OtherImage,
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+impl SavedState {
+    /// The pages of `memory` that differ from `base` (pages past its end that are all zero
+    /// match a freshly grown memory and are left out too).
+    pub fn diff(
+        image: &str,
+        memory: &[u8],
+        base: &[u8],
+        clock_ns: u64,
+        globals: Vec<(String, GlobalValue)>,
+    ) -> Self {
+        let mut pages = Vec::new();
+        let mut data = Vec::new();
+        for (i, page) in memory.chunks(PAGE).enumerate() {
+            let start = i * PAGE;
+            let same = match base.get(start..start + page.len()) {
+                Some(b) => b == page,
+                None => page.iter().all(|&x| x == 0),
+            };
+            if !same {
+                pages.push(i as u32);
+                data.extend_from_slice(page);
+            }
+        }
+        SavedState {
+            header: Header {
+                image: image.to_string(),
+                memory_bytes: memory.len() as u64,
+                clock_ns,
+                globals,
+                pages,
+            },
+            data,
+        }
+    }
+
+    /// Each stored page with its byte offset in memory.
+    pub fn pages(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        self.header
+            .pages
+            .iter()
+            .zip(self.data.chunks(PAGE))
+            .map(|(&i, page)| (i as usize * PAGE, page))
+    }
+
+    pub fn write_to(&self, out: &mut impl Write) -> Result<(), StateError> {
+        let header = serde_json::to_vec(&self.header).map_err(|e| StateError::Damaged(e.to_string()))?;
+        out.write_all(MAGIC)?;
+        out.write_all(&(header.len() as u64).to_le_bytes())?;
+        out.write_all(&header)?;
+        let mut z = flate2::write::DeflateEncoder::new(out, flate2::Compression::fast());
+        z.write_all(&self.data)?;
+        z.finish()?;
+        Ok(())
+    }
+
+    pub fn read_from(input: &mut impl Read, image: &str) -> Result<Self, StateError> {
+        let damaged = |why: &str| StateError::Damaged(why.to_string());
+        let mut magic = [0u8; MAGIC.len()];
+        input.read_exact(&mut magic).map_err(|_| damaged("no header"))?;
+        if magic != MAGIC {
+            return Err(damaged("not a saved state"));
+        }
+        let mut len = [0u8; 8];
+        input
+            .read_exact(&mut len)
+            .map_err(|_| damaged("truncated header"))?;
+        let len = usize::try_from(u64::from_le_bytes(len)).unwrap_or(usize::MAX);
+        if len > MAX_HEADER {
+            return Err(damaged("header too large"));
+        }
+        let mut raw = vec![0u8; len];
+        input
+            .read_exact(&mut raw)
+            .map_err(|_| damaged("truncated header"))?;
+        let header: Header = serde_json::from_slice(&raw).map_err(|e| StateError::Damaged(e.to_string()))?;
+        if header.image != image {
+            return Err(StateError::OtherImage);
+        }
+        let pages_in_memory = header.memory_bytes.div_ceil(PAGE as u64);
+        if header.memory_bytes > super::WASM32_MAX_BYTES
+            || header.pages.iter().any(|&p| u64::from(p) >= pages_in_memory)
+            || !header.pages.windows(2).all(|w| w[0] < w[1])
+        {
+            return Err(damaged("page list does not fit the memory size"));
+        }
+        let expected = header.pages.len() * PAGE;
+        let mut data = Vec::with_capacity(expected);
+        flate2::read::DeflateDecoder::new(input)
+            .take(expected as u64 + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| StateError::Damaged(e.to_string()))?;
+        if data.len() != expected {
+            return Err(damaged("page data is truncated"));
+        }
+        Ok(SavedState { header, data })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_only_changed_pages_and_refuses_damage() {
+        let base = vec![1u8; 3 * PAGE];
+        let mut mem = base.clone();
+        mem[PAGE + 5] = 9;
+        mem.extend(vec![0u8; PAGE]); // grown, still zero
+        mem.extend(vec![7u8; PAGE]); // grown and written
+        let s = SavedState::diff("img", &mem, &base, 42, vec![("g".into(), GlobalValue::I32(3))]);
+        assert_eq!(s.header.pages, [1, 4]);
+        let mut buf = Vec::new();
+        s.write_to(&mut buf).unwrap();
+        assert!(buf.len() < 4 * 1024, "deflated: {}", buf.len());
+        let back = SavedState::read_from(&mut buf.as_slice(), "img").unwrap();
+        assert_eq!(back.header.pages, [1, 4]);
+        assert_eq!(back.data, s.data);
+        assert!(matches!(
+            SavedState::read_from(&mut buf.as_slice(), "other"),
+            Err(StateError::OtherImage)
+        ));
+        let cut = &buf[..buf.len() - 8];
+        assert!(matches!(
+            SavedState::read_from(&mut &cut[..], "img"),
+            Err(StateError::Damaged(_))
+        ));
+        assert!(SavedState::read_from(&mut &b"garbage"[..], "img").is_err());
+    }
+}
