@@ -92,6 +92,14 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_WARM_IMAGE", default_value_t = true, action = clap::ArgAction::Set)]
     pub warm_image: bool,
 
+    /// Keep sandboxes (files and interpreter state) across server restarts.
+    #[arg(long, env = "CODE_SANDBOX_PERSIST", default_value_t = true, action = clap::ArgAction::Set)]
+    pub persist: bool,
+
+    /// Delete a kept sandbox unused this many days.
+    #[arg(long, env = "CODE_SANDBOX_RETAIN_DAYS", default_value_t = 14)]
+    pub retain_days: u64,
+
     /// Most sandboxes open at once.
     #[arg(long, env = "CODE_SANDBOX_MAX_SANDBOXES", default_value_t = 32)]
     pub max_sandboxes: usize,

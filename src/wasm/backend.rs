@@ -12,7 +12,7 @@ use super::registry::Registry;
 use super::runtime_cell::RuntimeCell;
 use super::spare::Spare;
 use super::vm::{self, MemoryBudget, Session, WASM32_MAX_BYTES};
-use super::{call, checkpoints, housekeeping};
+use super::{call, checkpoints, housekeeping, persist};
 use crate::config::Settings;
 use crate::runtime::Layout;
 use crate::sandbox::{
@@ -23,6 +23,8 @@ use crate::sandbox::{
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
 /// Smallest memory limit that still starts the interpreter (its image alone is 40 MiB).
 const MIN_MEMORY_MB: u64 = 64;
+/// At shutdown, how long a running call may hold a sandbox before it is left unsaved.
+const SAVE_WAIT: Duration = Duration::from_secs(3);
 
 pub struct WasmBackend {
     settings: Arc<Settings>,
@@ -40,8 +42,11 @@ impl WasmBackend {
     /// Sets up the backend and starts installing the runtime in the background.
     pub fn new(settings: Arc<Settings>) -> Result<Self, SandboxError> {
         let layout = Layout::new(settings.home_dir());
-        let registry = Arc::new(Registry::new(layout.clone(), settings.max_sandboxes)?);
-        registry.clean_leftovers();
+        let persist = settings
+            .persist
+            .then(|| Duration::from_secs(settings.retain_days.saturating_mul(86_400)));
+        let registry = Arc::new(Registry::new(layout.clone(), settings.max_sandboxes, persist)?);
+        registry.recover_leftovers();
         let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0, settings.warm_image);
         runtime.start();
         housekeeping::start(
@@ -178,7 +183,7 @@ impl Interpreter for WasmBackend {
                 self.settings.max_concurrent_calls
             ))
         })?;
-        call::execute(&sb, &interp, &self.memory, code, opts).await
+        call::execute(&sb, &self.runtime, &interp, &self.memory, code, opts).await
     }
 
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
@@ -252,7 +257,7 @@ impl Interpreter for WasmBackend {
         let from = self.registry.get(id)?;
         let runtime = self.runtime.for_memory(from.limits.memory_mb).await?;
         let into = self.registry.reserve(from.limits.clone())?;
-        if let Err(e) = checkpoints::fork(&from, &into, &runtime, &self.memory).await {
+        if let Err(e) = checkpoints::fork(&from, &into, &self.runtime, &runtime, &self.memory).await {
             self.registry.remove(&into.id);
             return Err(e);
         }
@@ -269,12 +274,12 @@ impl Interpreter for WasmBackend {
     async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
         let sb = self.registry.get(id)?;
         let runtime = self.runtime.for_memory(sb.limits.memory_mb).await?;
-        checkpoints::checkpoint(&sb, &runtime, &self.memory, name).await
+        checkpoints::checkpoint(&sb, &self.runtime, &runtime, &self.memory, name).await
     }
 
     async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
         let sb = self.registry.get(id)?;
-        let images = self.runtime.images().await?;
+        let images = self.runtime.images_settled().await?;
         checkpoints::restore(&sb, images, &self.memory, checkpoint).await
     }
 
@@ -284,6 +289,22 @@ impl Interpreter for WasmBackend {
 
     async fn shutdown(&self) {
         self.spare.stop(&self.registry).await;
+        if self.registry.persist.is_some() {
+            // Kept for the next start: each interpreter's state is saved beside its files.
+            for sb in self.registry.all() {
+                let Ok(mut slot) = tokio::time::timeout(SAVE_WAIT, sb.slot.lock()).await else {
+                    tracing::warn!(
+                        "sandbox {} is still running code; its files are kept, its variables are not",
+                        sb.id
+                    );
+                    continue;
+                };
+                if let Err(e) = persist::save(&sb, &mut slot, true).await {
+                    tracing::warn!("could not save sandbox {}: {e}", sb.id);
+                }
+            }
+            return;
+        }
         self.registry.close_all().await;
         let registry = self.registry.clone();
         let left = tokio::task::spawn_blocking(move || registry.retry_leftovers())

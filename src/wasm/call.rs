@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::persist;
 use super::registry::{Sandbox, Slot};
 use super::results::{self, AfterCall};
+use super::runtime_cell::RuntimeCell;
 use super::vm::{CompiledRuntime, MemoryBudget, Session, TurnOutput};
 use crate::config::MAX_TIMEOUT;
 use crate::sandbox::{ExecOptions, Execution, LimitKind, ProgressFn, SandboxError};
@@ -61,6 +63,7 @@ impl Drop for CallGuard {
 /// Runs `code` in `sb`, starting a fresh interpreter first when the last one is gone.
 pub async fn execute(
     sb: &Arc<Sandbox>,
+    cell: &Arc<RuntimeCell>,
     interp: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
     code: &str,
@@ -80,7 +83,7 @@ pub async fn execute(
     if sb.abandoned.swap(false, Ordering::SeqCst) {
         slot.reset("the previous call was abandoned while its code ran".into());
     }
-    let fresh = ensure_session(&mut slot, sb, interp, memory).await?;
+    let fresh = ensure_session(&mut slot, sb, cell, interp, memory).await?;
     let Some(session) = slot.session.as_mut() else {
         return Err(SandboxError::Backend(
             "the interpreter could not be started".into(),
@@ -151,12 +154,17 @@ fn stop_token(
 
 /// Starts an interpreter when the slot has none. When the last one was lost, returns
 /// `Some(why)` so the result can say the state is fresh.
-async fn ensure_session(
+/// A suspended interpreter is brought back from its saved state first.
+pub(super) async fn ensure_session(
     slot: &mut Slot,
     sb: &Sandbox,
+    cell: &Arc<RuntimeCell>,
     interp: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
 ) -> Result<Option<Option<String>>, SandboxError> {
+    if slot.session.is_none() && slot.saved {
+        persist::resume(sb, slot, cell.images_settled().await?, memory).await;
+    }
     if slot.session.is_some() {
         return Ok(None);
     }
@@ -212,7 +220,7 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_call_clears_busy_stops_its_tasks_and_marks_the_interpreter() {
         let home = std::env::temp_dir().join(format!("callguard-{}", uuid::Uuid::new_v4().simple()));
-        let registry = Registry::new(Layout::new(&home), 2).unwrap();
+        let registry = Registry::new(Layout::new(&home), 2, None).unwrap();
         let sb = registry
             .prepare(Limits {
                 timeout_seconds: 30,

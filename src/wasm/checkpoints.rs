@@ -8,8 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::files::blocking;
 use super::registry::{Sandbox, Slot};
 use super::remove_tree;
+use super::runtime_cell::RuntimeCell;
 use super::vm::{CompiledRuntime, MemoryBudget, SavedState, Session};
 use crate::disk_quota::{ENTRY_COST, tree_cost};
 use crate::sandbox::{Checkpoint, SandboxError};
@@ -109,27 +111,15 @@ fn io_error(what: &str) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
     }
 }
 
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
-) -> Result<T, SandboxError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| SandboxError::Backend(Box::new(e)))?
-}
-
 /// The state of the sandbox's interpreter (starting one first if it has none).
 async fn capture(
     slot: &mut Slot,
     sb: &Sandbox,
+    cell: &Arc<RuntimeCell>,
     runtime: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
 ) -> Result<SavedState, SandboxError> {
-    if slot.session.is_none() {
-        let s = Session::start(runtime, &sb.session_config(memory))
-            .await
-            .map_err(|e| SandboxError::Backend(Box::new(e)))?;
-        slot.session = Some(s);
-    }
+    super::call::ensure_session(slot, sb, cell, runtime, memory).await?;
     let Some(session) = slot.session.as_mut() else {
         return Err(SandboxError::Backend(
             "the interpreter could not be started".into(),
@@ -149,6 +139,7 @@ async fn capture(
 /// Saves the sandbox's variables, imports and files under a name.
 pub async fn checkpoint(
     sb: &Arc<Sandbox>,
+    cell: &Arc<RuntimeCell>,
     runtime: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
     asked: Option<&str>,
@@ -158,7 +149,7 @@ pub async fn checkpoint(
         return Err(SandboxError::NotFound(sb.id.clone()));
     }
     let name = name_for(sb, asked)?;
-    let state = capture(&mut slot, sb, runtime, memory).await?;
+    let state = capture(&mut slot, sb, cell, runtime, memory).await?;
     let dir = folder(sb).join(&name);
     let sb2 = sb.clone();
     let saved = {
@@ -294,6 +285,7 @@ pub async fn restore(
     slot.session = Some(session);
     slot.lost = false;
     slot.lost_reason = None;
+    slot.saved = false;
     sb.touch();
     Ok(found)
 }
@@ -302,6 +294,7 @@ pub async fn restore(
 pub async fn fork(
     from: &Arc<Sandbox>,
     into: &Arc<Sandbox>,
+    cell: &Arc<RuntimeCell>,
     runtime: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
 ) -> Result<(), SandboxError> {
@@ -309,7 +302,7 @@ pub async fn fork(
     if from.closing.is_cancelled() {
         return Err(SandboxError::NotFound(from.id.clone()));
     }
-    let state = capture(&mut slot, from, runtime, memory).await?;
+    let state = capture(&mut slot, from, cell, runtime, memory).await?;
     let image = slot
         .session
         .as_ref()

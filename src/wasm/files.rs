@@ -220,7 +220,8 @@ fn write_reserved(
     Ok(bytes.len() as u64)
 }
 
-async fn blocking<T: Send + 'static>(
+/// Runs file work off the async threads.
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
 ) -> Result<T, SandboxError> {
     tokio::task::spawn_blocking(f)

@@ -1,13 +1,18 @@
-//! The backend's background chores: closing sandboxes left idle (when that is on) and
-//! retrying the removal of folders that could not be removed before.
+//! The backend's background chores: sandboxes left idle are suspended (their state saved and
+//! their memory given back) or, without persistence, closed; changed sandboxes are saved now
+//! and then, so a crash loses little; folders that could not be removed are retried.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::persist;
 use super::registry::Registry;
 
 /// How often removing a folder that could not be removed is tried again.
 const LEFTOVER_RETRY: Duration = Duration::from_secs(30);
+/// How often sandboxes that ran code since their last save are saved (with persistence):
+/// what a kill -9 can lose at most.
+pub const BACKGROUND_SAVE: Duration = Duration::from_secs(60);
 
 /// Starts the chores; they end with the registry (the task holds only a weak handle).
 pub fn start(registry: &Arc<Registry>, idle: Option<Duration>) {
@@ -17,14 +22,50 @@ pub fn start(registry: &Arc<Registry>, idle: Option<Duration>) {
     let weak = Arc::downgrade(registry);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
+        let mut last_save = tokio::time::Instant::now();
         loop {
             tick.tick().await;
             let Some(r) = weak.upgrade() else { break };
-            if let Some(idle) = idle {
-                r.reap_idle(idle).await;
+            match (idle, r.persist) {
+                (Some(idle), Some(_)) => suspend_idle(&r, idle).await,
+                (Some(idle), None) => r.reap_idle(idle).await,
+                (None, _) => {}
+            }
+            if let Some(retain) = r.persist {
+                // Kept sandboxes unused for the whole retention period go, as at start-up.
+                r.reap_idle(retain).await;
+                if last_save.elapsed() >= BACKGROUND_SAVE {
+                    last_save = tokio::time::Instant::now();
+                    save_changed(&r).await;
+                }
             }
             let r2 = r.clone();
             let _ = tokio::task::spawn_blocking(move || r2.retry_leftovers()).await;
         }
     });
+}
+
+async fn suspend_idle(r: &Registry, idle: Duration) {
+    for sb in r.idle(idle) {
+        let Ok(mut slot) = sb.slot.try_lock() else {
+            continue;
+        };
+        if slot.session.is_some() {
+            tracing::info!("suspending sandbox {}: idle for over {} s", sb.id, idle.as_secs());
+            if let Err(e) = persist::save(&sb, &mut slot, true).await {
+                tracing::warn!("could not suspend sandbox {}: {e}", sb.id);
+            }
+        }
+    }
+}
+
+async fn save_changed(r: &Registry) {
+    for sb in r.all() {
+        let Ok(mut slot) = sb.slot.try_lock() else {
+            continue;
+        };
+        if let Err(e) = persist::save(&sb, &mut slot, false).await {
+            tracing::warn!("could not save sandbox {}: {e}", sb.id);
+        }
+    }
 }

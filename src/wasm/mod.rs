@@ -19,6 +19,7 @@ mod call;
 mod checkpoints;
 mod files;
 mod housekeeping;
+mod persist;
 mod registry;
 mod remove_tree;
 mod results;

@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
 use super::vm::{MemoryBudget, Session, SessionConfig};
-use crate::disk_quota::DiskQuota;
+use crate::disk_quota::{DiskQuota, tree_cost};
 use crate::runtime::Layout;
 use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::{Limits, SandboxError, SandboxState, SandboxStatus};
@@ -31,6 +31,9 @@ pub struct Slot {
     pub lost: bool,
     /// Why, when the host reset it (not a timeout or crash the call itself reported).
     pub lost_reason: Option<String>,
+    /// The interpreter is suspended: its state is saved in the sandbox's folder and is
+    /// restored before the next use.
+    pub saved: bool,
 }
 
 pub struct Sandbox {
@@ -48,6 +51,21 @@ pub struct Sandbox {
     pub closing: CancellationToken,
     pub slot: tokio::sync::Mutex<Slot>,
     last_used: Mutex<Instant>,
+    /// The executions count when the state was last saved, so unchanged sandboxes are not
+    /// saved again.
+    pub saved_executions: AtomicU64,
+    /// An exclusive lock on the sandbox's `owner.lock`, held while this server owns it: another
+    /// server on the same home never opens, saves over or deletes it.
+    _owner: Option<std::fs::File>,
+}
+
+/// What is kept beside a sandbox's saved state, to list it again after a restart.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Meta {
+    pub limits: Limits,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub executions: u64,
+    pub last_used: chrono::DateTime<chrono::Utc>,
 }
 
 impl Slot {
@@ -81,12 +99,34 @@ impl Sandbox {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
     }
 
+    /// Where the interpreter's state and the metadata are saved.
+    pub fn saved_dir(&self) -> PathBuf {
+        self.dirs.scratch.join("saved")
+    }
+
+    /// Records the sandbox's limits and use beside its files (atomically).
+    pub fn write_meta(&self) -> std::io::Result<()> {
+        let last_used = chrono::Utc::now() - chrono::Duration::from_std(self.idle_for()).unwrap_or_default();
+        let meta = Meta {
+            limits: self.limits.clone(),
+            created_at: self.created_at,
+            executions: self.executions.load(Ordering::SeqCst),
+            last_used,
+        };
+        let dir = self.saved_dir();
+        std::fs::create_dir_all(&dir)?;
+        let tmp = dir.join(".meta.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(&meta).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&tmp, dir.join(META))
+    }
+
     pub async fn status(&self) -> SandboxStatus {
         let state = if self.busy.load(Ordering::SeqCst) {
             SandboxState::Busy
         } else {
             match self.slot.try_lock() {
                 Err(_) => SandboxState::Busy,
+                Ok(slot) if slot.saved => SandboxState::Paused,
                 Ok(slot) if slot.session.is_none() && slot.lost => SandboxState::Reset,
                 Ok(_) => SandboxState::Ready,
             }
@@ -112,6 +152,8 @@ struct Inner {
 
 pub struct Registry {
     layout: Layout,
+    /// Keep sandboxes across restarts, for this long unused (`None`: delete them at exit).
+    pub persist: Option<Duration>,
     max: usize,
     /// What all sandboxes together may add to the host disk.
     host_disk: Arc<DiskQuota>,
@@ -128,6 +170,21 @@ struct Leftover {
 }
 
 const OWNER: &str = "owner.pid";
+const OWNER_LOCK: &str = "owner.lock";
+const META: &str = "meta.json";
+pub const STATE: &str = "state.bin";
+
+/// Takes the exclusive lock on a sandbox's `owner.lock`; `None` when another process holds it.
+fn take_ownership(scratch: &Path) -> Option<std::fs::File> {
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(scratch.join(OWNER_LOCK))
+        .ok()?;
+    f.try_lock().ok()?;
+    Some(f)
+}
 
 fn process_alive(pid: u32) -> bool {
     // A killed server stays a zombie until its parent reaps it; it holds nothing by then.
@@ -169,8 +226,10 @@ fn make_dir(p: &Path) -> Result<(), SandboxError> {
 }
 
 impl Registry {
-    pub fn new(layout: Layout, max: usize) -> Result<Self, SandboxError> {
+    /// `persist`: keep sandboxes across restarts, for this long unused.
+    pub fn new(layout: Layout, max: usize, persist: Option<Duration>) -> Result<Self, SandboxError> {
         Ok(Registry {
+            persist,
             host_disk: Arc::new(DiskQuota::host_budget(&layout.sandboxes_dir())),
             layout,
             max: max.max(1),
@@ -271,9 +330,13 @@ impl Registry {
                 return Err(e);
             }
         }
-        // Stamped with our pid, so a later server can tell our folders from a dead one's.
+        // Stamped with our pid, so a later server can tell our folders from a dead one's, and
+        // locked, so no other server touches them while we run.
         let _ = std::fs::write(dirs.scratch.join(OWNER), std::process::id().to_string());
+        let owner = take_ownership(&dirs.scratch);
         Ok(Arc::new(Sandbox {
+            saved_executions: AtomicU64::new(0),
+            _owner: owner,
             id,
             dirs,
             quota: Arc::new(DiskQuota::within(limits.disk_bytes, self.host_disk.clone())),
@@ -296,6 +359,10 @@ impl Registry {
         }
         sb.touch();
         inner.open.insert(sb.id.clone(), sb.clone());
+        drop(inner);
+        if self.persist.is_some() {
+            let _ = sb.write_meta();
+        }
         Ok(())
     }
 
@@ -313,14 +380,17 @@ impl Registry {
         }
     }
 
-    /// Closes sandboxes unused for longer than `idle` (none busy).
-    pub async fn reap_idle(self: &Arc<Self>, idle: std::time::Duration) {
-        let stale: Vec<String> = self
-            .all()
+    /// Sandboxes unused for longer than `idle` (none busy).
+    pub fn idle(&self, idle: std::time::Duration) -> Vec<Arc<Sandbox>> {
+        self.all()
             .into_iter()
             .filter(|sb| !sb.busy.load(Ordering::SeqCst) && sb.idle_for() >= idle)
-            .map(|sb| sb.id.clone())
-            .collect();
+            .collect()
+    }
+
+    /// Closes sandboxes unused for longer than `idle` (none busy).
+    pub async fn reap_idle(self: &Arc<Self>, idle: std::time::Duration) {
+        let stale: Vec<String> = self.idle(idle).into_iter().map(|sb| sb.id.clone()).collect();
         for id in stale {
             tracing::info!("closing sandbox {id}: idle for over {} s", idle.as_secs());
             if self.close(&id).await.is_ok() {
@@ -329,8 +399,11 @@ impl Registry {
         }
     }
 
-    /// Removes sandbox folders left by a server that is no longer running (a crash or kill -9).
-    pub fn clean_leftovers(&self) {
+    /// Folders left by servers that are gone (stopped, crashed or killed). With persistence,
+    /// sandboxes used within the retention period are listed again under their ids, to be
+    /// restored on first use; the rest are removed. Folders a running server owns (it holds
+    /// their lock) are left alone.
+    pub fn recover_leftovers(&self) {
         let Ok(rd) = std::fs::read_dir(self.layout.sandboxes_dir()) else {
             return;
         };
@@ -340,28 +413,96 @@ impl Registry {
                 continue;
             }
             let scratch = self.layout.scratch_dir().join(&id);
-            let owner = std::fs::read_to_string(scratch.join(OWNER))
-                .ok()
-                .and_then(|s| s.trim().parse::<u32>().ok());
-            let orphan = match owner {
-                Some(pid) => !process_alive(pid),
-                // A folder a starting server has not stamped yet is left for a minute.
-                None => entry
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .map(|t| t.elapsed().unwrap_or_default().as_secs() > 60)
-                    .unwrap_or(false),
-            };
-            if orphan {
-                tracing::info!("removing {id}, left by a server that is gone");
-                let dirs = Dirs {
-                    workspace: entry.path(),
-                    tmp: scratch.join("tmp"),
-                    site_packages: scratch.join("site-packages"),
-                    scratch,
+            let owner = if scratch.join(OWNER_LOCK).exists() {
+                match take_ownership(&scratch) {
+                    Some(lock) => Some(lock),
+                    None => continue,
+                }
+            } else {
+                let pid = std::fs::read_to_string(scratch.join(OWNER))
+                    .ok()
+                    .and_then(|s| s.trim().parse::<u32>().ok());
+                let orphan = match pid {
+                    Some(pid) => !process_alive(pid),
+                    // A folder a starting server has not stamped yet is left for a minute.
+                    None => entry
+                        .metadata()
+                        .and_then(|m| m.modified())
+                        .map(|t| t.elapsed().unwrap_or_default().as_secs() > 60)
+                        .unwrap_or(false),
                 };
-                let _ = self.remove_or_keep(&id, dirs, None);
+                if !orphan {
+                    continue;
+                }
+                None
+            };
+            let dirs = Dirs {
+                workspace: entry.path(),
+                tmp: scratch.join("tmp"),
+                site_packages: scratch.join("site-packages"),
+                scratch,
+            };
+            if let Some(retain) = self.persist {
+                let meta: Option<Meta> = std::fs::read(dirs.scratch.join("saved").join(META))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok());
+                match meta {
+                    Some(m) if (chrono::Utc::now() - m.last_used).to_std().unwrap_or_default() < retain => {
+                        if owner.is_some() {
+                            self.adopt(&id, dirs, m, owner);
+                        }
+                        continue;
+                    }
+                    Some(_) => {
+                        tracing::info!("removing {id}: unused for longer than CODE_SANDBOX_RETAIN_DAYS")
+                    }
+                    None => tracing::info!("removing {id}, left by a server that is gone"),
+                }
+            } else {
+                tracing::info!("removing {id}, left by a server that is gone");
             }
+            let _ = self.remove_or_keep(&id, dirs, None);
+        }
+    }
+
+    /// Lists a sandbox a stopped server kept, under its own id.
+    fn adopt(&self, id: &str, dirs: Dirs, meta: Meta, owner: Option<std::fs::File>) {
+        let _ = std::fs::write(dirs.scratch.join(OWNER), std::process::id().to_string());
+        let quota = Arc::new(DiskQuota::within(meta.limits.disk_bytes, self.host_disk.clone()));
+        quota.settle(
+            0,
+            i128::from(tree_cost(&dirs.workspace) + tree_cost(&dirs.scratch)),
+        );
+        let saved = dirs.scratch.join("saved").join(STATE).is_file();
+        let slot = Slot {
+            saved,
+            lost: !saved,
+            lost_reason: (!saved).then(|| {
+                "the server stopped before it could save the interpreter's state (its files are kept)"
+                    .to_string()
+            }),
+            ..Slot::default()
+        };
+        let idle = (chrono::Utc::now() - meta.last_used).to_std().unwrap_or_default();
+        let sb = Arc::new(Sandbox {
+            id: id.to_string(),
+            dirs,
+            quota,
+            limits: meta.limits,
+            created_at: meta.created_at,
+            executions: AtomicU64::new(meta.executions),
+            saved_executions: AtomicU64::new(meta.executions),
+            busy: AtomicBool::new(false),
+            abandoned: AtomicBool::new(false),
+            closing: CancellationToken::new(),
+            slot: tokio::sync::Mutex::new(slot),
+            last_used: Mutex::new(Instant::now().checked_sub(idle).unwrap_or_else(Instant::now)),
+            _owner: owner,
+        });
+        let mut inner = self.lock();
+        if inner.open.len() < self.max {
+            tracing::info!("sandbox {id} is back (saved by an earlier run)");
+            inner.open.insert(sb.id.clone(), sb);
         }
     }
 
@@ -443,7 +584,7 @@ mod tests {
     #[test]
     fn a_folder_that_cannot_be_removed_stays_counted_and_is_retried() {
         let home = std::env::temp_dir().join(format!("registry-{}", uuid::Uuid::new_v4().simple()));
-        let reg = Arc::new(Registry::new(Layout::new(&home), 4).unwrap());
+        let reg = Arc::new(Registry::new(Layout::new(&home), 4, None).unwrap());
         let sb = reg
             .reserve(Limits {
                 timeout_seconds: 30,

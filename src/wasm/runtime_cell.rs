@@ -36,11 +36,17 @@ pub struct RuntimeCell {
     warm_enabled: bool,
     /// The warm image, once built; sandboxes use the plain one until then.
     warm: Mutex<Option<Arc<CompiledRuntime>>>,
+    /// Whether the attempt at the warm image is over (built, loaded, failed or off).
+    warm_settled: watch::Sender<bool>,
     /// Updated with `send_replace`: a plain `send` is dropped while nobody is subscribed, which
     /// once lost the `Ready` of an install that finished before the first call came.
     tx: watch::Sender<State>,
     started: Mutex<bool>,
 }
+
+/// How long restoring a saved state waits for the warm image it may need (building one
+/// takes about a minute; loading one, a fraction of a second).
+const WARM_WAIT: Duration = Duration::from_secs(240);
 
 /// How long a tool call waits for an installation in progress before answering.
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -89,6 +95,7 @@ impl RuntimeCell {
             metered,
             warm_enabled,
             warm: Mutex::new(None),
+            warm_settled: watch::Sender::new(!warm_enabled),
             tx,
             started: Mutex::new(false),
         })
@@ -140,6 +147,16 @@ impl RuntimeCell {
                 "the warm image could not be built ({e}); sandboxes start from the plain image"
             ),
         }
+        self.warm_settled.send_replace(true);
+    }
+
+    /// Every image, once the warm one is settled: a saved state may need either.
+    pub async fn images_settled(self: &Arc<Self>) -> Result<Vec<Arc<CompiledRuntime>>, SandboxError> {
+        let plain = self.get().await?;
+        let mut rx = self.warm_settled.subscribe();
+        let _ = tokio::time::timeout(WARM_WAIT, rx.wait_for(|done| *done)).await;
+        let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        Ok(warm.into_iter().chain([plain]).collect())
     }
 
     /// The image a sandbox with `memory_mb` of memory starts from: the warm one when it is
@@ -151,13 +168,6 @@ impl RuntimeCell {
             Some(w) if fits(&w, memory_mb) => w,
             _ => plain,
         })
-    }
-
-    /// Every image loaded (the warm one first), for reading a saved state back.
-    pub async fn images(self: &Arc<Self>) -> Result<Vec<Arc<CompiledRuntime>>, SandboxError> {
-        let plain = self.get().await?;
-        let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        Ok(warm.into_iter().chain([plain]).collect())
     }
 
     /// The interpreter, waiting a little for an installation in progress.

@@ -72,7 +72,11 @@ impl Server {
             .find(|(k, _)| *k == "CODE_SANDBOX_HOME")
             .map_or_else(runtime_home, |(_, v)| PathBuf::from(v));
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
-        cmd.env("CODE_SANDBOX_HOME", &home).env("RUST_LOG", "warn");
+        // Tests share one home: each server deletes its sandboxes at exit unless a test asks
+        // for persistence (in a home of its own).
+        cmd.env("CODE_SANDBOX_HOME", &home)
+            .env("RUST_LOG", "warn")
+            .env("CODE_SANDBOX_PERSIST", "false");
         cmd.env_remove("INTERPRETER_TYPE");
         for (k, v) in envs {
             cmd.env(k, v);

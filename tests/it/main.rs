@@ -13,6 +13,7 @@ mod isolation;
 mod lifecycle;
 mod limits;
 mod packages;
+mod persistence;
 mod progress;
 mod protocol;
 mod threats;

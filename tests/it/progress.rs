@@ -25,6 +25,7 @@ async fn start(recorder: Recorder) -> rmcp::service::RunningService<RoleClient, 
     common::ensure_runtime();
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
     cmd.env("CODE_SANDBOX_HOME", common::runtime_home())
+        .env("CODE_SANDBOX_PERSIST", "false")
         .env("RUST_LOG", "warn");
     recorder
         .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())

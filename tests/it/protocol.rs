@@ -20,6 +20,7 @@ impl Raw {
         common::ensure_runtime();
         let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"))
             .env("CODE_SANDBOX_HOME", common::runtime_home())
+            .env("CODE_SANDBOX_PERSIST", "false")
             .env("RUST_LOG", "error")
             .env_remove("INTERPRETER_TYPE")
             .stdin(std::process::Stdio::piped())

@@ -135,7 +135,7 @@ async fn a_damaged_cached_image_is_detected_and_rebuilt() {
     for d in ["runtime", "wheels"] {
         std::os::unix::fs::symlink(shared.join(d), home.join(d)).unwrap();
     }
-    let mut damaged = None;
+    let mut damaged = 0;
     for entry in std::fs::read_dir(shared.join("cache")).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let to = cache.join(&name);
@@ -143,20 +143,21 @@ async fn a_damaged_cached_image_is_detected_and_rebuilt() {
             // A partial write: the first megabyte of the real image.
             let bytes = std::fs::read(entry.path()).unwrap();
             std::fs::write(&to, &bytes[..1 << 20]).unwrap();
-            damaged = Some(to);
+            damaged += 1;
+        } else if name.starts_with("warm-") {
+            // The metadata is rewritten by the rebuild: a copy, not a link to the shared file.
+            std::fs::copy(entry.path(), &to).unwrap();
         } else {
-            // The plain module and the metadata are read only: a link is enough.
+            // The plain module is only read: a link is enough.
             std::fs::hard_link(entry.path(), &to)
                 .or_else(|_| std::fs::copy(entry.path(), &to).map(|_| ()))
                 .unwrap();
         }
     }
-    let damaged = damaged.expect("a warm image in the shared cache (cargo xtask fetch-runtime builds it)");
-    let meta = damaged.with_extension("json");
-    // The metadata is a link to the shared file: replace it with a copy before it is rewritten.
-    let text = std::fs::read(&meta).unwrap();
-    std::fs::remove_file(&meta).unwrap();
-    std::fs::write(&meta, text).unwrap();
+    assert!(
+        damaged > 0,
+        "a warm image in the shared cache (cargo xtask fetch-runtime builds it)"
+    );
 
     let s = Server::start_with(&[("CODE_SANDBOX_HOME", home.to_str().unwrap())]).await;
     let v = s.ok("create_run_close", json!({"code": "1+1"})).await;
@@ -166,11 +167,20 @@ async fn a_damaged_cached_image_is_detected_and_rebuilt() {
     );
     wait_for_warm(&s, Duration::from_secs(900)).await;
     s.stop().await;
-    assert!(
-        std::fs::metadata(&damaged).unwrap().len() > 1 << 20,
-        "the image was rebuilt whole"
+    let rebuilt = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("warm-"))
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 1 << 20)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        rebuilt.len(),
+        1,
+        "the image in use was rebuilt whole: {rebuilt:?}"
     );
-    assert_same_digest(&damaged, &meta);
+    assert_same_digest(&rebuilt[0], &rebuilt[0].with_extension("json"));
     let _ = std::fs::remove_dir_all(&home);
 }
 

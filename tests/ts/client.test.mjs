@@ -32,7 +32,7 @@ before(async () => {
   const transport = new StdioClientTransport({
     command: BIN,
     args: [],
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, CODE_SANDBOX_HOME: HOME, RUST_LOG: "warn" },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, CODE_SANDBOX_HOME: HOME, CODE_SANDBOX_PERSIST: "false", RUST_LOG: "warn" },
     stderr: "inherit",
   });
   client = new Client({ name: "ts-sdk-test", version: "1.0.0" });
@@ -98,7 +98,7 @@ test("tools carry titles, annotations and schemas every validator knows", async 
   assert.deepEqual(warnings.filter((w) => /format/.test(w)), [], "no schema format warnings");
 });
 
-test("the ten tools succeed and validate", async () => {
+test("every tool succeeds and validates", async () => {
   const c = await ok("create_sandbox", {});
   const id = c.structuredContent.sandbox_id;
   await ok("get_sandbox_status", { sandbox_id: id }, "get_sandbox_status(one)");
@@ -114,6 +114,16 @@ test("the ten tools succeed and validate", async () => {
   const ip = await ok("install_package", { sandbox_id: id, package_name: "tabulate" });
   assert.ok(ip.structuredContent.already_available || ip.structuredContent.installed.length > 0);
   await ok("install_package", { sandbox_id: id, package_name: "?" }, "install_package(?)");
+  const cp = await ok("checkpoint_sandbox", { sandbox_id: id, name: "cp1" });
+  assert.equal(cp.structuredContent.checkpoint.name, "cp1");
+  const st = await ok("get_sandbox_status", { sandbox_id: id }, "get_sandbox_status(with checkpoints)");
+  assert.equal(st.structuredContent.checkpoints[0].name, "cp1");
+  await ok("execute_code", { sandbox_id: id, code: "x = 0" });
+  await ok("restore_sandbox", { sandbox_id: id, checkpoint: "cp1" });
+  const f = await ok("fork_sandbox", { sandbox_id: id });
+  const back = await ok("execute_code", { sandbox_id: f.structuredContent.sandbox_id, code: "x" });
+  assert.equal(back.structuredContent.result, "41");
+  await ok("close_sandbox", { sandbox_id: f.structuredContent.sandbox_id });
   const crc = await ok("create_run_close", { code: "print('once')" });
   assert.match(text(crc), /once/);
   await ok("close_sandbox", { sandbox_id: id });
@@ -128,6 +138,8 @@ test("every error is a result the SDK accepts, with a message saying what to do"
   await err("execute_code", { sandbox_id: id, code: 5 }, "wrong argument type", /bad arguments/);
   await err("execute_code", { sandbox_id: id }, "missing argument", /code/);
   await err("close_sandbox", { sandbox_id: "" }, "blank id on close", /never guesses/);
+  await err("restore_sandbox", { sandbox_id: "", checkpoint: "a" }, "blank id on restore", /never guesses/);
+  await err("restore_sandbox", { sandbox_id: id, checkpoint: "none" }, "unknown checkpoint", /checkpoint_sandbox/);
   await err("list_files", { sandbox_id: id, path: "nothing/here" }, "missing folder", /does not exist/);
   await err("upload_file", { sandbox_id: id }, "upload without input", /source_path/);
   await err("upload_file", { sandbox_id: id, content_base64: "!!!", destination_path: "x" }, "bad base64", /base64/);

@@ -1,0 +1,193 @@
+//! Sandboxes that outlive the server: saved at SIGTERM, back under the same id after a
+//! restart, fresh with their files when the state is unusable, gone after the retention
+//! period, and never touched by a second server on the same home.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::{Server, private_home};
+
+async fn start(home: &Path, extra: &[(&str, &str)]) -> Server {
+    let mut envs = vec![
+        ("CODE_SANDBOX_HOME", home.to_str().unwrap()),
+        ("CODE_SANDBOX_PERSIST", "true"),
+    ];
+    envs.extend_from_slice(extra);
+    Server::start_with(&envs).await
+}
+
+/// Sends `signal` to the server and waits until it has exited.
+async fn signal_and_wait(s: Server, signal: i32) {
+    let pid = s.pid.expect("the server's pid") as libc::pid_t;
+    tokio::task::spawn_blocking(move || {
+        // SAFETY: plain syscalls on our own child; waitpid reaps it.
+        unsafe {
+            libc::kill(pid, signal);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+    })
+    .await
+    .unwrap();
+    drop(s);
+}
+
+fn saved_dir(home: &Path, id: &str) -> PathBuf {
+    home.join("scratch").join(id).join("saved")
+}
+
+/// A server with one sandbox holding `x = 41`, pandas imported and a file, stopped by SIGTERM.
+async fn saved_sandbox(home: &Path) -> String {
+    let s = start(home, &[]).await;
+    let id = s.create().await;
+    s.run_ok(
+        &id,
+        "import pandas as pd\nx = 41\ndf = pd.DataFrame({'a': [1, 2, 3]})\nopen('kept.txt', 'w').write('files stay')",
+    )
+    .await;
+    signal_and_wait(s, libc::SIGTERM).await;
+    assert!(
+        saved_dir(home, &id).join("state.bin").is_file(),
+        "SIGTERM saved the state"
+    );
+    id
+}
+
+#[tokio::test]
+async fn state_survives_a_sigterm_restart() {
+    let home = private_home();
+    let id = saved_sandbox(&home).await;
+    let s = start(&home, &[]).await;
+    let v = s.ok("get_sandbox_status", json!({"sandbox_id": id})).await;
+    assert_eq!(v["state"], "paused", "listed again, not yet restored: {v}");
+    let v = s
+        .run_ok(&id, "(x, int(df.a.sum()), open('kept.txt').read())")
+        .await;
+    assert_eq!(v["result"], "(41, 6, 'files stay')");
+    assert_eq!(v["state_lost"], false);
+    let v = s.ok("get_sandbox_status", json!({"sandbox_id": id})).await;
+    assert_eq!(v["state"], "ready");
+    // Closing deletes it for good: the next start does not bring it back.
+    s.ok("close_sandbox", json!({"sandbox_id": id})).await;
+    signal_and_wait(s, libc::SIGTERM).await;
+    let s = start(&home, &[]).await;
+    let (err, _, _) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
+    assert!(err, "a closed sandbox stays closed");
+    assert!(!home.join("sandboxes").join(&id).exists());
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[tokio::test]
+async fn a_damaged_state_comes_back_fresh_with_its_files_and_a_note() {
+    let home = private_home();
+    let id = saved_sandbox(&home).await;
+    let state = saved_dir(&home, &id).join("state.bin");
+    let bytes = std::fs::read(&state).unwrap();
+    std::fs::write(&state, &bytes[..bytes.len() / 3]).unwrap();
+    let s = start(&home, &[]).await;
+    let v = s.run_ok(&id, "('x' in globals(), open('kept.txt').read())").await;
+    assert_eq!(v["result"], "(False, 'files stay')");
+    assert_eq!(v["state_lost"], true, "{v}");
+    let (_, _, text) = s
+        .call_json("execute_code", json!({"sandbox_id": id, "code": "1"}))
+        .await;
+    assert!(!text.contains("damaged"), "the note comes once: {text}");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[tokio::test]
+async fn a_kill_keeps_the_files_and_the_last_saved_state() {
+    let home = private_home();
+    let id = saved_sandbox(&home).await;
+    let s = start(&home, &[]).await;
+    s.run_ok(&id, "x = 99\nopen('later.txt', 'w').write('after the save')")
+        .await;
+    // A save that was cut off: a partial file beside the last complete state.
+    std::fs::write(
+        saved_dir(&home, &id).join(".state.bin.tmp"),
+        b"MCSSTATE1\npartial",
+    )
+    .unwrap();
+    signal_and_wait(s, libc::SIGKILL).await;
+    let s = start(&home, &[]).await;
+    let v = s.run_ok(&id, "import os\n(x, sorted(os.listdir('.')))").await;
+    assert_eq!(
+        v["result"], "(41, ['kept.txt', 'later.txt'])",
+        "the variables of the last save, every file"
+    );
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[tokio::test]
+async fn a_sandbox_unused_past_the_retention_period_is_deleted() {
+    let home = private_home();
+    let id = saved_sandbox(&home).await;
+    let meta_path = saved_dir(&home, &id).join("meta.json");
+    let mut meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["last_used"] = json!((chrono::Utc::now() - chrono::Duration::days(15)).to_rfc3339());
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+    let s = start(&home, &[("CODE_SANDBOX_RETAIN_DAYS", "14")]).await;
+    let (err, _, text) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
+    assert!(err, "{text}");
+    assert!(!home.join("sandboxes").join(&id).exists(), "its folders are gone");
+    assert!(!home.join("scratch").join(&id).exists());
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[tokio::test]
+async fn two_servers_on_one_home_never_touch_each_others_sandboxes() {
+    let home = private_home();
+    let a = start(&home, &[]).await;
+    let id = a.create().await;
+    a.run_ok(&id, "x = 'mine'\nopen('a.txt', 'w').write('a')").await;
+    let b = start(&home, &[]).await;
+    let v = b.ok("get_sandbox_status", json!({})).await;
+    assert_eq!(v["sandboxes"], json!([]), "b does not list a's sandbox: {v}");
+    let (err, _, _) = b
+        .call_json("execute_code", json!({"sandbox_id": id, "code": "x"}))
+        .await;
+    assert!(err, "nor run code in it");
+    signal_and_wait(b, libc::SIGTERM).await;
+    assert!(
+        home.join("sandboxes").join(&id).join("a.txt").exists(),
+        "b left it alone"
+    );
+    assert_eq!(a.run_ok(&id, "x").await["result"], "'mine'");
+    signal_and_wait(a, libc::SIGTERM).await;
+    let c = start(&home, &[]).await;
+    assert_eq!(
+        c.run_ok(&id, "x").await["result"],
+        "'mine'",
+        "once a is gone, the next server takes it over"
+    );
+    c.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[tokio::test]
+async fn an_idle_sandbox_is_suspended_and_resumes_on_use() {
+    let home = private_home();
+    let s = start(&home, &[("CODE_SANDBOX_IDLE_SECONDS", "1")]).await;
+    let id = s.create().await;
+    s.run_ok(&id, "x = [1, 2, 3]").await;
+    let mut state = String::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let v = s.ok("get_sandbox_status", json!({"sandbox_id": id})).await;
+        state = v["state"].as_str().unwrap_or_default().to_string();
+        if state == "paused" {
+            break;
+        }
+    }
+    assert_eq!(state, "paused", "suspended instead of closed");
+    let v = s.run_ok(&id, "sum(x)").await;
+    assert_eq!(v["result"], "6");
+    assert_eq!(v["state_lost"], false);
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
