@@ -222,6 +222,36 @@ impl Client {
         }
     }
 
+    /// Pauses the sandbox: E2B keeps its memory and files until it is connected again.
+    pub async fn pause(&self, id: &str) -> Result<(), E2bError> {
+        let resp = self
+            .control(reqwest::Method::POST, &format!("/sandboxes/{id}/pause"))
+            .send()
+            .await
+            .map_err(unreachable)?;
+        Self::check(resp).await.map(|_| ())
+    }
+
+    /// Connects to a sandbox, resuming it if it is paused, with `timeout_s` to live.
+    pub async fn connect(&self, id: &str, timeout_s: u64) -> Result<Remote, E2bError> {
+        let resp = self
+            .control(reqwest::Method::POST, &format!("/sandboxes/{id}/connect"))
+            .json(&json!({"timeout": timeout_s}))
+            .send()
+            .await
+            .map_err(unreachable)?;
+        let c: Created = Self::check(resp)
+            .await?
+            .json()
+            .await
+            .map_err(|e| E2bError::Protocol(e.to_string()))?;
+        Ok(Remote {
+            id: c.sandbox_id,
+            token: c.envd_access_token,
+            domain: c.domain,
+        })
+    }
+
     /// Keeps the sandbox alive for `secs` from now (called on every use).
     pub async fn extend(&self, id: &str, secs: u64) -> Result<(), E2bError> {
         let resp = self

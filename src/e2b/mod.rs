@@ -2,6 +2,7 @@
 //! the ten tools behave the same way on either backend.
 
 mod client;
+mod kept;
 mod stream;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +37,8 @@ struct Entry {
     created_at: chrono::DateTime<chrono::Utc>,
     executions: AtomicU64,
     limits: Limits,
+    /// Paused by an earlier run of the server: connected (and so resumed) on first use.
+    paused: bool,
 }
 
 pub struct E2bBackend {
@@ -47,10 +50,45 @@ pub struct E2bBackend {
 impl E2bBackend {
     pub fn build(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxError> {
         let client = Client::from_settings(&settings)?;
+        let mut open = OpenSet::default();
+        if settings.persist {
+            let retain =
+                chrono::Duration::days(i64::try_from(settings.retain_days).unwrap_or(i64::MAX / 86_400_000));
+            let (keep, expired): (Vec<_>, Vec<_>) = kept::claim(&settings.home_dir())
+                .into_iter()
+                .partition(|k| chrono::Utc::now() - k.paused_at < retain);
+            for k in keep {
+                tracing::info!("E2B sandbox {} is back (paused by an earlier run)", k.id);
+                open.insert(
+                    k.id.clone(),
+                    Arc::new(Entry {
+                        remote: Remote {
+                            id: k.id,
+                            token: None,
+                            domain: None,
+                        },
+                        created_at: k.created_at,
+                        executions: AtomicU64::new(k.executions),
+                        limits: k.limits,
+                        paused: true,
+                    }),
+                );
+            }
+            let c = client.clone();
+            tokio::spawn(async move {
+                for k in expired {
+                    tracing::info!(
+                        "deleting E2B sandbox {}: unused for longer than CODE_SANDBOX_RETAIN_DAYS",
+                        k.id
+                    );
+                    let _ = c.kill(&k.id).await;
+                }
+            });
+        }
         Ok(Arc::new(E2bBackend {
             client,
             settings,
-            open: Arc::new(Mutex::new(OpenSet::default())),
+            open: Arc::new(Mutex::new(open)),
         }))
     }
 
@@ -58,10 +96,35 @@ impl E2bBackend {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn entry(&self, id: &str) -> Result<Arc<Entry>, SandboxError> {
+    fn lookup(&self, id: &str) -> Result<Arc<Entry>, SandboxError> {
         self.lock()
             .get(id)
             .ok_or_else(|| SandboxError::NotFound(id.to_string()))
+    }
+
+    /// The sandbox, ready to use: one paused by an earlier run is connected first.
+    async fn entry(&self, id: &str) -> Result<Arc<Entry>, SandboxError> {
+        let e = self.lookup(id)?;
+        if !e.paused {
+            return Ok(e);
+        }
+        let remote = match self.client.connect(&e.remote.id, LIFETIME_S).await {
+            Ok(r) => r,
+            Err(E2bError::Gone(404)) => {
+                self.lock().remove(id);
+                return Err(SandboxError::NotFound(id.to_string()));
+            }
+            Err(err) => return Err(err.into()),
+        };
+        let resumed = Arc::new(Entry {
+            remote,
+            created_at: e.created_at,
+            executions: AtomicU64::new(e.executions.load(Ordering::SeqCst)),
+            limits: e.limits.clone(),
+            paused: false,
+        });
+        self.lock().replace(id, resumed.clone());
+        Ok(resumed)
     }
 
     /// Runs code and collects the stream, bounded by `timeout` and the client's cancellation.
@@ -162,6 +225,7 @@ impl Interpreter for E2bBackend {
             created_at: chrono::Utc::now(),
             executions: AtomicU64::new(0),
             limits: limits.clone(),
+            paused: false,
         });
         self.lock().insert(id.clone(), entry);
         Ok(SandboxInfo {
@@ -184,7 +248,7 @@ impl Interpreter for E2bBackend {
     }
 
     async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
-        let e = self.entry(id)?;
+        let e = self.lookup(id)?;
         let state = match self.client.state(&e.remote.id).await? {
             RemoteState::Paused => SandboxState::Paused,
             RemoteState::Running => SandboxState::Running,
@@ -216,7 +280,7 @@ impl Interpreter for E2bBackend {
     }
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
-        let e = self.entry(id)?;
+        let e = self.entry(id).await?;
         // Keep the sandbox alive while it is used; a sandbox that is already gone says so here.
         self.client.extend(&e.remote.id, LIFETIME_S).await?;
         let timeout = opts
@@ -238,7 +302,7 @@ impl Interpreter for E2bBackend {
                 format!("'{name}' is not a plain package name").into(),
             ));
         }
-        let e = self.entry(id)?;
+        let e = self.entry(id).await?;
         self.client.extend(&e.remote.id, LIFETIME_S).await?;
         // Through the kernel, so the package lands where the kernel imports from.
         let code = format!("%pip install --disable-pip-version-check '{spec}'");
@@ -277,9 +341,33 @@ impl Interpreter for E2bBackend {
     }
 
     async fn shutdown(&self) {
-        let ids = self.lock().ids();
-        for id in ids {
-            let _ = self.close(&id).await;
+        if !self.settings.persist {
+            let ids = self.lock().ids();
+            for id in ids {
+                let _ = self.close(&id).await;
+            }
+            return;
+        }
+        // Paused, not killed: E2B keeps memory and files, and the next start connects again.
+        let mut record = Vec::new();
+        let all = self.lock().all();
+        for e in all {
+            if !e.paused
+                && let Err(err) = self.client.pause(&e.remote.id).await
+            {
+                tracing::warn!("could not pause E2B sandbox {}: {err}", e.remote.id);
+                continue;
+            }
+            record.push(kept::Kept {
+                id: e.remote.id.clone(),
+                created_at: e.created_at,
+                executions: e.executions.load(Ordering::SeqCst),
+                limits: e.limits.clone(),
+                paused_at: chrono::Utc::now(),
+            });
+        }
+        if let Err(err) = kept::store(&self.settings.home_dir(), &record) {
+            tracing::warn!("could not record the paused E2B sandboxes: {err}");
         }
     }
 }
@@ -296,7 +384,7 @@ fn entry_kind(t: &str) -> FileKind {
 #[async_trait]
 impl SandboxFiles for E2bBackend {
     async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
-        let e = self.entry(id)?;
+        let e = self.entry(id).await?;
         let v = self
             .client
             .filesystem(
@@ -336,7 +424,7 @@ impl SandboxFiles for E2bBackend {
     }
 
     async fn read(&self, id: &str, path: &WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
-        let e = self.entry(id)?;
+        let e = self.entry(id).await?;
         let bytes = self
             .client
             .read_file(&e.remote, &Self::guest_path(path))
@@ -362,7 +450,7 @@ impl SandboxFiles for E2bBackend {
     }
 
     async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
-        let e = self.entry(id)?;
+        let e = self.entry(id).await?;
         let n = bytes.len() as u64;
         self.client
             .write_file(&e.remote, &Self::guest_path(path), bytes)

@@ -45,6 +45,17 @@ impl<V> OpenSet<V> {
         self.order.push(id);
     }
 
+    /// Replaces an open sandbox's value where it stands in the order; false if `id` is not open.
+    pub fn replace(&mut self, id: &str, value: Arc<V>) -> bool {
+        match self.map.get_mut(id) {
+            Some(v) => {
+                *v = value;
+                true
+            }
+            None => false,
+        }
+    }
+
     pub fn remove(&mut self, id: &str) -> Option<Arc<V>> {
         let v = self.map.remove(id)?;
         self.order.retain(|x| x != id);

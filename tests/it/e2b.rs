@@ -23,6 +23,7 @@ const PNG_1X1: &str =
 #[derive(Default)]
 struct Fake {
     sandboxes: HashMap<String, String>,
+    paused: std::collections::HashSet<String>,
     files: HashMap<String, Vec<u8>>,
     violations: Vec<String>,
     seen: Vec<String>,
@@ -277,13 +278,51 @@ async fn control(w: &mut TcpStream, req: &Req, fake: &Shared) {
             )
             .await
         }
+        ("POST", ["sandboxes", id, "pause"]) => {
+            let status = {
+                let mut f = fake.lock().unwrap();
+                match (f.sandboxes.contains_key(*id), f.paused.contains(*id)) {
+                    (false, _) => 404,
+                    (true, true) => 409,
+                    (true, false) => {
+                        f.paused.insert(id.to_string());
+                        204
+                    }
+                }
+            };
+            respond(w, status, "application/json", b"").await
+        }
+        ("POST", ["sandboxes", id, "connect"]) => {
+            let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
+            let found = {
+                let mut f = fake.lock().unwrap();
+                if !body["timeout"].is_u64() {
+                    f.violations.push(format!("connect without a timeout: {body}"));
+                }
+                let token = f.sandboxes.get(*id).cloned();
+                token.map(|t| (t, if f.paused.remove(*id) { 201 } else { 200 }))
+            };
+            let Some((token, status)) = found else {
+                return json_resp(w, 404, json!({"code": 404, "message": "not found"})).await;
+            };
+            json_resp(
+                w,
+                status,
+                json!({"templateID": "code-interpreter-v1", "sandboxID": id, "clientID": "c1",
+                       "envdVersion": "0.5.7", "envdAccessToken": token, "domain": null}),
+            )
+            .await
+        }
         ("GET", ["sandboxes", id]) => {
-            let known = fake.lock().unwrap().sandboxes.contains_key(*id);
+            let (known, paused) = {
+                let f = fake.lock().unwrap();
+                (f.sandboxes.contains_key(*id), f.paused.contains(*id))
+            };
             if known {
                 json_resp(
                     w,
                     200,
-                    json!({"sandboxID": id, "templateID": "code-interpreter-v1", "state": "running",
+                    json!({"sandboxID": id, "templateID": "code-interpreter-v1", "state": if paused { "paused" } else { "running" },
                                          "startedAt": "2026-12-02T00:00:00Z", "endAt": "2026-12-02T01:00:00Z",
                                          "cpuCount": 2, "memoryMB": 1024}),
                 )
@@ -379,12 +418,22 @@ async fn start_fake() -> (String, Shared) {
 }
 
 async fn server(url: &str, key: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    server_in(url, key, &std::env::temp_dir().join("mcs-e2b-home"), false).await
+}
+
+async fn server_in(
+    url: &str,
+    key: &str,
+    home: &std::path::Path,
+    persist: bool,
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
     cmd.env("INTERPRETER_TYPE", "e2b")
         .env("E2B_API_KEY", key)
         .env("E2B_API_URL", url)
         .env("E2B_SANDBOX_URL", url)
-        .env("CODE_SANDBOX_HOME", std::env::temp_dir().join("mcs-e2b-home"))
+        .env("CODE_SANDBOX_HOME", home)
+        .env("CODE_SANDBOX_PERSIST", if persist { "true" } else { "false" })
         .env("RUST_LOG", "warn");
     ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
         .await
@@ -591,4 +640,61 @@ async fn errors_are_clear_and_the_key_never_leaks() {
     assert!(err);
     assert!(text.contains("could not be reached"), "{text}");
     let _ = c.cancel().await;
+}
+
+#[tokio::test]
+async fn sandboxes_are_paused_at_shutdown_and_connected_after_a_restart() {
+    let (url, fake) = start_fake().await;
+    let home = std::env::temp_dir().join(format!("mcs-e2b-keep-{}", uuid::Uuid::new_v4().simple()));
+    let c = server_in(&url, KEY, &home, true).await;
+    let (err, v, text) = call(&c, "create_sandbox", json!({})).await;
+    assert!(!err, "{text}");
+    let id = v["sandbox_id"].as_str().unwrap().to_string();
+    let (err, _, text) = call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": id, "code": "print('hello')"}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    let _ = c.cancel().await;
+    // The server pauses on its way out; wait for it.
+    for _ in 0..100 {
+        if fake.lock().unwrap().paused.contains(&id) && home.join("e2b/paused.json").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    {
+        let f = fake.lock().unwrap();
+        assert!(f.paused.contains(&id), "paused, not killed");
+        assert!(f.sandboxes.contains_key(&id));
+    }
+
+    let c = server_in(&url, KEY, &home, true).await;
+    let (err, v, text) = call(&c, "get_sandbox_status", json!({"sandbox_id": id})).await;
+    assert!(!err, "{text}");
+    assert_eq!(v["state"], "paused");
+    let (err, v, text) = call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": id, "code": "print('hello')"}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    assert_eq!(v["stdout"], "hello\n");
+    {
+        let f = fake.lock().unwrap();
+        assert!(!f.paused.contains(&id), "connecting resumed it");
+        assert!(f.seen.iter().any(|s| s.contains("/connect")));
+        assert!(f.violations.is_empty(), "{:?}", f.violations);
+    }
+    let (err, _, _) = call(&c, "close_sandbox", json!({"sandbox_id": id})).await;
+    assert!(!err);
+    assert!(
+        !fake.lock().unwrap().sandboxes.contains_key(&id),
+        "closing kills it"
+    );
+    let _ = c.cancel().await;
+    let _ = std::fs::remove_dir_all(&home);
 }
