@@ -19,7 +19,9 @@ use super::engine::{CompiledRuntime, Image};
 use super::guest_fs::GuestFs;
 use super::memory_budget::{GuestLimiter, MemoryBudget};
 use super::output::{Capture, Captured};
-use super::saved_state::{GlobalValue, PAGE, SavedState};
+use super::saved_state::{GlobalValue, SavedState};
+
+const WASM_PAGE: u64 = 64 << 10;
 use super::state::GuestState;
 use crate::disk_quota::DiskQuota;
 
@@ -256,7 +258,8 @@ impl Session {
         let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
         let have = session.memory.data_size(&session.store) as u64;
         if saved.header.memory_bytes > have {
-            let grow = (saved.header.memory_bytes - have).div_ceil(PAGE as u64);
+            // memory.grow counts WebAssembly pages of 64 KiB.
+            let grow = (saved.header.memory_bytes - have).div_ceil(WASM_PAGE);
             session.memory.grow(&mut session.store, grow).map_err(start)?;
         }
         let data = session.memory.data_mut(&mut session.store);
