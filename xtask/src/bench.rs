@@ -32,8 +32,190 @@ struct Row {
 
 async fn spawn(bin: &Path, home: &Path) -> anyhow::Result<RunningService<RoleClient, ()>> {
     let mut cmd = tokio::process::Command::new(bin);
-    cmd.env("CODE_SANDBOX_HOME", home).env("RUST_LOG", "warn");
+    // Measured servers start clean: none takes over another's saved sandboxes.
+    cmd.env("CODE_SANDBOX_HOME", home)
+        .env("RUST_LOG", "warn")
+        .env("CODE_SANDBOX_PERSIST", "false");
     Ok(().serve(TokioChildProcess::new(cmd)?).await?)
+}
+
+/// A home of its own that shares the installed runtime and caches.
+fn private_home(home: &Path, tag: &str) -> anyhow::Result<PathBuf> {
+    let h = std::env::temp_dir().join(format!("mcs-bench-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&h)?;
+    for d in ["runtime", "cache", "wheels"] {
+        let _ = std::os::unix::fs::symlink(home.join(d), h.join(d));
+    }
+    Ok(h)
+}
+
+/// Size of everything below `p`, in bytes.
+fn tree_bytes(p: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![p.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+/// Fork, checkpoint, restore, saving at shutdown and the first call after a restart, for
+/// sandboxes with pandas in use; and what a saved sandbox takes on disk.
+async fn persistence_rows(bin: &Path, home: &Path, rows: &mut Vec<Row>) -> anyhow::Result<String> {
+    let use_pandas = "import pandas as pd, numpy as np\ndf = pd.DataFrame({'a': np.arange(100_000)})\ndf['b'] = df.a * 2\nint(df.b.sum())";
+    let h = private_home(home, "persist")?;
+    let start = |h: PathBuf| async move {
+        let mut cmd = tokio::process::Command::new(bin);
+        cmd.env("CODE_SANDBOX_HOME", &h).env("RUST_LOG", "warn");
+        let t = TokioChildProcess::new(cmd)?;
+        let pid = t.id();
+        anyhow::Ok((().serve(t).await?, pid))
+    };
+    let (c, pid) = start(h.clone()).await?;
+    for _ in 0..100 {
+        let v = call(
+            &c,
+            "create_run_close",
+            json!({"code": "import sys\n'pandas' in sys.modules"}),
+        )
+        .await?;
+        if v["result"] == "True" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let id = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    call(&c, "execute_code", json!({"sandbox_id": id, "code": use_pandas})).await?;
+    let (mut forks, mut cps, mut restores) = (Vec::new(), Vec::new(), Vec::new());
+    call(
+        &c,
+        "checkpoint_sandbox",
+        json!({"sandbox_id": id, "name": "first"}),
+    )
+    .await?;
+    let mut checkpoint_bytes = 0;
+    for i in 0..10 {
+        let t = Instant::now();
+        let v = call(&c, "fork_sandbox", json!({"sandbox_id": id})).await?;
+        forks.push(t.elapsed());
+        let fid = v["sandbox_id"].as_str().unwrap_or_default().to_string();
+        call(&c, "close_sandbox", json!({"sandbox_id": fid})).await?;
+        call(
+            &c,
+            "execute_code",
+            json!({"sandbox_id": id, "code": format!("df['c{i}'] = df.a + {i}")}),
+        )
+        .await?;
+        let t = Instant::now();
+        let v = call(
+            &c,
+            "checkpoint_sandbox",
+            json!({"sandbox_id": id, "name": format!("cp{i}")}),
+        )
+        .await?;
+        cps.push(t.elapsed());
+        checkpoint_bytes = v["checkpoint"]["bytes"].as_u64().unwrap_or(0);
+        let t = Instant::now();
+        call(
+            &c,
+            "restore_sandbox",
+            json!({"sandbox_id": id, "checkpoint": "first"}),
+        )
+        .await?;
+        restores.push(t.elapsed());
+    }
+    call(&c, "close_sandbox", json!({"sandbox_id": id})).await?;
+    for (what, ts) in [
+        ("fork_sandbox of a sandbox with a pandas DataFrame in use", forks),
+        ("checkpoint_sandbox of it", cps),
+        ("restore_sandbox of it", restores),
+    ] {
+        rows.push(Row {
+            what: what.into(),
+            ours: median(ts),
+            baseline: None,
+            runs: 10,
+        });
+    }
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let sid = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        call(&c, "execute_code", json!({"sandbox_id": sid, "code": use_pandas})).await?;
+        ids.push(sid);
+    }
+    let t = Instant::now();
+    if let Some(pid) = pid {
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()?;
+        // Gone, or a zombie waiting for us: either way it has finished saving.
+        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        }) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let save_all = t.elapsed();
+    drop(c);
+    rows.push(Row {
+        what: "SIGTERM -> exit, saving 10 sandboxes with pandas in use".into(),
+        ours: save_all,
+        baseline: None,
+        runs: 1,
+    });
+    let state_bytes = tree_bytes(&h.join("scratch").join(&ids[0]).join("saved"));
+    let t = Instant::now();
+    let (c, _) = start(h.clone()).await?;
+    call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": ids[0], "code": "int(df.b.sum())"}),
+    )
+    .await?;
+    let first_after_restart = t.elapsed();
+    let mut firsts = Vec::new();
+    for sid in &ids[1..] {
+        let t = Instant::now();
+        call(
+            &c,
+            "execute_code",
+            json!({"sandbox_id": sid, "code": "int(df.b.sum())"}),
+        )
+        .await?;
+        firsts.push(t.elapsed());
+    }
+    let _ = c.cancel().await;
+    rows.push(Row {
+        what: "server start -> first result in a saved pandas sandbox (restored on first use)".into(),
+        ours: first_after_restart,
+        baseline: None,
+        runs: 1,
+    });
+    rows.push(Row {
+        what: "first call in each other saved sandbox (restore + run)".into(),
+        ours: median(firsts),
+        baseline: None,
+        runs: 9,
+    });
+    let _ = std::fs::remove_dir_all(&h);
+    Ok(format!(
+        "Saved on disk, beyond the sandbox's files: {:.2} MiB of interpreter state per pandas sandbox; a checkpoint of one (state, files and packages) {:.2} MiB.",
+        state_bytes as f64 / 1048576.0,
+        checkpoint_bytes as f64 / 1048576.0
+    ))
 }
 
 async fn call(c: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> anyhow::Result<Value> {
@@ -114,6 +296,7 @@ async fn rss_per_pandas_sandbox(
     let mut cmd = tokio::process::Command::new(bin);
     cmd.env("CODE_SANDBOX_HOME", home)
         .env("RUST_LOG", "warn")
+        .env("CODE_SANDBOX_PERSIST", "false")
         .env("CODE_SANDBOX_MAX_SANDBOXES", "64")
         .env("CODE_SANDBOX_WARM_IMAGE", if warm { "true" } else { "false" });
     let transport = TokioChildProcess::new(cmd)?;
@@ -464,6 +647,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
     let mut cmd = tokio::process::Command::new(&bin);
     cmd.env("CODE_SANDBOX_HOME", &home)
         .env("RUST_LOG", "warn")
+        .env("CODE_SANDBOX_PERSIST", "false")
         .env("CODE_SANDBOX_WARM_IMAGE", "false");
     let c = ().serve(TokioChildProcess::new(cmd)?).await?;
     call(&c, "execute_code", json!({"code": "1+1"})).await?;
@@ -501,6 +685,8 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         baseline: None,
         runs: 1,
     });
+    eprintln!("bench: fork, checkpoint, restore, save and restart");
+    let persistence_note = persistence_rows(&bin, &home, &mut rows).await?;
     eprintln!("bench: resident memory of sandboxes that used pandas");
     let mut pandas_memory = Vec::new();
     for (n, warm) in [(10, true), (50, true), (10, false)] {
@@ -516,6 +702,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
     let mut cmd = tokio::process::Command::new(&bin);
     cmd.env("CODE_SANDBOX_HOME", &home)
         .env("RUST_LOG", "warn")
+        .env("CODE_SANDBOX_PERSIST", "false")
         .env("CODE_SANDBOX_MAX_SANDBOXES", "64");
     let transport = TokioChildProcess::new(cmd)?;
     let pid = transport.id();
@@ -598,6 +785,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
             per / guest_numpy_bytes as f64
         );
     }
+    println!("\n{persistence_note}");
     if !pandas_memory.is_empty() {
         println!(
             "\nMemory per sandbox that used pandas (growth of the server's private resident memory): {}.",
