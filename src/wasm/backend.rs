@@ -290,18 +290,29 @@ impl Interpreter for WasmBackend {
     async fn shutdown(&self) {
         self.spare.stop(&self.registry).await;
         if self.registry.persist.is_some() {
-            // Kept for the next start: each interpreter's state is saved beside its files.
-            for sb in self.registry.all() {
-                let Ok(mut slot) = tokio::time::timeout(SAVE_WAIT, sb.slot.lock()).await else {
-                    tracing::warn!(
-                        "sandbox {} is still running code; its files are kept, its variables are not",
-                        sb.id
-                    );
-                    continue;
-                };
-                if let Err(e) = persist::save(&sb, &mut slot, true).await {
-                    tracing::warn!("could not save sandbox {}: {e}", sb.id);
-                }
+            // Kept for the next start: each interpreter's state is saved beside its files,
+            // all at once (the client may not wait long).
+            let saves: Vec<_> = self
+                .registry
+                .all()
+                .into_iter()
+                .map(|sb| {
+                    tokio::spawn(async move {
+                        let Ok(mut slot) = tokio::time::timeout(SAVE_WAIT, sb.slot.lock()).await else {
+                            tracing::warn!(
+                                "sandbox {} is still running code; its files are kept, its variables are not",
+                                sb.id
+                            );
+                            return;
+                        };
+                        if let Err(e) = persist::save(&sb, &mut slot, true).await {
+                            tracing::warn!("could not save sandbox {}: {e}", sb.id);
+                        }
+                    })
+                })
+                .collect();
+            for s in saves {
+                let _ = s.await;
             }
             return;
         }

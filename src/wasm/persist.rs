@@ -38,11 +38,8 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
             .map_err(|e| SandboxError::Backend(Box::new(e)))?;
         let state = match session.capture(&image.id, &base) {
             Ok(s) => s,
-            Err(SessionError::OpenFiles(n)) => {
-                tracing::info!(
-                    "not saving sandbox {}: its interpreter holds {n} file(s) open",
-                    sb.id
-                );
+            Err(e @ SessionError::OpenFiles(_)) => {
+                tracing::info!("not saving sandbox {}: {e}", sb.id);
                 return Ok(());
             }
             Err(e) => return Err(SandboxError::Backend(Box::new(e))),

@@ -138,14 +138,29 @@ impl RuntimeCell {
 
     async fn build_warm(self: Arc<Self>, plain: Arc<CompiledRuntime>) {
         tracing::info!("preparing the warm image (numpy, pandas, matplotlib imported)");
-        match vm::warm_image(&plain, &self.layout).await {
-            Ok(warm) => {
-                tracing::info!("warm image ready: new sandboxes start from it");
-                *self.warm.lock().unwrap_or_else(|p| p.into_inner()) = Some(warm);
+        for attempt in 0..2 {
+            match vm::warm_image(&plain, &self.layout).await {
+                Ok(warm) => {
+                    tracing::info!("warm image ready: new sandboxes start from it");
+                    *self.warm.lock().unwrap_or_else(|p| p.into_inner()) = Some(warm);
+                    self.warm_settled.send_replace(true);
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        "the warm image could not be built ({e}); sandboxes start from the plain image"
+                    );
+                    break;
+                }
             }
-            Err(e) => tracing::warn!(
-                "the warm image could not be built ({e}); sandboxes start from the plain image"
-            ),
+            // Checked after it is in use: hashing it would delay the first sandbox.
+            let (plain2, layout) = (plain.clone(), self.layout.clone());
+            let intact = tokio::task::spawn_blocking(move || vm::verify_warm_image(&plain2, &layout))
+                .await
+                .unwrap_or(false);
+            if intact || attempt == 1 {
+                break;
+            }
+            *self.warm.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
         self.warm_settled.send_replace(true);
     }

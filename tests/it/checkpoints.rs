@@ -102,7 +102,7 @@ async fn what_cannot_be_saved_or_restored_says_so() {
     s.run_ok(&id, "held = open('open.txt', 'w')").await;
     let (err, v, text) = s.call_json("checkpoint_sandbox", json!({"sandbox_id": id})).await;
     assert!(err && v.is_null(), "{text}");
-    assert!(text.contains("1 file(s) open"), "{text}");
+    assert!(text.contains("1 file(s) open (/home/user/open.txt)"), "{text}");
     s.run_ok(&id, "held.close()").await;
     s.ok("checkpoint_sandbox", json!({"sandbox_id": id, "name": "cp"}))
         .await;

@@ -114,6 +114,21 @@ impl TurnOutput {
 #[error("the call's time limit was reached")]
 struct DeadlineReached;
 
+/// Files a guest holds open: how many, and the paths of those in its own folders.
+#[derive(Debug)]
+pub struct OpenFiles {
+    pub count: usize,
+    pub names: Vec<String>,
+}
+
+fn open_names(names: &[String]) -> String {
+    if names.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", names.join(", "))
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     #[error("could not prepare the sandbox folders: {0}")]
@@ -121,9 +136,10 @@ pub enum SessionError {
     #[error("could not start the interpreter: {0}")]
     Start(String),
     #[error(
-        "the interpreter holds {0} file(s) open, and open files cannot be saved; close them (a `with` block closes a file) and try again"
+        "the interpreter holds {} file(s) open{}, and open files cannot be saved; close them (a `with` block closes a file) and try again",
+        .0.count, open_names(&.0.names)
     )]
-    OpenFiles(usize),
+    OpenFiles(OpenFiles),
 }
 
 pub struct Session {
@@ -131,6 +147,8 @@ pub struct Session {
     runtime: Arc<CompiledRuntime>,
     pub(super) store: Store<GuestState>,
     pub(super) instance: Instance,
+    /// The host folders the guest sees as its workspace and /tmp, to name its open files.
+    folders: (PathBuf, PathBuf),
     /// When the guest's monotonic clock began, and what it started from (see [`Monotonic`]).
     clock_start: Instant,
     clock_offset: Duration,
@@ -294,7 +312,15 @@ impl Session {
     pub fn capture(&mut self, image: &str, base: &[u8]) -> Result<SavedState, SessionError> {
         let opened = self.store.data().fs.opened();
         if opened > 0 {
-            return Err(SessionError::OpenFiles(opened));
+            let names = self
+                .store
+                .data()
+                .fs
+                .open_paths()
+                .into_iter()
+                .filter_map(|p| self.guest_path(&p))
+                .collect();
+            return Err(SessionError::OpenFiles(OpenFiles { count: opened, names }));
         }
         let names: Vec<String> = self
             .instance
@@ -325,6 +351,21 @@ impl Session {
             clock_ns,
             globals,
         ))
+    }
+
+    /// Where the guest sees a host path in its writable folders.
+    fn guest_path(&self, host: &std::path::Path) -> Option<String> {
+        for (root, guest) in [(&self.folders.0, WORKSPACE), (&self.folders.1, "/tmp")] {
+            let root = root.canonicalize().unwrap_or_else(|_| root.clone());
+            if let Ok(rest) = host.strip_prefix(&root) {
+                return Some(
+                    format!("{guest}/{}", rest.display())
+                        .trim_end_matches('/')
+                        .to_string(),
+                );
+            }
+        }
+        None
     }
 
     pub fn runtime(&self) -> &Arc<CompiledRuntime> {
@@ -391,6 +432,7 @@ impl Session {
             .get_typed_func::<(i32, i32), i32>(&mut store, "turn")
             .map_err(start)?;
         Ok(Session {
+            folders: (cfg.workspace.clone(), cfg.tmp.clone()),
             runtime: interp.clone(),
             instance,
             clock_start,

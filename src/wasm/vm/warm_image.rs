@@ -6,8 +6,8 @@
 //! sandbox gets (the guest's preopen table lives in its memory), checks it left no file open,
 //! reads memory and globals through wasmtime-wizer's split API, and compiles the result once
 //! into the cache. The cache entry's name is a hash of everything the image depends on; a
-//! metadata file written last records the compiled file's SHA-256, so a damaged or partial
-//! entry is detected when loaded, deleted and rebuilt.
+//! metadata file written last records the compiled file's size and SHA-256, so a partial entry
+//! is detected when loaded and a damaged one just after; either is deleted and rebuilt.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,6 +65,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WarmError + '_ {
 #[derive(Serialize, Deserialize)]
 struct Meta {
     cwasm_sha256: String,
+    /// Checked at every load (a partial file is caught at once); the SHA-256 is checked just
+    /// after, in the background, since hashing the image takes a third of a second.
+    #[serde(default)]
+    cwasm_bytes: u64,
     clock_offset_ns: u64,
     memory_bytes: u64,
     build_seconds: f64,
@@ -128,8 +132,8 @@ fn load_cached(plain: &CompiledRuntime, p: &Paths) -> Option<Arc<CompiledRuntime
     let Ok(meta) = serde_json::from_slice::<Meta>(&raw) else {
         return damaged("its metadata does not parse");
     };
-    if !sha256_of(&p.cwasm).is_ok_and(|sha| sha == meta.cwasm_sha256) {
-        return damaged("its SHA-256 does not match the one recorded when it was built");
+    if !std::fs::metadata(&p.cwasm).is_ok_and(|m| m.len() == meta.cwasm_bytes) {
+        return damaged("its size does not match the one recorded when it was built");
     }
     // SAFETY: the file is one this program serialised into its own cache, and its SHA-256
     // matches the one recorded when it was written.
@@ -145,6 +149,28 @@ fn load_cached(plain: &CompiledRuntime, p: &Paths) -> Option<Arc<CompiledRuntime
         Ok(rt) => Some(rt),
         Err(e) => damaged(&e.to_string()),
     }
+}
+
+/// Whether the cached image for `plain` still has the SHA-256 it was built with; a damaged
+/// one is deleted (so the next `build_or_load` rebuilds it).
+pub fn verify_cached(plain: &CompiledRuntime, layout: &Layout) -> bool {
+    let p = paths(layout, plain);
+    let Some(meta) = std::fs::read(&p.meta)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Meta>(&b).ok())
+    else {
+        return false;
+    };
+    if sha256_of(&p.cwasm).is_ok_and(|sha| sha == meta.cwasm_sha256) {
+        return true;
+    }
+    tracing::warn!(
+        "the cached warm image {} does not match its SHA-256; rebuilding it",
+        p.cwasm.display()
+    );
+    let _ = std::fs::remove_file(&p.meta);
+    let _ = std::fs::remove_file(&p.cwasm);
+    false
 }
 
 /// The warm image for `plain`: from the cache, or built now (about a minute of compiling).
@@ -230,6 +256,7 @@ async fn build(
     std::fs::rename(&tmp, &p.cwasm).map_err(io(&p.cwasm))?;
     let meta = Meta {
         cwasm_sha256: hex::encode(Sha256::digest(&compiled)),
+        cwasm_bytes: compiled.len() as u64,
         clock_offset_ns: u64::try_from(clock_offset.as_nanos()).unwrap_or(u64::MAX),
         memory_bytes,
         build_seconds: started.elapsed().as_secs_f64(),

@@ -114,6 +114,29 @@ impl GuestFs {
         self.open.len().saturating_sub(self.preopens)
     }
 
+    /// Host paths of the files and folders the guest holds open in its writable folders, as
+    /// the kernel names them now (Linux; elsewhere, none).
+    pub fn open_paths(&self) -> Vec<std::path::PathBuf> {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let mut out: Vec<std::path::PathBuf> = self
+                .open
+                .iter()
+                .filter(|(fd, _)| **fd as usize >= 3 + self.preopens)
+                .filter_map(|(_, o)| match o {
+                    Open::File(f) => std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok(),
+                    Open::Dir(d) => std::fs::read_link(format!("/proc/self/fd/{}", d.as_raw_fd())).ok(),
+                    _ => None,
+                })
+                .collect();
+            out.sort();
+            out
+        }
+        #[cfg(not(target_os = "linux"))]
+        Vec::new()
+    }
+
     pub fn is_full(&self) -> bool {
         self.open.len() >= self.preopens + MAX_OPEN
     }
