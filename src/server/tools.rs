@@ -97,6 +97,20 @@ fn progress_reporter(meta: &RequestMetaObject, peer: &Peer<RoleServer>) -> Optio
     }))
 }
 
+fn checkpoint_reply(
+    sandbox_id: String,
+    checkpoint: crate::sandbox::Checkpoint,
+    text: String,
+) -> CallToolResult {
+    ok(
+        &CheckpointResult {
+            sandbox_id,
+            checkpoint,
+        },
+        text,
+    )
+}
+
 fn status_text(s: &SandboxStatus) -> String {
     let mut text = format!(
         "{}: {} (created {}, {} executions, {} bytes on disk)",
@@ -273,13 +287,7 @@ impl SandboxServer {
             "Saved checkpoint '{}' of sandbox {id} ({} bytes). restore_sandbox with checkpoint '{}' returns to it.",
             cp.name, cp.bytes, cp.name
         );
-        Ok(ok(
-            &CheckpointResult {
-                sandbox_id: id,
-                checkpoint: cp,
-            },
-            text,
-        ))
+        Ok(checkpoint_reply(id, cp, text))
     }
 
     #[tool(
@@ -305,13 +313,7 @@ impl SandboxServer {
             "Sandbox {id} is back at checkpoint '{}' (saved {}).",
             cp.name, cp.created_at
         );
-        Ok(ok(
-            &CheckpointResult {
-                sandbox_id: id,
-                checkpoint: cp,
-            },
-            text,
-        ))
+        Ok(checkpoint_reply(id, cp, text))
     }
 
     #[tool(

@@ -39,6 +39,28 @@ async fn spawn(bin: &Path, home: &Path) -> anyhow::Result<RunningService<RoleCli
     Ok(().serve(TokioChildProcess::new(cmd)?).await?)
 }
 
+/// Waits until new sandboxes start from the warm image (it loads in the background).
+async fn wait_for_warm(c: &RunningService<RoleClient, ()>) -> anyhow::Result<()> {
+    for _ in 0..100 {
+        let v = call(
+            c,
+            "create_run_close",
+            json!({"code": "import sys\n'pandas' in sys.modules"}),
+        )
+        .await?;
+        if v["result"] == "True" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+async fn new_sandbox(c: &RunningService<RoleClient, ()>) -> anyhow::Result<String> {
+    let v = call(c, "create_sandbox", json!({})).await?;
+    Ok(v["sandbox_id"].as_str().unwrap_or_default().to_string())
+}
+
 /// A home of its own that shares the installed runtime and caches.
 fn private_home(home: &Path, tag: &str) -> anyhow::Result<PathBuf> {
     let h = std::env::temp_dir().join(format!("mcs-bench-{tag}-{}", std::process::id()));
@@ -78,22 +100,8 @@ async fn persistence_rows(bin: &Path, home: &Path, rows: &mut Vec<Row>) -> anyho
         anyhow::Ok((().serve(t).await?, pid))
     };
     let (c, pid) = start(h.clone()).await?;
-    for _ in 0..100 {
-        let v = call(
-            &c,
-            "create_run_close",
-            json!({"code": "import sys\n'pandas' in sys.modules"}),
-        )
-        .await?;
-        if v["result"] == "True" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let id = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    wait_for_warm(&c).await?;
+    let id = new_sandbox(&c).await?;
     call(&c, "execute_code", json!({"sandbox_id": id, "code": use_pandas})).await?;
     let (mut forks, mut cps, mut restores) = (Vec::new(), Vec::new(), Vec::new());
     call(
@@ -148,10 +156,7 @@ async fn persistence_rows(bin: &Path, home: &Path, rows: &mut Vec<Row>) -> anyho
     }
     let mut ids = Vec::new();
     for _ in 0..10 {
-        let sid = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let sid = new_sandbox(&c).await?;
         call(&c, "execute_code", json!({"sandbox_id": sid, "code": use_pandas})).await?;
         ids.push(sid);
     }
@@ -305,23 +310,9 @@ async fn rss_per_pandas_sandbox(
     let use_pandas = "import pandas as pd\nlen(pd.DataFrame({'a': range(1000)}).describe())";
     if warm {
         // The image loads in the background: wait until a sandbox starts from it.
-        for _ in 0..100 {
-            let v = call(
-                &c,
-                "create_run_close",
-                json!({"code": "import sys\n'pandas' in sys.modules"}),
-            )
-            .await?;
-            if v["result"] == "True" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        wait_for_warm(&c).await?;
     }
-    let first = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let first = new_sandbox(&c).await?;
     call(
         &c,
         "execute_code",
@@ -330,10 +321,7 @@ async fn rss_per_pandas_sandbox(
     .await?;
     let before = pid.and_then(private_bytes);
     for _ in 0..n {
-        let sid = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let sid = new_sandbox(&c).await?;
         call(&c, "execute_code", json!({"sandbox_id": sid, "code": use_pandas})).await?;
     }
     let after = pid.and_then(private_bytes);
@@ -468,10 +456,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
     });
 
     let c = spawn(&bin, &home).await?;
-    let id = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let id = new_sandbox(&c).await?;
     eprintln!("bench: execute_code round trips");
     let mut trips = Vec::new();
     for _ in 0..300 {
@@ -612,18 +597,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
 
     eprintln!("bench: fresh sandbox with numpy, pandas and pyplot (warm image)");
     let c = spawn(&bin, &home).await?;
-    for _ in 0..100 {
-        let v = call(
-            &c,
-            "create_run_close",
-            json!({"code": "import sys\n'pandas' in sys.modules"}),
-        )
-        .await?;
-        if v["result"] == "True" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_warm(&c).await?;
     let warm_pandas = fresh_pandas(&c, 10).await?;
     let _ = c.cancel().await;
     let what = format!("create_sandbox + execute_code(\"{PANDAS_IMPORTS}\") + result, warm image");
@@ -707,10 +681,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
     let transport = TokioChildProcess::new(cmd)?;
     let pid = transport.id();
     let c = ().serve(transport).await?;
-    let warm = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let warm = new_sandbox(&c).await?;
     call(
         &c,
         "execute_code",
@@ -720,10 +691,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
     let before = pid.and_then(rss_bytes);
     let mut ids = Vec::new();
     for _ in 0..50 {
-        let sid = call(&c, "create_sandbox", json!({})).await?["sandbox_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let sid = new_sandbox(&c).await?;
         call(
             &c,
             "execute_code",
