@@ -191,3 +191,51 @@ async fn an_idle_sandbox_is_suspended_and_resumes_on_use() {
     s.stop().await;
     let _ = std::fs::remove_dir_all(&home);
 }
+
+#[tokio::test]
+async fn closing_stdin_saves_too() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let home = private_home();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"))
+        .env("CODE_SANDBOX_HOME", &home)
+        .env("CODE_SANDBOX_PERSIST", "true")
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "execute_code", "arguments": {"code": "x = 7"}}});
+    for msg in [
+        init,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        call,
+    ] {
+        stdin.write_all(format!("{msg}\n").as_bytes()).await.unwrap();
+    }
+    let mut id = String::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        if v["id"] == 2 {
+            id = v["result"]["structuredContent"]["sandbox_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            break;
+        }
+    }
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the server exits when its stdin closes")
+        .unwrap();
+    assert!(status.success());
+    assert!(saved_dir(&home, &id).join("state.bin").is_file());
+    let s = start(&home, &[]).await;
+    assert_eq!(s.run_ok(&id, "x").await["result"], "7");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}

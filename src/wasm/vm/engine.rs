@@ -129,6 +129,18 @@ pub fn instrumented(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
     Ok(out)
 }
 
+/// Removes compiled modules from before every interpreter ran the instrumented module: no
+/// version of this program loads them again (about 290 MB each).
+fn remove_uninstrumented(dir: &Path) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("python-") && name.ends_with(".cwasm") && !name.contains("-instrumented-") {
+            tracing::info!("removing an outdated compiled module {name}");
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Compiles the module to the cache unless a usable copy is there; returns the cache path.
 pub fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<PathBuf, EngineError> {
     let dir = layout.cache_dir();
@@ -148,6 +160,7 @@ pub fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Res
     let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
     std::fs::write(&tmp, &compiled).map_err(io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    remove_uninstrumented(&dir);
     Ok(path)
 }
 
