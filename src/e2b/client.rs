@@ -173,6 +173,20 @@ impl Client {
         })
     }
 
+    /// The sandbox object E2B answers create and connect with.
+    async fn sandbox(resp: reqwest::Response) -> Result<Remote, E2bError> {
+        let c: Created = Self::check(resp)
+            .await?
+            .json()
+            .await
+            .map_err(|e| E2bError::Protocol(e.to_string()))?;
+        Ok(Remote {
+            id: c.sandbox_id,
+            token: c.envd_access_token,
+            domain: c.domain,
+        })
+    }
+
     pub async fn create(&self, timeout_s: u64) -> Result<Remote, E2bError> {
         let body = json!({"templateID": TEMPLATE, "timeout": timeout_s, "metadata": {}, "envVars": {}, "secure": true});
         let resp = self
@@ -181,16 +195,7 @@ impl Client {
             .send()
             .await
             .map_err(unreachable)?;
-        let created: Created = Self::check(resp)
-            .await?
-            .json()
-            .await
-            .map_err(|e| E2bError::Protocol(e.to_string()))?;
-        Ok(Remote {
-            id: created.sandbox_id,
-            token: created.envd_access_token,
-            domain: created.domain,
-        })
+        Self::sandbox(resp).await
     }
 
     pub async fn state(&self, id: &str) -> Result<RemoteState, E2bError> {
@@ -240,16 +245,7 @@ impl Client {
             .send()
             .await
             .map_err(unreachable)?;
-        let c: Created = Self::check(resp)
-            .await?
-            .json()
-            .await
-            .map_err(|e| E2bError::Protocol(e.to_string()))?;
-        Ok(Remote {
-            id: c.sandbox_id,
-            token: c.envd_access_token,
-            domain: c.domain,
-        })
+        Self::sandbox(resp).await
     }
 
     /// Keeps the sandbox alive for `secs` from now (called on every use).

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::files::blocking;
+use super::persist;
 use super::registry::{Sandbox, Slot};
 use super::remove_tree;
 use super::runtime_cell::RuntimeCell;
@@ -19,6 +20,8 @@ use crate::sandbox::{Checkpoint, SandboxError};
 const STATE: &str = "state.bin";
 const WORKSPACE: &str = "workspace";
 const PACKAGES: &str = "site-packages";
+/// What the checkpoint adds to the disk quota, as counted when it was made.
+const SIZE: &str = "bytes";
 const MAX_NAME: usize = 64;
 
 fn folder(sb: &Sandbox) -> PathBuf {
@@ -59,9 +62,13 @@ pub fn list(sb: &Sandbox) -> Vec<Checkpoint> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|e| e.path().join(STATE).is_file())
         .filter_map(|e| {
             let md = e.path().join(STATE).metadata().ok()?;
+            let bytes = std::fs::read_to_string(e.path().join(SIZE))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?;
             let when = md.modified().ok()?;
             let created: chrono::DateTime<chrono::Utc> = when.into();
             Some((
@@ -69,7 +76,7 @@ pub fn list(sb: &Sandbox) -> Vec<Checkpoint> {
                 Checkpoint {
                     name: e.file_name().to_string_lossy().into_owned(),
                     created_at: created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    bytes: tree_cost(&e.path()),
+                    bytes,
                 },
             ))
         })
@@ -125,12 +132,7 @@ async fn capture(
             "the interpreter could not be started".into(),
         ));
     };
-    let image = session.runtime().clone();
-    let base = image
-        .base_memory()
-        .await
-        .map_err(|e| SandboxError::Backend(Box::new(e)))?;
-    session.capture(&image.id, &base).map_err(|e| match e {
+    session.capture().await.map_err(|e| match e {
         super::vm::SessionError::OpenFiles(_) => SandboxError::InvalidArgument(e.to_string()),
         other => SandboxError::Backend(Box::new(other)),
     })
@@ -159,15 +161,16 @@ pub async fn checkpoint(
             let _ = remove_tree::remove_tree(&tmp);
             let written = (|| -> std::io::Result<u64> {
                 std::fs::create_dir_all(&tmp)?;
-                let mut f = std::io::BufWriter::new(std::fs::File::create(tmp.join(STATE))?);
-                state
-                    .write_to(&mut f)
+                let size = state
+                    .write_file(&tmp.join(STATE))
                     .map_err(|e| std::io::Error::other(e.to_string()))?;
-                let f = f.into_inner().map_err(|e| e.into_error())?;
-                f.sync_all()?;
-                let mut cost = f.metadata()?.len() + ENTRY_COST;
+                let mut cost = size + ENTRY_COST;
                 cost += copy_tree(&sb2.dirs.workspace, &tmp.join(WORKSPACE))?;
                 cost += copy_tree(&sb2.dirs.site_packages, &tmp.join(PACKAGES))?;
+                // Recorded, so listing checkpoints never walks their copies; the record is
+                // one more entry.
+                cost += ENTRY_COST;
+                std::fs::write(tmp.join(SIZE), cost.to_string())?;
                 Ok(cost)
             })();
             let cost = match written {
@@ -202,28 +205,6 @@ pub async fn checkpoint(
     })
 }
 
-/// Reads a checkpoint's state, for the image it was taken from.
-fn read_state(
-    dir: &Path,
-    images: &[Arc<CompiledRuntime>],
-) -> Result<(SavedState, Arc<CompiledRuntime>), SandboxError> {
-    let path = dir.join(STATE);
-    let mut last = None;
-    for image in images {
-        let mut f = std::io::BufReader::new(
-            std::fs::File::open(&path).map_err(io_error("could not read the checkpoint"))?,
-        );
-        match SavedState::read_from(&mut f, &image.id) {
-            Ok(s) => return Ok((s, image.clone())),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(SandboxError::InvalidArgument(format!(
-        "the checkpoint cannot be restored: {}",
-        last.map_or_else(|| "no interpreter image is loaded".to_string(), |e| e.to_string())
-    )))
-}
-
 /// Puts the sandbox's variables, imports and files back as they were at `name`.
 pub async fn restore(
     sb: &Arc<Sandbox>,
@@ -252,7 +233,11 @@ pub async fn restore(
     let dir = folder(sb).join(&found.name);
     let (state, image) = {
         let dir = dir.clone();
-        blocking(move || read_state(&dir, &images)).await?
+        blocking(move || {
+            persist::read_saved(&dir.join(STATE), &images)
+                .map_err(|e| SandboxError::InvalidArgument(format!("the checkpoint cannot be restored: {e}")))
+        })
+        .await?
     };
     // The new interpreter first, so a failure leaves the sandbox as it was.
     let session = Session::start_from(&image, &sb.session_config(memory), &state, false)

@@ -33,7 +33,5 @@ pub use backend::WasmBackend;
 /// and the bench's in-process baselines).
 pub mod direct {
     pub use super::runtime_cell::{InstallError, install_and_load, prepare_warm_image};
-    pub use super::vm::{
-        CompiledRuntime, Ended, Image, MemoryBudget, Session, SessionConfig, TurnOutput, WarmError,
-    };
+    pub use super::vm::{CompiledRuntime, Ended, Image, Session, SessionConfig, TurnOutput, WarmError};
 }

@@ -5,12 +5,12 @@
 //! at any moment leaves the last complete state; one that is damaged, partial or from another
 //! image is refused when read, and the sandbox comes back fresh with its files and a note.
 
-use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::registry::{STATE, Sandbox, Slot};
-use super::vm::{CompiledRuntime, MemoryBudget, SavedState, Session, SessionError};
+use super::vm::{CompiledRuntime, MemoryBudget, SavedState, Session, SessionError, StateError};
 use crate::sandbox::SandboxError;
 
 /// Why a saved state could not be used, for the note the next call carries.
@@ -31,12 +31,7 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
     let unchanged =
         sb.saved_executions.load(Ordering::SeqCst) == executions && sb.saved_dir().join(STATE).is_file();
     if !unchanged {
-        let image = session.runtime().clone();
-        let base = image
-            .base_memory()
-            .await
-            .map_err(|e| SandboxError::Backend(Box::new(e)))?;
-        let state = match session.capture(&image.id, &base) {
+        let state = match session.capture().await {
             Ok(s) => s,
             Err(e @ SessionError::OpenFiles(_)) => {
                 tracing::info!("not saving sandbox {}: {e}", sb.id);
@@ -64,14 +59,24 @@ fn write_state(sb: &Sandbox, state: &SavedState) -> Result<(), SandboxError> {
     };
     std::fs::create_dir_all(&dir).map_err(io)?;
     let tmp = dir.join(format!(".{STATE}.tmp"));
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io)?);
     state
-        .write_to(&mut f)
+        .write_file(&tmp)
         .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-    f.flush().map_err(io)?;
-    let f = f.into_inner().map_err(|e| io(e.into_error()))?;
-    f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, dir.join(STATE)).map_err(io)
+}
+
+/// Reads a saved state (a sandbox's or a checkpoint's) with the image it was taken from.
+pub fn read_saved(
+    path: &Path,
+    images: &[Arc<CompiledRuntime>],
+) -> Result<(SavedState, Arc<CompiledRuntime>), StateError> {
+    let state = SavedState::read_file(path, |id| images.iter().any(|i| i.id == id))?;
+    let image = images
+        .iter()
+        .find(|i| i.id == state.header.image)
+        .cloned()
+        .ok_or(StateError::OtherImage)?;
+    Ok((state, image))
 }
 
 /// Brings a suspended interpreter back from its saved state. A state that cannot be used
@@ -84,30 +89,20 @@ pub async fn resume(
 ) {
     let path = sb.saved_dir().join(STATE);
     let read = super::files::blocking(move || {
-        let mut last = String::from("no interpreter image is loaded");
-        for image in images {
-            let file = std::fs::File::open(&path).map_err(|e| SandboxError::Io {
-                context: "could not read the saved state".into(),
-                source: e,
-            })?;
-            match SavedState::read_from(&mut std::io::BufReader::new(file), &image.id) {
-                Ok(s) => return Ok(Some((s, image))),
-                Err(e) => last = e.to_string(),
-            }
-        }
-        tracing::warn!("a saved state could not be used: {last}");
-        Ok(None)
+        read_saved(&path, &images).map_err(|e| {
+            tracing::warn!("a saved state could not be used: {e}");
+            SandboxError::InvalidArgument(e.to_string())
+        })
     })
     .await;
     let (state, image) = match read {
-        Ok(Some(found)) => found,
-        Ok(None) => {
+        Ok(found) => found,
+        Err(_) => {
             return lost(
                 slot,
                 "its saved state was damaged, incomplete or made by another version of the runtime".into(),
             );
         }
-        Err(e) => return lost(slot, format!("its saved state could not be read ({e})")),
     };
     match Session::start_from(&image, &sb.session_config(memory), &state, false).await {
         Ok(session) => {

@@ -118,7 +118,9 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
     let id = deep_tree_sandbox(&s, 5_000).await;
     let pid = s.pid.expect("pid");
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
-    for _ in 0..40 {
+    // Until it has exited: only then are its owner locks released (tearing down a server's
+    // address space can take seconds on a loaded machine).
+    for _ in 0..300 {
         if !process_alive(pid) {
             break;
         }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mcp_code_sandbox::runtime::Layout;
 use mcp_code_sandbox::wasm::direct::install_and_load;
-use mcp_code_sandbox::wasm::direct::{Image, MemoryBudget, Session, SessionConfig, prepare_warm_image};
+use mcp_code_sandbox::wasm::direct::{Image, Session, SessionConfig, prepare_warm_image};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
@@ -387,18 +387,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
 
     // Baseline: our own host in-process, no protocol: one turn of `1+1` in a live session.
     let scratch = std::env::temp_dir().join(format!("mcs-bench-{}", std::process::id()));
-    let cfg = SessionConfig {
-        workspace: scratch.join("ws"),
-        tmp: scratch.join("tmp"),
-        site_packages: scratch.join("site"),
-        quota: std::sync::Arc::new(mcp_code_sandbox::disk_quota::DiskQuota::new(1 << 30)),
-        memory_bytes: 1 << 30,
-        memory_budget: MemoryBudget::new(u64::MAX),
-        output_bytes: 1 << 20,
-    };
-    for d in [&cfg.workspace, &cfg.tmp, &cfg.site_packages] {
-        std::fs::create_dir_all(d)?;
-    }
+    let cfg = SessionConfig::throwaway(&scratch, 1 << 30)?;
     let cancel = CancellationToken::new();
     let mut inproc_create = Vec::new();
     let mut session = None;

@@ -109,7 +109,23 @@ impl SavedState {
         Ok(())
     }
 
-    pub fn read_from(input: &mut impl Read, image: &str) -> Result<Self, StateError> {
+    /// Writes the state to a new file at `path` and syncs it; its size. The caller renames it
+    /// into place, so no reader ever sees a partial state.
+    pub fn write_file(&self, path: &std::path::Path) -> Result<u64, StateError> {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+        self.write_to(&mut f)?;
+        f.flush()?;
+        let f = f.into_inner().map_err(|e| e.into_error())?;
+        f.sync_all()?;
+        Ok(f.metadata()?.len())
+    }
+
+    /// Reads a state written by [`Self::write_file`], for one of the images `known` accepts.
+    pub fn read_file(path: &std::path::Path, known: impl Fn(&str) -> bool) -> Result<Self, StateError> {
+        Self::read_from(&mut std::io::BufReader::new(std::fs::File::open(path)?), known)
+    }
+
+    pub fn read_from(input: &mut impl Read, known: impl Fn(&str) -> bool) -> Result<Self, StateError> {
         let damaged = |why: &str| StateError::Damaged(why.to_string());
         let mut magic = [0u8; MAGIC.len()];
         input.read_exact(&mut magic).map_err(|_| damaged("no header"))?;
@@ -129,7 +145,7 @@ impl SavedState {
             .read_exact(&mut raw)
             .map_err(|_| damaged("truncated header"))?;
         let header: Header = serde_json::from_slice(&raw).map_err(|e| StateError::Damaged(e.to_string()))?;
-        if header.image != image {
+        if !known(&header.image) {
             return Err(StateError::OtherImage);
         }
         let pages_in_memory = header.memory_bytes.div_ceil(PAGE as u64);
@@ -168,18 +184,18 @@ mod tests {
         let mut buf = Vec::new();
         s.write_to(&mut buf).unwrap();
         assert!(buf.len() < 4 * 1024, "deflated: {}", buf.len());
-        let back = SavedState::read_from(&mut buf.as_slice(), "img").unwrap();
+        let back = SavedState::read_from(&mut buf.as_slice(), |i| i == "img").unwrap();
         assert_eq!(back.header.pages, [1, 4]);
         assert_eq!(back.data, s.data);
         assert!(matches!(
-            SavedState::read_from(&mut buf.as_slice(), "other"),
+            SavedState::read_from(&mut buf.as_slice(), |i| i == "other"),
             Err(StateError::OtherImage)
         ));
         let cut = &buf[..buf.len() - 8];
         assert!(matches!(
-            SavedState::read_from(&mut &cut[..], "img"),
+            SavedState::read_from(&mut &cut[..], |i| i == "img"),
             Err(StateError::Damaged(_))
         ));
-        assert!(SavedState::read_from(&mut &b"garbage"[..], "img").is_err());
+        assert!(SavedState::read_from(&mut &b"garbage"[..], |i| i == "img").is_err());
     }
 }

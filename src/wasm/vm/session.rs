@@ -65,6 +65,26 @@ pub struct SessionConfig {
     pub output_bytes: usize,
 }
 
+impl SessionConfig {
+    /// Folders under `dir` (made here) and generous limits, for an interpreter outside any
+    /// sandbox: the warm-up, and the bench's in-process baseline.
+    pub fn throwaway(dir: &std::path::Path, memory_bytes: u64) -> std::io::Result<SessionConfig> {
+        let cfg = SessionConfig {
+            workspace: dir.join("workspace"),
+            tmp: dir.join("tmp"),
+            site_packages: dir.join("site-packages"),
+            quota: Arc::new(DiskQuota::new(1 << 30)),
+            memory_bytes,
+            memory_budget: MemoryBudget::new(u64::MAX),
+            output_bytes: 1 << 20,
+        };
+        for d in [&cfg.workspace, &cfg.tmp, &cfg.site_packages] {
+            std::fs::create_dir_all(d)?;
+        }
+        Ok(cfg)
+    }
+}
+
 /// Why a turn ended the interpreter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Ended {
@@ -140,6 +160,8 @@ pub enum SessionError {
         .0.count, open_names(&.0.names)
     )]
     OpenFiles(OpenFiles),
+    #[error("could not read the image's initial memory: {0}")]
+    Image(#[from] super::engine::EngineError),
 }
 
 pub struct Session {
@@ -306,10 +328,10 @@ impl Session {
         Ok(session)
     }
 
-    /// This interpreter's state between turns, as pages that differ from `base` (its image's
-    /// initial memory). Refused while the guest holds files open: a new Store could not
-    /// give it the same descriptors.
-    pub fn capture(&mut self, image: &str, base: &[u8]) -> Result<SavedState, SessionError> {
+    /// This interpreter's state between turns, as the pages that differ from its image's
+    /// initial memory. Refused while the guest holds files open: a new Store could not give it
+    /// the same descriptors.
+    pub async fn capture(&mut self) -> Result<SavedState, SessionError> {
         let opened = self.store.data().fs.opened();
         if opened > 0 {
             let names = self
@@ -344,10 +366,11 @@ impl Session {
         }
         let clock = self.clock_offset + self.clock_start.elapsed();
         let clock_ns = u64::try_from(clock.as_nanos()).unwrap_or(u64::MAX);
+        let base = self.runtime.base_memory().await?;
         Ok(SavedState::diff(
-            image,
+            &self.runtime.id,
             self.memory.data(&self.store),
-            base,
+            &base,
             clock_ns,
             globals,
         ))

@@ -20,9 +20,7 @@ use wasmtime::{Module, Val};
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
 use super::engine::{self, CompiledRuntime, DENSE_IMAGE_BYTES, Image, WASMTIME_VERSION};
-use super::memory_budget::MemoryBudget;
 use super::session::{PRELUDE, Session, SessionConfig};
-use crate::disk_quota::DiskQuota;
 use crate::runtime::Layout;
 
 pub const WARM_UP: &str = include_str!("../../../runtime/guest/warm_up.py");
@@ -199,18 +197,7 @@ async fn build(
     p: &Paths,
     started: Instant,
 ) -> Result<Arc<CompiledRuntime>, WarmError> {
-    let cfg = SessionConfig {
-        workspace: dir.join("workspace"),
-        tmp: dir.join("tmp"),
-        site_packages: dir.join("site-packages"),
-        quota: Arc::new(DiskQuota::new(1 << 30)),
-        memory_bytes: WARM_UP_MEMORY,
-        memory_budget: MemoryBudget::new(u64::MAX),
-        output_bytes: 1 << 20,
-    };
-    for d in [&cfg.workspace, &cfg.tmp, &cfg.site_packages] {
-        std::fs::create_dir_all(d).map_err(io(d))?;
-    }
+    let cfg = SessionConfig::throwaway(dir, WARM_UP_MEMORY).map_err(io(dir))?;
     let mut session = Session::start(plain, &cfg).await?;
     let out = session
         .turn(WARM_UP, WARM_UP_TIME, None, &CancellationToken::new())
