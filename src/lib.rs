@@ -2,14 +2,17 @@
 //!
 //! Layers, each in its own module: [`server`] speaks MCP and shapes tool results;
 //! [`sandbox`] defines the backend traits and the data they exchange; [`wasm`] and [`e2b`]
-//! implement them; [`runtime`] fetches and verifies the pinned CPython-on-WASI build.
+//! implement them; [`tenancy`] shares one backend between principals; [`remote`] serves MCP
+//! over HTTP; [`runtime`] fetches and verifies the pinned CPython-on-WASI build.
 
 pub mod app;
 pub mod config;
 pub mod disk_quota;
 pub mod e2b;
+pub mod remote;
 pub mod runtime;
 pub mod sandbox;
 pub mod server;
+pub mod tenancy;
 pub mod wasm;
 pub mod wheels;

@@ -1,9 +1,11 @@
-//! The `mcp-code-sandbox` binary: serves MCP over stdio, or installs the runtime.
+//! The `mcp-code-sandbox` binary: serves MCP over stdio or HTTP, installs the runtime, and
+//! manages remote mode's tokens.
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use mcp_code_sandbox::config::{Command, MAX_REQUEST_BYTES, Settings};
+use mcp_code_sandbox::config::{Command, MAX_REQUEST_BYTES, Settings, TokenAction, Transport};
+use mcp_code_sandbox::remote;
 use mcp_code_sandbox::runtime::Layout;
 use mcp_code_sandbox::server::{SandboxServer, StdioTransport};
 use mcp_code_sandbox::wasm::direct::install_and_load;
@@ -15,7 +17,9 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_env_filter(EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(
+            EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn")),
+        )
         .init();
 }
 
@@ -31,6 +35,7 @@ fn main() -> ExitCode {
     };
     let result = match settings.command.clone() {
         Some(Command::InstallRuntime { from }) => install_runtime(&settings, from),
+        Some(Command::Token { action }) => token(&settings, action),
         None | Some(Command::Serve) => runtime.block_on(serve(settings)),
     };
     // Give blocking file tasks a moment to finish instead of cutting them off mid-way.
@@ -49,6 +54,36 @@ fn install_runtime(settings: &Settings, from: Option<std::path::PathBuf>) -> any
     let progress = |stage: mcp_code_sandbox::runtime::Stage| eprintln!("runtime: {stage}");
     install_and_load(&layout, from.as_deref(), settings.fuel_per_call > 0, &progress)?;
     eprintln!("runtime: installed under {}", layout.home.display());
+    Ok(())
+}
+
+fn token(settings: &Settings, action: TokenAction) -> anyhow::Result<()> {
+    let file = settings.tokens_file();
+    match action {
+        TokenAction::Add { name } => {
+            let token = remote::tokens::add(&file, &name)?;
+            // The token goes to stdout (to pipe into a secret store); the advice to stderr.
+            println!("{token}");
+            eprintln!(
+                "token for '{name}' above; it is shown only this once (its SHA-256 is in {}).
+                 Serve with CODE_SANDBOX_TOKENS={} and give the client `Authorization: Bearer <token>`.",
+                file.display(),
+                file.display()
+            );
+        }
+        TokenAction::List => {
+            for name in remote::tokens::list(&file)? {
+                println!("{name}");
+            }
+        }
+        TokenAction::Remove { name } => {
+            remote::tokens::remove(&file, &name)?;
+            eprintln!(
+                "removed '{name}' from {}; its token stops working at its next request",
+                file.display()
+            );
+        }
+    }
     Ok(())
 }
 
@@ -83,32 +118,48 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     raise_open_file_limit();
     let settings = Arc::new(settings);
     let backend = mcp_code_sandbox::app::backend(settings.clone())?;
-    let server = SandboxServer::new(backend.clone(), settings.clone());
-    tracing::info!("serving MCP over stdio ({} backend)", backend.backend());
-    let transport = StdioTransport::new(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        MAX_REQUEST_BYTES,
-        settings.result_budget(),
-    );
-    let service = server.serve(transport).await?;
-    let quit = async {
-        #[cfg(unix)]
-        {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
+    match settings.transport {
+        Transport::Http => {
+            let quit = async {
+                if let Err(e) = quit_signal().await {
+                    tracing::warn!("could not wait for signals: {e}");
+                    std::future::pending::<()>().await;
+                }
+                tracing::info!("signal received, shutting down");
+            };
+            remote::serve(settings, backend, quit).await?;
         }
-        #[cfg(not(unix))]
-        tokio::signal::ctrl_c().await?;
-        anyhow::Ok(())
-    };
-    tokio::select! {
-        r = service.waiting() => { r?; }
-        r = quit => { r?; tracing::info!("signal received, shutting down"); }
+        Transport::Stdio => {
+            let server = SandboxServer::new(backend.clone(), settings.clone());
+            tracing::info!("serving MCP over stdio ({} backend)", backend.backend());
+            let transport = StdioTransport::new(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                MAX_REQUEST_BYTES,
+                settings.result_budget(),
+            );
+            let service = server.serve(transport).await?;
+            tokio::select! {
+                r = service.waiting() => { r?; }
+                r = quit_signal() => { r?; tracing::info!("signal received, shutting down"); }
+            }
+            backend.shutdown().await;
+        }
     }
-    backend.shutdown().await;
+    Ok(())
+}
+
+/// SIGTERM (service managers, containers) or Ctrl-C.
+async fn quit_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await?;
     Ok(())
 }

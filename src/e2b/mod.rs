@@ -20,7 +20,7 @@ use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
     CreateOptions, ExecOptions, Execution, FileEntry, FileKind, InstallOutcome, Interpreter, LimitKind,
-    Limits, Package, PyError, SandboxError, SandboxFiles, SandboxInfo, SandboxState, SandboxStatus,
+    Limits, Package, PyError, SandboxError, SandboxFiles, SandboxInfo, SandboxState, SandboxStatus, Usage,
 };
 
 /// How long an idle E2B sandbox lives; every use extends it again.
@@ -277,6 +277,14 @@ impl Interpreter for E2bBackend {
 
     async fn most_recent(&self) -> Option<String> {
         self.lock().most_recent()
+    }
+
+    fn usage(&self, id: &str) -> Result<Usage, SandboxError> {
+        let e = self.lookup(id)?;
+        Ok(Usage {
+            memory_mb: e.limits.memory_mb,
+            disk_bytes: 0,
+        })
     }
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {

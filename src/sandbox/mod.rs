@@ -24,6 +24,10 @@ pub trait Interpreter: Send + Sync {
     /// The most recently created sandbox that is still open.
     async fn most_recent(&self) -> Option<String>;
 
+    /// What `id` holds against a principal's quotas, from local bookkeeping only (it runs
+    /// before calls, so it must not wait on a remote service).
+    fn usage(&self, id: &str) -> Result<Usage, SandboxError>;
+
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError>;
 
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError>;

@@ -25,6 +25,15 @@ pub struct CreateOptions {
     pub memory_mb: Option<u64>,
 }
 
+/// A sandbox's share of a principal's quotas.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Its memory limit (what it may grow to, so what it reserves).
+    pub memory_mb: u64,
+    /// Bytes its files, packages and checkpoints hold now (0 where the disk is remote).
+    pub disk_bytes: u64,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxInfo {
     pub sandbox_id: String,
@@ -207,6 +216,9 @@ pub enum SandboxError {
     Capacity { open: usize },
     #[error("{0}")]
     CallCapacity(String),
+    /// A principal's own limit (remote mode): open sandboxes, memory, disk or waiting calls.
+    #[error("{0}")]
+    Quota(String),
     #[error("sandbox '{0}' is busy with another call; wait for it to finish, or use another sandbox")]
     Busy(String),
     #[error("the Python runtime is not ready yet: {0}")]

@@ -1,7 +1,9 @@
-//! The MCP server: the ten tools over stdio, backed by whatever [`Interpreter`] the factory chose.
+//! The MCP server: the tools, over stdio or (through [`crate::remote`]) HTTP, backed by whatever
+//! [`Interpreter`] the factory chose.
 
 mod annotations;
 mod args;
+mod calls;
 mod exec_result;
 mod figures;
 mod mime;
@@ -20,8 +22,9 @@ use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, ListResourceTemplatesResult,
+    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -29,15 +32,21 @@ use rmcp::{ServerHandler, tool_handler};
 
 use crate::config::Settings;
 use crate::sandbox::Interpreter;
+use crate::tenancy::Tenancy;
 
 #[derive(Clone)]
 pub struct SandboxServer {
     backend: Arc<dyn Interpreter>,
     settings: Arc<Settings>,
-    tool_router: ToolRouter<SandboxServer>,
+    tool_router: Arc<ToolRouter<SandboxServer>>,
+    /// Remote mode: each call acts through its principal's view of the backend.
+    tenancy: Option<Arc<Tenancy>>,
+    /// Whether `upload_file` may read `source_path` from this machine's disk.
+    host_uploads: bool,
 }
 
 impl SandboxServer {
+    /// The server for one local client over stdio: every sandbox is that client's.
     pub fn new(backend: Arc<dyn Interpreter>, settings: Arc<Settings>) -> Self {
         let mut tool_router = Self::tool_router();
         let open_world = backend.backend() != "wasm";
@@ -47,7 +56,20 @@ impl SandboxServer {
         SandboxServer {
             backend,
             settings,
-            tool_router,
+            tool_router: Arc::new(tool_router),
+            tenancy: None,
+            host_uploads: true,
+        }
+    }
+
+    /// The server for remote mode: each call sees only its principal's sandboxes, and host
+    /// uploads are off unless the operator turned them on.
+    pub fn remote(backend: Arc<dyn Interpreter>, settings: Arc<Settings>, tenancy: Arc<Tenancy>) -> Self {
+        let host_uploads = settings.http_host_uploads;
+        SandboxServer {
+            tenancy: Some(tenancy),
+            host_uploads,
+            ..SandboxServer::new(backend, settings)
         }
     }
 }
@@ -71,12 +93,22 @@ impl ServerHandler for SandboxServer {
         .with_instructions(INSTRUCTIONS)
     }
 
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.dispatch(request, context).await
+    }
+
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.resources(request.and_then(|r| r.cursor)).await
+        self.for_caller(&context)?
+            .resources(request.and_then(|r| r.cursor))
+            .await
     }
 
     async fn list_resource_templates(
@@ -92,8 +124,8 @@ impl ServerHandler for SandboxServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        Ok(self.resource(&request.uri).await?.into())
+        Ok(self.for_caller(&context)?.resource(&request.uri).await?.into())
     }
 }

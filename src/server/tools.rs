@@ -608,6 +608,11 @@ impl SandboxServer {
                     "give source_path (a host file) or content_base64 (the bytes)",
                 ));
             }
+            (Some(_), None) if !self.host_uploads => {
+                return Ok(fail(
+                    "upload_file with source_path is off on this remote server: paths would name files on the server, not on your machine. Send the bytes as content_base64 instead (the server's operator can allow server paths with CODE_SANDBOX_HTTP_HOST_UPLOADS=true)",
+                ));
+            }
             (Some(src), None) => {
                 let roots = self.settings.upload_roots();
                 let src = src.clone();

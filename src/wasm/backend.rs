@@ -17,7 +17,7 @@ use crate::config::Settings;
 use crate::runtime::Layout;
 use crate::sandbox::{
     Checkpoint, CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits, SandboxError,
-    SandboxFiles, SandboxInfo, SandboxStatus,
+    SandboxFiles, SandboxInfo, SandboxStatus, Usage,
 };
 
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
@@ -172,6 +172,14 @@ impl Interpreter for WasmBackend {
 
     async fn most_recent(&self) -> Option<String> {
         self.registry.most_recent()
+    }
+
+    fn usage(&self, id: &str) -> Result<Usage, SandboxError> {
+        let sb = self.registry.get(id)?;
+        Ok(Usage {
+            memory_mb: sb.limits.memory_mb,
+            disk_bytes: sb.quota.used(),
+        })
     }
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {

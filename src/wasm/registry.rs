@@ -209,9 +209,12 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// 128 random bits: ids must be unguessable, since in remote mode they are all that names a
+/// sandbox on the wire (ownership is checked too, but an id should not be the weak point).
 fn new_id() -> String {
-    let u = uuid::Uuid::new_v4().simple().to_string();
-    format!("sbx-{}", &u[..12])
+    let mut bytes = [0u8; 16];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
+    format!("sbx-{}", hex::encode(bytes))
 }
 
 fn make_dir(p: &Path) -> Result<(), SandboxError> {

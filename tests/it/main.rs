@@ -16,6 +16,8 @@ mod packages;
 mod persistence;
 mod progress;
 mod protocol;
+mod remote;
+mod remote_harness;
 mod threats;
 mod ts_sdk;
 mod warm;

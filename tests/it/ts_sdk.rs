@@ -1,5 +1,6 @@
-//! Runs tests/ts/client.test.mjs: the server through the official MCP TypeScript SDK client
-//! (the one inside Claude Desktop and Claude Code), which validates every result.
+//! Runs tests/ts/*.test.mjs: the server through the official MCP TypeScript SDK client (the
+//! one inside Claude Desktop and Claude Code), which validates every result: over stdio
+//! (client.test.mjs) and over streamable HTTP in remote mode (http.test.mjs).
 
 use crate::common;
 
@@ -15,7 +16,12 @@ fn the_typescript_sdk_accepts_every_result() {
         "the TypeScript SDK is not installed: run `npm ci --prefix tests/ts` (.ci/run does)"
     );
     let status = Command::new("node")
-        .args(["--test", "--test-concurrency=1", "client.test.mjs"])
+        .args([
+            "--test",
+            "--test-concurrency=1",
+            "client.test.mjs",
+            "http.test.mjs",
+        ])
         .current_dir(&dir)
         .env("MCP_CODE_SANDBOX_BIN", env!("CARGO_BIN_EXE_mcp-code-sandbox"))
         .env("CODE_SANDBOX_HOME", common::runtime_home())

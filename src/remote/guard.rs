@@ -1,0 +1,332 @@
+//! What every request to `/mcp` passes before rmcp sees it: the `Host` must be one of the
+//! server's names and the `Origin` (when a browser sends one) allowed, both against DNS
+//! rebinding; the bearer token names the principal; and a session stays with the principal
+//! that opened it.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+
+use super::tokens::TokenBook;
+use crate::tenancy::Principal;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+/// A session binding unused this long is forgotten (rmcp ends idle sessions well before).
+const BINDING_IDLE: Duration = Duration::from_secs(3600);
+
+/// Who may call, from where.
+pub struct Guard {
+    /// `None`: no tokens file; every caller is the one local principal (loopback only).
+    pub book: Option<TokenBook>,
+    pub local: Principal,
+    /// Host names (lowercase, maybe with `:port`) the server answers to besides IP literals.
+    hosts: Vec<String>,
+    port: u16,
+    /// Origins allowed besides same-origin, lowercase `scheme://host[:port]`.
+    origins: Vec<String>,
+    scheme: &'static str,
+    /// Session id → (principal, last use).
+    sessions: Mutex<HashMap<String, (Arc<str>, Instant)>>,
+    draining: AtomicBool,
+}
+
+impl Guard {
+    pub fn new(
+        book: Option<TokenBook>,
+        local: Principal,
+        listen: SocketAddr,
+        extra_hosts: &[String],
+        origins: &[String],
+        tls: bool,
+    ) -> Self {
+        let mut hosts: Vec<String> = extra_hosts
+            .iter()
+            .map(|h| h.trim().to_ascii_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect();
+        let ip = listen.ip();
+        if ip.is_loopback() || ip.is_unspecified() {
+            hosts.push("localhost".into());
+        }
+        Guard {
+            book,
+            local,
+            hosts,
+            port: listen.port(),
+            origins: origins
+                .iter()
+                .map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase())
+                .filter(|o| !o.is_empty())
+                .collect(),
+            scheme: if tls { "https" } else { "http" },
+            sessions: Mutex::new(HashMap::new()),
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    /// From now on new requests are turned away (the server is shutting down).
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// The `Host` (or HTTP/2 authority) if it names this server. An IP literal cannot be
+    /// the product of DNS rebinding, so any with the right port passes; a name must be listed.
+    fn host_ok(&self, host: &str) -> bool {
+        let host = host.to_ascii_lowercase();
+        let (name, port) = split_host_port(&host);
+        let port_ok = port.is_none_or(|p| p == self.port);
+        if name
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+            .is_ok()
+        {
+            return port_ok;
+        }
+        self.hosts.iter().any(|allowed| {
+            let (aname, aport) = split_host_port(allowed);
+            match aport {
+                Some(ap) => aname == name && Some(ap) == port,
+                // A name without a port: any port (a reverse proxy may present 443).
+                None => aname == name && (port_ok || allowed != "localhost"),
+            }
+        })
+    }
+
+    fn origin_ok(&self, origin: &str, host: &str) -> bool {
+        let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+        if self.origins.contains(&origin) {
+            return true;
+        }
+        // Same origin: a page served by this very server (scheme and authority match).
+        origin
+            .strip_prefix(self.scheme)
+            .and_then(|r| r.strip_prefix("://"))
+            .is_some_and(|authority| authority == host.to_ascii_lowercase())
+    }
+
+    fn principal(&self, headers: &HeaderMap) -> Result<Principal, Denied> {
+        let Some(book) = &self.book else {
+            return Ok(self.local.clone());
+        };
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                let (scheme, token) = v.trim().split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            });
+        let Some(token) = presented else {
+            return Err(Denied::NoToken);
+        };
+        book.authenticate(token).ok_or(Denied::BadToken)
+    }
+
+    /// Checks that the session (if the request names one) is `who`'s.
+    fn session_ok(&self, headers: &HeaderMap, who: &Principal) -> bool {
+        let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+            return true;
+        };
+        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        match s.get_mut(id) {
+            Some((owner, used)) if *owner == who.name => {
+                *used = Instant::now();
+                true
+            }
+            Some(_) => false,
+            // Unknown to us: rmcp answers 404 for it.
+            None => true,
+        }
+    }
+
+    fn bind(&self, id: &str, who: &Principal) {
+        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        s.retain(|_, (_, used)| used.elapsed() < BINDING_IDLE);
+        s.insert(id.to_string(), (who.name.clone(), Instant::now()));
+    }
+
+    fn unbind(&self, id: &str) {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
+
+/// Why a request has no principal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Denied {
+    NoToken,
+    BadToken,
+}
+
+impl Denied {
+    fn response(self) -> Response {
+        match self {
+            Denied::NoToken => unauthorized(
+                None,
+                "this server needs a bearer token: send `Authorization: Bearer <token>`; the server's operator makes one with `mcp-code-sandbox token add NAME`",
+            ),
+            Denied::BadToken => unauthorized(
+                Some("invalid_token"),
+                "the bearer token is not valid on this server (unknown or revoked); ask the server's operator for a new one",
+            ),
+        }
+    }
+}
+
+fn split_host_port(s: &str) -> (&str, Option<u16>) {
+    // `[::1]:8765`, `host:8765`, `host`, `::1` (a bare IPv6 literal has several colons).
+    if let Some(rest) = s.strip_prefix('[') {
+        return match rest.split_once(']') {
+            Some((ip, tail)) => (ip, tail.strip_prefix(':').and_then(|p| p.parse().ok())),
+            None => (s, None),
+        };
+    }
+    match s.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') => (name, port.parse().ok()),
+        _ => (s, None),
+    }
+}
+
+fn plain(status: StatusCode, text: &str) -> Response {
+    let mut r = Response::new(Body::from(format!("{text}\n")));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn unauthorized(error: Option<&str>, text: &str) -> Response {
+    let mut r = plain(StatusCode::UNAUTHORIZED, text);
+    let challenge = match error {
+        Some(e) => format!("Bearer realm=\"mcp-code-sandbox\", error=\"{e}\""),
+        None => "Bearer realm=\"mcp-code-sandbox\"".to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    r
+}
+
+/// The axum middleware in front of rmcp's service.
+pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
+    if guard.draining.load(Ordering::SeqCst) {
+        let mut r = plain(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down; try again in a moment",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        return r;
+    }
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| req.uri().authority().map(|a| a.to_string()))
+        .unwrap_or_default();
+    if !guard.host_ok(&host) {
+        return plain(
+            StatusCode::FORBIDDEN,
+            &format!(
+                "Host '{host}' is not a name of this server; reach it by its address, or add the name to CODE_SANDBOX_ALLOWED_HOSTS"
+            ),
+        );
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !guard.origin_ok(origin, &host) {
+            return plain(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "Origin '{origin}' may not call this server; its operator can allow it in CODE_SANDBOX_ALLOWED_ORIGINS"
+                ),
+            );
+        }
+    }
+    let who = match guard.principal(req.headers()) {
+        Ok(p) => p,
+        Err(denied) => return denied.response(),
+    };
+    if !guard.session_ok(req.headers(), &who) {
+        return plain(
+            StatusCode::FORBIDDEN,
+            "this session belongs to another principal; open your own with an initialize request",
+        );
+    }
+    let asked_session = req
+        .headers()
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let deleting = req.method() == http::Method::DELETE;
+    req.extensions_mut().insert(who.clone());
+    let response = next.run(req).await;
+    match (&asked_session, response.headers().get(SESSION_HEADER)) {
+        (None, Some(new)) => {
+            if let Ok(id) = new.to_str() {
+                guard.bind(id, &who);
+            }
+        }
+        (Some(id), _) if deleting && response.status().is_success() => guard.unbind(id),
+        _ => {}
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tenancy::Quota;
+
+    fn guard(listen: &str, hosts: &[&str], origins: &[&str]) -> Guard {
+        let q = Quota {
+            sandboxes: 1,
+            memory_mb: 1,
+            disk_mb: 1,
+        };
+        Guard::new(
+            None,
+            Principal {
+                name: "local".into(),
+                quota: q,
+            },
+            listen.parse().unwrap(),
+            &hosts.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            &origins.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            false,
+        )
+    }
+
+    #[test]
+    fn hosts_are_the_listen_names_ip_literals_or_listed_names() {
+        let g = guard("127.0.0.1:8765", &["sandbox.example.com"], &[]);
+        assert!(g.host_ok("127.0.0.1:8765"));
+        assert!(g.host_ok("localhost:8765"));
+        assert!(g.host_ok("[::1]:8765"));
+        assert!(g.host_ok("sandbox.example.com"));
+        assert!(g.host_ok("sandbox.example.com:443"));
+        assert!(!g.host_ok("localhost:9999"));
+        assert!(!g.host_ok("attacker.example:8765"));
+        assert!(!g.host_ok(""));
+    }
+
+    #[test]
+    fn origins_are_same_origin_or_listed() {
+        let g = guard("127.0.0.1:8765", &[], &["https://app.example.com/"]);
+        assert!(g.origin_ok("https://app.example.com", "127.0.0.1:8765"));
+        assert!(g.origin_ok("http://127.0.0.1:8765", "127.0.0.1:8765"));
+        assert!(!g.origin_ok("http://evil.example", "127.0.0.1:8765"));
+        assert!(!g.origin_ok("null", "127.0.0.1:8765"));
+        assert!(!g.origin_ok("https://127.0.0.1:8765", "127.0.0.1:8765"));
+    }
+}

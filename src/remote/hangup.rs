@@ -1,0 +1,200 @@
+//! Tool-call streams, watched: a client that hangs up during a tool call cancels it, and
+//! shutdown knows which calls still owe an answer.
+//!
+//! A client that hangs up during a tool call cancels it. rmcp keeps a session's call running
+//! when its response stream drops (so a client could resume it), which would leave a guest
+//! burning a call slot for up to five minutes for no one; here the stream of a `tools/call`
+//! is watched, and if it is dropped before its end the call is cancelled in its session, as
+//! if the client had sent `notifications/cancelled`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame};
+use rmcp::model::ClientJsonRpcMessage;
+use rmcp::transport::streamable_http_server::session::SessionManager as _;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde::Deserialize;
+use tokio::sync::Notify;
+
+/// The two fields needed to know a request is a tool call, and which.
+#[derive(Deserialize)]
+struct Head {
+    id: Option<serde_json::Value>,
+    method: Option<String>,
+}
+
+/// Tool calls whose answer has not gone out yet: shutdown waits for these (counting at the
+/// handler would end sessions between a result and its delivery).
+#[derive(Default)]
+pub struct InFlight {
+    running: AtomicUsize,
+    idle: Notify,
+}
+
+struct Running(Arc<InFlight>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+impl InFlight {
+    fn enter(self: &Arc<Self>) -> Running {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        Running(self.clone())
+    }
+
+    pub fn count(&self) -> usize {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    /// Returns once every call has answered.
+    pub async fn idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.count() == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// What the watcher needs: the sessions (to cancel in) and the count of open calls.
+pub type Watch = (Arc<LocalSessionManager>, Arc<InFlight>);
+
+pub async fn watch(State((sessions, in_flight)): State<Watch>, req: Request, next: Next) -> Response {
+    let session = req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let Some(session) = session.filter(|_| req.method() == http::Method::POST) else {
+        return next.run(req).await;
+    };
+    let (parts, body) = req.into_parts();
+    // rmcp buffers the body too, under the same limit; a body over it gets rmcp's 413.
+    let bytes = match axum::body::to_bytes(body, crate::config::MAX_REQUEST_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            let mut r = Response::new(Body::from(format!(
+                "the request is over the {} byte limit, or it was cut off\n",
+                crate::config::MAX_REQUEST_BYTES
+            )));
+            *r.status_mut() = http::StatusCode::PAYLOAD_TOO_LARGE;
+            return r;
+        }
+    };
+    let call_id = serde_json::from_slice::<Head>(&bytes)
+        .ok()
+        .filter(|h| h.method.as_deref() == Some("tools/call"))
+        .and_then(|h| h.id);
+    let Some(id) = call_id else {
+        return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    };
+    let running = in_flight.enter();
+    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    let (parts, body) = response.into_parts();
+    let watched = Watched {
+        inner: body,
+        on_hangup: Some((sessions, session, id)),
+        running: Some(running),
+    };
+    Response::from_parts(parts, Body::new(watched))
+}
+
+struct Watched {
+    inner: Body,
+    /// Taken when the stream ends normally.
+    on_hangup: Option<(Arc<LocalSessionManager>, String, serde_json::Value)>,
+    /// Released once the answer is out (or the stream is gone).
+    running: Option<Running>,
+}
+
+impl HttpBody for Watched {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(None) => {
+                self.on_hangup = None;
+                self.running = None;
+            }
+            Poll::Ready(Some(Ok(frame))) => {
+                // Once the answer has gone out, a client that stops reading has not hung up
+                // on anything.
+                let answered = match (&self.on_hangup, frame.data_ref()) {
+                    (Some((_, _, id)), Some(data)) => is_answer(data, id),
+                    _ => false,
+                };
+                if answered {
+                    self.on_hangup = None;
+                    self.running = None;
+                }
+            }
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Whether an SSE frame carries the JSON-RPC response (result or error) to request `id`.
+fn is_answer(frame: &[u8], id: &serde_json::Value) -> bool {
+    #[derive(Deserialize)]
+    struct Reply {
+        id: Option<serde_json::Value>,
+        result: Option<serde::de::IgnoredAny>,
+        error: Option<serde::de::IgnoredAny>,
+    }
+    frame
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.strip_prefix(b"data:"))
+        .filter_map(|data| serde_json::from_slice::<Reply>(data).ok())
+        .any(|r| r.id.as_ref() == Some(id) && (r.result.is_some() || r.error.is_some()))
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        let Some((sessions, session, id)) = self.on_hangup.take() else {
+            return;
+        };
+        let cancel = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": "the client closed the connection"}
+        });
+        let Ok(message) = serde_json::from_value::<ClientJsonRpcMessage>(cancel) else {
+            return;
+        };
+        // Drop cannot wait; the runtime is there as long as connections are served.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = sessions.accept_message(&session.into(), message).await;
+            });
+        }
+    }
+}

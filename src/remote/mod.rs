@@ -1,0 +1,202 @@
+//! Remote mode: the same tools over MCP streamable HTTP at `/mcp`, for several clients and
+//! principals on one server.
+//!
+//! A request passes [`guard`] (Host, Origin, bearer token, session owner), then [`hangup`]
+//! (a dropped tool-call stream cancels the call), then rmcp's streamable-HTTP service, whose
+//! sessions each get a [`SandboxServer`] that acts through its caller's [`Tenancy`] view.
+
+mod guard;
+mod hangup;
+mod tls;
+pub mod tokens;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{MAX_REQUEST_BYTES, Settings};
+use crate::sandbox::Interpreter;
+use crate::server::SandboxServer;
+use crate::tenancy::{Principal, Quota, Tenancy};
+use guard::Guard;
+use hangup::InFlight;
+use tokens::TokenBook;
+
+/// How long shutdown lets running calls finish before it cancels them.
+const DRAIN: Duration = Duration::from_secs(10);
+/// How long connections may stay open once every session has ended.
+const LINGER: Duration = Duration::from_secs(3);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RemoteError {
+    #[error("'{0}' is not an address to listen on: {1}; give host:port, e.g. 127.0.0.1:8765")]
+    Listen(String, #[source] std::io::Error),
+    #[error(
+        "refusing to listen on {0} without tokens: anyone who can reach it could run code here. Make a token with `mcp-code-sandbox token add NAME` and set CODE_SANDBOX_TOKENS to the file it names, or listen on a loopback address such as 127.0.0.1:8765"
+    )]
+    OpenWithoutTokens(String),
+    #[error(
+        "CODE_SANDBOX_TOKENS names {0}, which holds no token; add one with `mcp-code-sandbox token add NAME` (with CODE_SANDBOX_TOKENS set to that file)"
+    )]
+    NoTokens(String),
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    #[error("the HTTP server stopped: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Serves until `quit` resolves, then drains calls and shuts the backend down (which keeps
+/// sandboxes as persistence says).
+pub async fn serve(
+    settings: Arc<Settings>,
+    backend: Arc<dyn Interpreter>,
+    quit: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), RemoteError> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&settings.listen)
+        .await
+        .map_err(|e| RemoteError::Listen(settings.listen.clone(), e))?
+        .collect();
+    let defaults = Quota {
+        sandboxes: settings.principal_sandboxes,
+        memory_mb: settings.principal_memory_mb,
+        disk_mb: settings.principal_disk_mb,
+    };
+    let book = match &settings.tokens {
+        Some(file) => {
+            let book = TokenBook::open(file.clone(), defaults);
+            if book.is_empty() {
+                return Err(RemoteError::NoTokens(file.display().to_string()));
+            }
+            Some(book)
+        }
+        None if addrs.iter().all(|a| a.ip().is_loopback()) => None,
+        None => return Err(RemoteError::OpenWithoutTokens(settings.listen.clone())),
+    };
+    let tcp = tokio::net::TcpListener::bind(&addrs[..])
+        .await
+        .map_err(|e| RemoteError::Listen(settings.listen.clone(), e))?;
+    let local_addr = tcp
+        .local_addr()
+        .map_err(|e| RemoteError::Listen(settings.listen.clone(), e))?;
+
+    // Without tokens there is one user, the machine's: the server-wide limits are theirs.
+    let local = Principal {
+        name: "local".into(),
+        quota: Quota {
+            sandboxes: settings.max_sandboxes,
+            memory_mb: u64::MAX,
+            disk_mb: u64::MAX,
+        },
+    };
+    let principals = book.as_ref().map_or(1, TokenBook::len);
+    let guard = Arc::new(Guard::new(
+        book,
+        local,
+        local_addr,
+        &settings.allowed_hosts,
+        &settings.allowed_origins,
+        settings.tls_cert.is_some(),
+    ));
+    let home = settings.home_dir();
+    let _ = std::fs::create_dir_all(&home);
+    let tenancy = Tenancy::new(
+        backend.clone(),
+        Some(home.join("owners.json")),
+        settings.max_concurrent_calls,
+        settings.default_memory_mb,
+    );
+    let in_flight = Arc::new(InFlight::default());
+    let template = SandboxServer::remote(backend.clone(), settings.clone(), tenancy);
+    let sessions = Arc::new(LocalSessionManager::default());
+    let stop = CancellationToken::new();
+    let config = StreamableHttpServerConfig::default()
+        // Host and Origin are checked by the guard, with the names this server listens on.
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(MAX_REQUEST_BYTES)
+        .with_cancellation_token(stop.clone());
+    let mcp = StreamableHttpService::new(move || Ok(template.clone()), sessions.clone(), config);
+    let app = Router::new()
+        .route_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(
+            (sessions, in_flight.clone()),
+            hangup::watch,
+        ))
+        .layer(axum::middleware::from_fn_with_state(guard.clone(), guard::check))
+        // Liveness for process supervisors and load balancers: says nothing about sandboxes.
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .fallback(|| async {
+            (
+                http::StatusCode::NOT_FOUND,
+                "not found: the MCP endpoint of this server is /mcp\n",
+            )
+        });
+
+    let scheme = if settings.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    // The one line scripts and tests read to learn the address (port 0 picks one).
+    eprintln!(
+        "mcp-code-sandbox: serving MCP at {scheme}://{local_addr}/mcp ({} backend, {})",
+        backend.backend(),
+        match principals {
+            _ if settings.tokens.is_none() => "no tokens: loopback only".to_string(),
+            1 => "1 principal".to_string(),
+            n => format!("{n} principals"),
+        }
+    );
+
+    let drained = {
+        let (guard, in_flight, stop) = (guard.clone(), in_flight.clone(), stop.clone());
+        async move {
+            quit.await;
+            tracing::info!(
+                "shutting down: no new requests; letting {} running call(s) finish",
+                in_flight.count()
+            );
+            guard.drain();
+            if tokio::time::timeout(DRAIN, in_flight.idle()).await.is_err() {
+                tracing::warn!(
+                    "cancelling {} call(s) still running after {DRAIN:?}",
+                    in_flight.count()
+                );
+            }
+            // Ends every session (and any call still running).
+            stop.cancel();
+        }
+    };
+    let serving = async {
+        match (&settings.tls_cert, &settings.tls_key) {
+            (Some(cert), Some(key)) => {
+                let config = tls::server_config(cert, key)?;
+                let listener = tls::TlsListener::new(tcp, config).map_err(RemoteError::Serve)?;
+                axum::serve(listener, app.into_make_service())
+                    .with_graceful_shutdown(drained)
+                    .await
+                    .map_err(RemoteError::Serve)
+            }
+            _ => axum::serve(tcp, app.into_make_service())
+                .with_graceful_shutdown(drained)
+                .await
+                .map_err(RemoteError::Serve),
+        }
+    };
+    // Once sessions are ended, a client that still holds its connection open gets a few
+    // seconds before it is dropped, so shutdown cannot hang on it.
+    let served = tokio::select! {
+        r = serving => r,
+        _ = async { stop.cancelled().await; tokio::time::sleep(LINGER).await } => {
+            tracing::warn!("dropping connections still open {LINGER:?} after shutdown");
+            Ok(())
+        }
+    };
+    backend.shutdown().await;
+    served
+}

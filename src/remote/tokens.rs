@@ -1,0 +1,322 @@
+//! The tokens file: one principal per line, `NAME SHA256HEX [sandboxes=N] [memory_mb=N]
+//! [disk_mb=N]`. Only hashes are on disk; a presented token is hashed and compared with every
+//! line in constant time. The file is read again whenever it changes, so a token added or
+//! removed with `mcp-code-sandbox token` takes effect at the next request, without a restart.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use rand::RngCore as _;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::tenancy::{Principal, Quota};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("'{0}' is not a usable principal name: use 1 to 64 letters, digits, '.', '_' or '-'")]
+    BadName(String),
+    #[error(
+        "{name} already has a token in {file}; remove it first with `mcp-code-sandbox token remove {name}`"
+    )]
+    Exists { name: String, file: String },
+    #[error("{name} has no token in {file}")]
+    Unknown { name: String, file: String },
+    #[error("could not {what} the tokens file {file}: {source}")]
+    Io {
+        what: &'static str,
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+struct Entry {
+    name: String,
+    hash: [u8; 32],
+    quota: Quota,
+}
+
+/// The principals of the tokens file, kept in step with the file.
+pub struct TokenBook {
+    file: PathBuf,
+    defaults: Quota,
+    loaded: Mutex<Loaded>,
+}
+
+struct Loaded {
+    /// (modified, length) of the file when it was read; `None`: not there.
+    stamp: Option<(SystemTime, u64)>,
+    entries: Vec<Entry>,
+}
+
+fn stamp(file: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(file).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+fn valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Parses the file's text; a bad line is skipped with a warning (the others keep working).
+fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let (Some(name), Some(hex)) = (words.next(), words.next()) else {
+            tracing::warn!(
+                "{}:{}: expected `NAME SHA256HEX`; line ignored",
+                file.display(),
+                n + 1
+            );
+            continue;
+        };
+        let mut hash = [0u8; 32];
+        if !valid_name(name) || hex::decode_to_slice(hex, &mut hash).is_err() {
+            tracing::warn!(
+                "{}:{}: a name of letters, digits, '.', '_', '-' and 64 hex digits are needed; line ignored",
+                file.display(),
+                n + 1
+            );
+            continue;
+        }
+        let mut quota = defaults;
+        for w in words {
+            let parsed = w
+                .split_once('=')
+                .and_then(|(k, v)| Some((k, v.parse::<u64>().ok()?)));
+            match parsed {
+                Some(("sandboxes", v)) => quota.sandboxes = v as usize,
+                Some(("memory_mb", v)) => quota.memory_mb = v,
+                Some(("disk_mb", v)) => quota.disk_mb = v,
+                _ => tracing::warn!(
+                    "{}:{}: '{w}' is not sandboxes=N, memory_mb=N or disk_mb=N; ignored",
+                    file.display(),
+                    n + 1
+                ),
+            }
+        }
+        out.push(Entry {
+            name: name.to_string(),
+            hash,
+            quota,
+        });
+    }
+    out
+}
+
+impl TokenBook {
+    pub fn open(file: PathBuf, defaults: Quota) -> Self {
+        let book = TokenBook {
+            file,
+            defaults,
+            loaded: Mutex::new(Loaded {
+                stamp: None,
+                entries: Vec::new(),
+            }),
+        };
+        book.refresh();
+        book
+    }
+
+    /// How many principals the file names now.
+    pub fn len(&self) -> usize {
+        self.refresh();
+        self.loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entries
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Re-reads the file if it changed since the last read (one `stat` per request).
+    fn refresh(&self) {
+        let now = stamp(&self.file);
+        let mut l = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        if now == l.stamp && now.is_some() {
+            return;
+        }
+        l.entries = match std::fs::read_to_string(&self.file) {
+            Ok(text) => parse(&text, self.defaults, &self.file),
+            Err(e) => {
+                // A removed file revokes every token rather than keeping stale ones alive.
+                if now.is_some() || l.stamp.is_some() {
+                    tracing::warn!(
+                        "could not read the tokens file {}: {e}; no token is accepted",
+                        self.file.display()
+                    );
+                }
+                Vec::new()
+            }
+        };
+        l.stamp = now;
+    }
+
+    /// The principal whose token this is. Every line is compared, in constant time, so the
+    /// answer's timing says nothing about how close a guess came.
+    pub fn authenticate(&self, token: &str) -> Option<Principal> {
+        self.refresh();
+        let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let l = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let mut found = None;
+        for e in &l.entries {
+            if bool::from(e.hash.ct_eq(&presented)) {
+                found = Some(Principal {
+                    name: e.name.as_str().into(),
+                    quota: e.quota,
+                });
+            }
+        }
+        found
+    }
+}
+
+/// A new token: 256 random bits, hex, with a prefix that makes it recognisable in a config.
+fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("mcs_{}", hex::encode(bytes))
+}
+
+fn io(what: &'static str, file: &Path) -> impl FnOnce(std::io::Error) -> TokenError {
+    let file = file.display().to_string();
+    move |source| TokenError::Io { what, file, source }
+}
+
+fn names_in(file: &Path) -> Result<Vec<String>, TokenError> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(io("read", file)(e)),
+    };
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect())
+}
+
+/// Appends a new principal and returns its token (shown once; only its hash is kept).
+pub fn add(file: &Path, name: &str) -> Result<String, TokenError> {
+    if !valid_name(name) {
+        return Err(TokenError::BadName(name.to_string()));
+    }
+    if names_in(file)?.iter().any(|n| n == name) {
+        return Err(TokenError::Exists {
+            name: name.to_string(),
+            file: file.display().to_string(),
+        });
+    }
+    if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io("create the folder of", file))?;
+    }
+    let token = new_token();
+    let hash = hex::encode(Sha256::digest(token.as_bytes()));
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true).append(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = opts.open(file).map_err(io("open", file))?;
+    writeln!(f, "{name} {hash}")
+        .and_then(|_| f.sync_all())
+        .map_err(io("write", file))?;
+    Ok(token)
+}
+
+pub fn list(file: &Path) -> Result<Vec<String>, TokenError> {
+    names_in(file)
+}
+
+/// Removes `name`'s line (written aside and renamed: the file is never half-written).
+pub fn remove(file: &Path, name: &str) -> Result<(), TokenError> {
+    let text = std::fs::read_to_string(file).map_err(io("read", file))?;
+    let mut found = false;
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            let hit = l.split_whitespace().next() == Some(name);
+            found |= hit;
+            !hit
+        })
+        .collect();
+    if !found {
+        return Err(TokenError::Unknown {
+            name: name.to_string(),
+            file: file.display().to_string(),
+        });
+    }
+    let tmp = file.with_extension("tmp");
+    let mut body = kept.join("\n");
+    body.push('\n');
+    std::fs::write(&tmp, body)
+        .and_then(|_| std::fs::rename(&tmp, file))
+        .map_err(io("rewrite", file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Q: Quota = Quota {
+        sandboxes: 8,
+        memory_mb: 4096,
+        disk_mb: 4096,
+    };
+
+    #[test]
+    fn added_tokens_authenticate_and_removed_ones_stop() {
+        let dir = std::env::temp_dir().join(format!("tokens-{}", uuid::Uuid::new_v4().simple()));
+        let file = dir.join("tokens");
+        let alice = add(&file, "alice").unwrap();
+        let bob = add(&file, "bob").unwrap();
+        assert!(matches!(add(&file, "alice"), Err(TokenError::Exists { .. })));
+        assert!(matches!(add(&file, "no spaces"), Err(TokenError::BadName(_))));
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains(&alice), "the token itself is on disk");
+        let book = TokenBook::open(file.clone(), Q);
+        assert_eq!(book.authenticate(&alice).unwrap().name.as_ref(), "alice");
+        assert_eq!(book.authenticate(&bob).unwrap().name.as_ref(), "bob");
+        assert!(book.authenticate("mcs_wrong").is_none());
+        assert!(book.authenticate("").is_none());
+        remove(&file, "alice").unwrap();
+        // The stamp may not change within the file system's time resolution: force it.
+        book.loaded.lock().unwrap().stamp = None;
+        assert!(book.authenticate(&alice).is_none());
+        assert_eq!(book.authenticate(&bob).unwrap().name.as_ref(), "bob");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn quotas_on_a_line_override_the_defaults_and_bad_lines_are_skipped() {
+        let text = format!(
+            "# team\nalice {} sandboxes=2 memory_mb=512\nbroken-line\nbob nothex\ncarol {}\n",
+            "ab".repeat(32),
+            "cd".repeat(32)
+        );
+        let e = parse(&text, Q, Path::new("tokens"));
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].quota.sandboxes, 2);
+        assert_eq!(e[0].quota.memory_mb, 512);
+        assert_eq!(e[0].quota.disk_mb, 4096);
+        assert_eq!(e[1].name, "carol");
+        assert_eq!(e[1].quota, Q);
+    }
+}

@@ -1,0 +1,128 @@
+//! Every tool call passes here: in remote mode it is handed the backend as its principal sees
+//! it, and each call leaves one structured log line (who, what, which sandbox, how long, how
+//! it ended), never its code, tokens or file contents.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+
+use super::SandboxServer;
+use crate::tenancy::Principal;
+
+/// How a call ended, as the log line says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A result the client can use.
+    Ok,
+    /// A result with `isError`: the tool ran and says what went wrong.
+    ToolError,
+    /// The client cancelled (or went away) before the result.
+    Cancelled,
+    /// A protocol error: unknown tool, arguments that are not an object.
+    Rejected,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Outcome::Ok => "ok",
+            Outcome::ToolError => "tool_error",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Rejected => "rejected",
+        })
+    }
+}
+
+/// The principal the HTTP layer attached to the request, if any.
+pub fn principal_of(context: &RequestContext<RoleServer>) -> Option<Principal> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .cloned()
+}
+
+impl SandboxServer {
+    /// This server as the call's principal sees it: in remote mode a copy whose backend is
+    /// that principal's view; over stdio, itself.
+    pub(super) fn for_caller(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<SandboxServer, ErrorData> {
+        let Some(tenancy) = &self.tenancy else {
+            return Ok(self.clone());
+        };
+        let who = principal_of(context).ok_or_else(|| {
+            ErrorData::invalid_request(
+                "this request carries no principal; send it through the server's /mcp endpoint",
+                None,
+            )
+        })?;
+        Ok(SandboxServer {
+            backend: tenancy.view(who),
+            ..self.clone()
+        })
+    }
+
+    pub(super) async fn dispatch(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let started = Instant::now();
+        let tool = request.name.to_string();
+        let asked_sandbox = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("sandbox_id"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        let principal = principal_of(&context)
+            .map(|p| p.name)
+            .unwrap_or_else(|| Arc::from("local"));
+        let ct = context.ct.clone();
+        let result = match self.for_caller(&context) {
+            Ok(server) => {
+                let router = server.tool_router.clone();
+                let tcc = rmcp::handler::server::tool::ToolCallContext::new(&server, request, context);
+                router.call(tcc).await
+            }
+            Err(e) => Err(e),
+        };
+        let (outcome, sandbox) = match &result {
+            _ if ct.is_cancelled() => (Outcome::Cancelled, asked_sandbox),
+            Ok(CallToolResponse::Complete(r)) => (
+                if r.is_error == Some(true) {
+                    Outcome::ToolError
+                } else {
+                    Outcome::Ok
+                },
+                sandbox_of(r).or(asked_sandbox),
+            ),
+            Ok(_) => (Outcome::Ok, asked_sandbox),
+            Err(_) => (Outcome::Rejected, asked_sandbox),
+        };
+        tracing::info!(
+            target: "mcp_code_sandbox::call",
+            principal = %principal,
+            tool = %tool,
+            sandbox = %sandbox.as_deref().unwrap_or("-"),
+            duration_ms = started.elapsed().as_millis() as u64,
+            outcome = %outcome,
+            "call"
+        );
+        result
+    }
+}
+
+fn sandbox_of(r: &CallToolResult) -> Option<String> {
+    r.structured_content
+        .as_ref()
+        .and_then(|s| s.get("sandbox_id"))
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+}

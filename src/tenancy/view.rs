@@ -1,0 +1,238 @@
+//! One principal's view of the shared backend: another principal's sandbox does not exist
+//! here (the same error as an unknown id, so ids cannot be probed), quotas are checked before
+//! anything is made, and every call that runs code waits for a fair slot.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use super::{Admitted, Principal, Refused, Tenancy};
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{
+    Checkpoint, CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter, SandboxError,
+    SandboxFiles, SandboxInfo, SandboxStatus, Usage,
+};
+
+/// Smallest memory limit a sandbox is shrunk to when a principal's memory quota is nearly used.
+const MIN_SANDBOX_MB: u64 = 256;
+
+pub struct View {
+    t: Arc<Tenancy>,
+    who: Principal,
+}
+
+impl View {
+    pub fn new(t: Arc<Tenancy>, who: Principal) -> Self {
+        View { t, who }
+    }
+
+    /// Refuses a sandbox this principal does not own exactly as an unknown one is refused.
+    fn check(&self, id: &str) -> Result<(), SandboxError> {
+        match self.t.owners.owner_of(id) {
+            Some(p) if p == self.who.name => Ok(()),
+            _ => Err(SandboxError::NotFound(id.to_string())),
+        }
+    }
+
+    /// This principal's open sandboxes with what they hold, oldest first.
+    fn owned(&self) -> Vec<(String, Usage)> {
+        self.t
+            .owners
+            .owned_by(&self.who.name)
+            .into_iter()
+            .filter_map(|id| self.t.inner.usage(&id).ok().map(|u| (id, u)))
+            .collect()
+    }
+
+    /// Refuses calls that add files once the principal's sandboxes hold its disk quota.
+    fn check_disk(&self, owned: &[(String, Usage)]) -> Result<(), SandboxError> {
+        let used: u64 = owned.iter().map(|(_, u)| u.disk_bytes).sum();
+        let limit = self.who.quota.disk_mb.saturating_mul(1 << 20);
+        if used >= limit {
+            return Err(SandboxError::Quota(format!(
+                "your sandboxes hold {} MiB on disk, all of your {} MiB disk quota; delete files (with execute_code, e.g. os.remove) or close sandboxes you no longer need, then try again",
+                used >> 20,
+                self.who.quota.disk_mb
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks that one more sandbox fits, and returns the memory to ask the backend for: what
+    /// was asked; nothing (the default) when nothing was asked and the default fits; else what
+    /// is left of the quota, if that is enough.
+    fn room_for(&self, asked: Option<u64>, owned: &[(String, Usage)]) -> Result<Option<u64>, SandboxError> {
+        let q = self.who.quota;
+        if owned.len() >= q.sandboxes {
+            return Err(SandboxError::Quota(format!(
+                "you have {} sandboxes open, the most your quota allows; close one with close_sandbox first",
+                owned.len()
+            )));
+        }
+        self.check_disk(owned)?;
+        let used: u64 = owned.iter().map(|(_, u)| u.memory_mb).sum();
+        let left = q.memory_mb.saturating_sub(used);
+        let wanted = asked.unwrap_or(self.t.default_memory_mb);
+        if wanted <= left {
+            // Nothing asked stays nothing, so the backend may hand out a ready spare.
+            return Ok(asked);
+        }
+        if asked.is_none() && left >= MIN_SANDBOX_MB {
+            return Ok(Some(left));
+        }
+        Err(SandboxError::Quota(format!(
+            "your sandboxes may hold {} MiB of memory together and {used} MiB is taken, so {wanted} MiB more does not fit; close a sandbox, or ask for memory_mb of at most {left}",
+            q.memory_mb
+        )))
+    }
+
+    /// Waits for a fair call slot, or gives up when the caller cancels.
+    async fn admit(&self, cancel: Option<&CancellationToken>) -> Result<Admitted, SandboxError> {
+        let wait = self.t.gate.admit(&self.who.name);
+        let refused = |r: Refused| match r {
+            Refused::QueueFull(n) => SandboxError::Quota(format!(
+                "you already have {n} calls waiting for a free slot; wait for some to finish before sending more"
+            )),
+        };
+        match cancel {
+            Some(ct) => tokio::select! {
+                r = wait => r.map_err(refused),
+                _ = ct.cancelled() => Err(SandboxError::InvalidArgument("the call was cancelled while it waited for a slot".into())),
+            },
+            None => wait.await.map_err(refused),
+        }
+    }
+
+    /// Makes a sandbox through `make` (create or fork) within the quotas, and records it as ours.
+    async fn make<F, Fut>(&self, asked: Option<u64>, make: F) -> Result<SandboxInfo, SandboxError>
+    where
+        F: FnOnce(Option<u64>) -> Fut,
+        Fut: std::future::Future<Output = Result<SandboxInfo, SandboxError>>,
+    {
+        let lock = self.t.create_lock(&self.who.name);
+        let _one_at_a_time = lock.lock().await;
+        let owned = self.owned();
+        let memory_mb = self.room_for(asked, &owned)?;
+        let _slot = self.admit(None).await?;
+        let mut info = make(memory_mb).await?;
+        self.t.owners.add(&info.sandbox_id, &self.who.name);
+        if let (None, Some(shrunk)) = (asked, memory_mb) {
+            info.notes.push(format!(
+                "memory limit {shrunk} MiB: what is left of your {} MiB memory quota",
+                self.who.quota.memory_mb
+            ));
+        }
+        Ok(info)
+    }
+}
+
+#[async_trait]
+impl Interpreter for View {
+    fn backend(&self) -> &'static str {
+        self.t.inner.backend()
+    }
+
+    async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
+        let inner = self.t.inner.clone();
+        self.make(opts.memory_mb, |memory_mb| async move {
+            inner.create(CreateOptions { memory_mb, ..opts }).await
+        })
+        .await
+    }
+
+    async fn close(&self, id: &str) -> Result<(), SandboxError> {
+        self.check(id)?;
+        let r = self.t.inner.close(id).await;
+        self.t.owners.retain(|s| self.t.inner.usage(s).is_ok());
+        r
+    }
+
+    async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
+        self.check(id)?;
+        self.t.inner.status(id).await
+    }
+
+    async fn list(&self) -> Vec<SandboxStatus> {
+        let mut out = Vec::new();
+        for (id, _) in self.owned() {
+            if let Ok(s) = self.t.inner.status(&id).await {
+                out.push(s);
+            }
+        }
+        out
+    }
+
+    async fn most_recent(&self) -> Option<String> {
+        self.owned().pop().map(|(id, _)| id)
+    }
+
+    fn usage(&self, id: &str) -> Result<Usage, SandboxError> {
+        self.check(id)?;
+        self.t.inner.usage(id)
+    }
+
+    async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
+        self.check(id)?;
+        // Not refused over the disk quota: running code is how files get deleted. The
+        // sandbox's own disk quota still bounds what it writes.
+        let _slot = self.admit(opts.cancel.as_ref()).await?;
+        self.t.inner.execute(id, code, opts).await
+    }
+
+    async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
+        self.check(id)?;
+        self.check_disk(&self.owned())?;
+        let _slot = self.admit(None).await?;
+        self.t.inner.install_package(id, name).await
+    }
+
+    async fn fork(&self, id: &str) -> Result<SandboxInfo, SandboxError> {
+        self.check(id)?;
+        let memory_mb = self.t.inner.usage(id)?.memory_mb;
+        let inner = self.t.inner.clone();
+        let id = id.to_string();
+        // A fork keeps its original's memory limit: it holds the same state.
+        self.make(Some(memory_mb), |_| async move { inner.fork(&id).await })
+            .await
+    }
+
+    async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
+        self.check(id)?;
+        self.check_disk(&self.owned())?;
+        let _slot = self.admit(None).await?;
+        self.t.inner.checkpoint(id, name).await
+    }
+
+    async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
+        self.check(id)?;
+        let _slot = self.admit(None).await?;
+        self.t.inner.restore(id, checkpoint).await
+    }
+
+    fn files(&self) -> &dyn SandboxFiles {
+        self
+    }
+
+    /// The shared backend shuts down once, with the server, not per principal.
+    async fn shutdown(&self) {}
+}
+
+#[async_trait]
+impl SandboxFiles for View {
+    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+        self.check(id)?;
+        self.t.inner.files().list(id, path).await
+    }
+
+    async fn read(&self, id: &str, path: &WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
+        self.check(id)?;
+        self.t.inner.files().read(id, path, limit).await
+    }
+
+    async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
+        self.check(id)?;
+        self.check_disk(&self.owned())?;
+        self.t.inner.files().write(id, path, bytes).await
+    }
+}

@@ -1,0 +1,615 @@
+//! Remote mode over real HTTP on loopback: authentication, Origin and Host, isolation between
+//! principals, their quotas, hang-ups, shutdown, TLS, and a bounded load run.
+
+use std::time::{Duration, Instant};
+
+use rmcp::model::{PaginatedRequestParams, ReadResourceRequestParams};
+use serde_json::{Value, json};
+
+use crate::remote_harness::{Remote, initialize, post, raw_session};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_without_a_valid_token_get_401_with_a_bearer_challenge() {
+    let r = Remote::start(&["alice"], &[]).await;
+    let none = post(&r.url, None, &initialize()).send().await.unwrap();
+    assert_eq!(none.status(), 401);
+    let challenge = none.headers()["www-authenticate"].to_str().unwrap().to_string();
+    assert!(challenge.starts_with("Bearer"), "{challenge}");
+    assert!(none.text().await.unwrap().contains("token add"));
+
+    let wrong = post(&r.url, Some("mcs_0000"), &initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    assert!(
+        wrong.headers()["www-authenticate"]
+            .to_str()
+            .unwrap()
+            .contains("invalid_token")
+    );
+
+    // A token that is right except for its last character is just as wrong.
+    let mut near = r.token("alice").to_string();
+    let last = if near.ends_with('0') { "1" } else { "0" };
+    near.pop();
+    near.push_str(last);
+    assert_eq!(
+        post(&r.url, Some(&near), &initialize())
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+
+    let ok = post(&r.url, Some(r.token("alice")), &initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    assert!(ok.headers().contains_key("mcp-session-id"));
+    // The token never reaches the log.
+    assert!(!r.log_text().contains(r.token("alice")));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreign_origin_or_host_gets_403() {
+    let r = Remote::start(&["alice"], &[]).await;
+    let t = r.token("alice");
+    let evil = post(&r.url, Some(t), &initialize())
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(evil.status(), 403);
+    assert!(
+        evil.text()
+            .await
+            .unwrap()
+            .contains("CODE_SANDBOX_ALLOWED_ORIGINS")
+    );
+
+    let rebinding = post(&r.url, Some(t), &initialize())
+        .header("host", "attacker.example:8765")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebinding.status(), 403);
+
+    // The server's own origin, and no origin at all, pass.
+    let base = r.url.trim_end_matches("/mcp").to_string();
+    let same = post(&r.url, Some(t), &initialize())
+        .header("origin", &base)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(same.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_listed_origin_passes() {
+    let r = Remote::start(
+        &["alice"],
+        &[("CODE_SANDBOX_ALLOWED_ORIGINS", "https://app.example.com")],
+    )
+    .await;
+    let ok = post(&r.url, Some(r.token("alice")), &initialize())
+        .header("origin", "https://app.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_principal_cannot_reach_anothers_sandbox_session_or_files() {
+    let r = Remote::start(&["alice", "bob"], &[]).await;
+    let alice = r.client("alice").await;
+    let bob = r.client("bob").await;
+    let a = alice.create().await;
+    assert_eq!(a.len(), "sbx-".len() + 32, "ids carry 128 random bits: {a}");
+    alice
+        .ok(
+            "write_file",
+            json!({"sandbox_id": a, "file_path": "secret.txt", "content": "alice's"}),
+        )
+        .await;
+    alice.run_ok(&a, "token = 'alice-only'").await;
+
+    // Every tool, given alice's id, answers bob as if it did not exist.
+    let unknown = |text: &str| text.contains("no open sandbox has the id");
+    for (tool, args) in [
+        ("execute_code", json!({"sandbox_id": a, "code": "token"})),
+        ("get_sandbox_status", json!({"sandbox_id": a})),
+        ("read_file", json!({"sandbox_id": a, "file_path": "secret.txt"})),
+        ("list_files", json!({"sandbox_id": a})),
+        (
+            "write_file",
+            json!({"sandbox_id": a, "file_path": "x.txt", "content": "bob was here"}),
+        ),
+        ("install_package", json!({"sandbox_id": a, "package_name": "six"})),
+        ("fork_sandbox", json!({"sandbox_id": a})),
+        ("checkpoint_sandbox", json!({"sandbox_id": a})),
+        ("restore_sandbox", json!({"sandbox_id": a, "checkpoint": "c"})),
+        ("close_sandbox", json!({"sandbox_id": a})),
+    ] {
+        let (err, _, text) = bob.call_json(tool, args).await;
+        assert!(
+            err && unknown(&text),
+            "{tool} let bob reach alice's sandbox: {text}"
+        );
+    }
+    let (_, listed, _) = bob.call_json("get_sandbox_status", json!({})).await;
+    assert_eq!(listed["sandboxes"], json!([]), "bob sees: {listed}");
+
+    // Without an id, bob gets a sandbox of his own, not alice's most recent one.
+    let v = bob.run_ok("", "'token' in globals()").await;
+    assert_eq!(v["result"], "False");
+    let b = v["sandbox_id"].as_str().unwrap().to_string();
+    assert_ne!(a, b);
+
+    // Resources: bob lists only his files and cannot read alice's by URI.
+    let res = bob
+        .client
+        .list_resources(Some(PaginatedRequestParams::default()))
+        .await
+        .unwrap();
+    assert!(
+        res.resources.iter().all(|x| !x.uri.contains(&a)),
+        "bob lists alice's files"
+    );
+    let read = bob
+        .client
+        .read_resource(ReadResourceRequestParams::new(format!(
+            "sandbox://{a}/secret.txt"
+        )))
+        .await;
+    assert!(read.is_err(), "bob read alice's file as a resource");
+
+    // Alice's session, with bob's token, is refused.
+    let sid = raw_session(&r.url, r.token("alice")).await;
+    let hijack = post(
+        &r.url,
+        Some(r.token("bob")),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .header("mcp-session-id", &sid)
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(hijack.status(), 403);
+
+    // Alice's sandbox is untouched.
+    let v = alice.run_ok(&a, "token, open('secret.txt').read()").await;
+    assert_eq!(v["result"], "('alice-only', \"alice's\")");
+    let (_, listed, _) = alice.call_json("get_sandbox_status", json!({})).await;
+    assert_eq!(listed["sandboxes"].as_array().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quotas_hold_per_principal() {
+    let r = Remote::start(
+        &[
+            "carol sandboxes=2",
+            "dave memory_mb=768",
+            "erin disk_mb=1",
+            "frank",
+        ],
+        &[("CODE_SANDBOX_MEMORY_MB", "512")],
+    )
+    .await;
+    // Open sandboxes.
+    let carol = r.client("carol").await;
+    carol.create().await;
+    carol.create().await;
+    let (err, _, text) = carol.call_json("create_sandbox", json!({})).await;
+    assert!(
+        err && text.contains("2 sandboxes open") && text.contains("quota"),
+        "{text}"
+    );
+    let (err, _, text) = carol.call_json("create_run_close", json!({"code": "1"})).await;
+    assert!(err && text.contains("quota"), "{text}");
+    // Another principal is not affected.
+    let frank = r.client("frank").await;
+    frank.create().await;
+
+    // Memory: what is asked for counts; an unsized sandbox gets what is left.
+    let dave = r.client("dave").await;
+    dave.create_with(json!({"memory_mb": 512})).await;
+    let (err, _, text) = dave.call_json("create_sandbox", json!({"memory_mb": 512})).await;
+    assert!(err && text.contains("at most 256"), "{text}");
+    let (err, v, text) = dave.call_json("create_sandbox", json!({})).await;
+    assert!(!err, "{text}");
+    assert_eq!(v["limits"]["memory_mb"], 256, "{v}");
+    assert!(text.contains("memory quota"), "{text}");
+    let (err, _, text) = dave.call_json("fork_sandbox", json!({})).await;
+    assert!(err && text.contains("memory"), "a fork counts too: {text}");
+
+    // Disk: once the principal's files pass its quota, calls that write are refused.
+    let erin = r.client("erin").await;
+    let e = erin.create().await;
+    erin.run_ok(&e, "open('big.bin', 'wb').write(b'x' * 1_500_000)")
+        .await;
+    let (err, _, text) = erin
+        .call_json(
+            "write_file",
+            json!({"sandbox_id": e, "file_path": "more.txt", "content": "x"}),
+        )
+        .await;
+    assert!(err && text.contains("disk quota"), "{text}");
+    let (err, _, text) = erin.call_json("create_sandbox", json!({})).await;
+    assert!(err && text.contains("disk quota"), "{text}");
+    // Code still runs, so files can be deleted, and that makes room again.
+    erin.run_ok(&e, "import os; os.remove('big.bin')").await;
+    erin.ok(
+        "write_file",
+        json!({"sandbox_id": e, "file_path": "more.txt", "content": "x"}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upload_from_a_server_path_is_off_over_http() {
+    let r = Remote::start(&["alice"], &[]).await;
+    let alice = r.client("alice").await;
+    let (err, _, text) = alice
+        .call_json(
+            "upload_file",
+            json!({"source_path": "/etc/hostname", "destination_path": "h"}),
+        )
+        .await;
+    assert!(err && text.contains("content_base64"), "{text}");
+    let v = alice
+        .ok(
+            "upload_file",
+            json!({"content_base64": "aGk=", "destination_path": "h.txt"}),
+        )
+        .await;
+    assert_eq!(v["bytes_written"], 2);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_that_hangs_up_mid_call_cancels_its_guest() {
+    let r = Remote::start(&["alice"], &[]).await;
+    let alice = r.client("alice").await;
+    let id = alice.create().await;
+    let sid = raw_session(&r.url, r.token("alice")).await;
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "execute_code",
+        "arguments": {"sandbox_id": id, "code": "while True: pass", "timeout_seconds": 300}
+    }});
+    let resp = post(&r.url, Some(r.token("alice")), &call)
+        .header("mcp-session-id", &sid)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    // The guest is spinning: the sandbox is busy.
+    let busy_seen = wait_for(Duration::from_secs(30), || async {
+        let (_, v, _) = alice
+            .call_json("get_sandbox_status", json!({"sandbox_id": id}))
+            .await;
+        v["state"] == "busy"
+    })
+    .await;
+    assert!(busy_seen, "the call never started");
+    let hung_up = Instant::now();
+    drop(resp);
+    // Well before the 300 s limit, the sandbox is free and still has its state.
+    let freed = wait_for(Duration::from_secs(30), || async {
+        let (_, v, _) = alice
+            .call_json("get_sandbox_status", json!({"sandbox_id": id}))
+            .await;
+        v["state"] != "busy"
+    })
+    .await;
+    assert!(freed, "the guest kept running after the client hung up");
+    eprintln!("freed {:?} after the hang-up", hung_up.elapsed());
+    let v = alice.run_ok(&id, "1 + 1").await;
+    assert_eq!(v["result"], "2");
+    let log = r.log_text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("tool=execute_code") && l.contains("outcome=cancelled")),
+        "the log does not record the cancelled call"
+    );
+}
+
+fn turnless(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find("<turn ") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        let end = tail.find('>').map_or(tail.len(), |e| e + 1);
+        out.push_str("<turn>");
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+async fn wait_for<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_call_leaves_one_log_line_without_code_or_contents() {
+    let r = Remote::start(&["alice"], &[]).await;
+    let alice = r.client("alice").await;
+    let id = alice.create().await;
+    alice.run_ok(&id, "marker_code_7f3a = 1").await;
+    alice
+        .ok(
+            "write_file",
+            json!({"sandbox_id": id, "file_path": "f.txt", "content": "marker_content_9c1e"}),
+        )
+        .await;
+    let (err, _, _) = alice
+        .call_json("read_file", json!({"sandbox_id": id, "file_path": "nope.txt"}))
+        .await;
+    assert!(err);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = r.log_text();
+    let calls: Vec<&str> = log.lines().filter(|l| l.contains("principal=alice")).collect();
+    assert_eq!(calls.len(), 4, "one line per call:\n{}", calls.join("\n"));
+    assert!(calls[1].contains("tool=execute_code") && calls[1].contains(&format!("sandbox={id}")));
+    assert!(calls[1].contains("outcome=ok") && calls[1].contains("duration_ms="));
+    assert!(calls[3].contains("tool=read_file") && calls[3].contains("outcome=tool_error"));
+    assert!(!log.contains("marker_code_7f3a") && !log.contains("marker_content_9c1e"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_tokens_only_loopback_is_served() {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"))
+        .args(["--transport", "http", "--listen", "0.0.0.0:0"])
+        .env_remove("CODE_SANDBOX_TOKENS")
+        .env("CODE_SANDBOX_HOME", crate::common::private_home())
+        .stdin(std::process::Stdio::null())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("without tokens") && err.contains("token add"),
+        "{err}"
+    );
+
+    // On loopback, a tokenless server serves the machine's one user.
+    let r = Remote::start(&[], &[]).await;
+    let raw = post(&r.url, None, &initialize()).send().await.unwrap();
+    assert_eq!(raw.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn http_and_stdio_give_the_same_results() {
+    let r = Remote::start(&["alice"], &[]).await;
+    let http = r.client("alice").await;
+    let stdio = crate::common::Server::start().await;
+    let tools = |l: Vec<rmcp::model::Tool>| {
+        let mut v: Vec<Value> = l.into_iter().map(|t| serde_json::to_value(t).unwrap()).collect();
+        v.sort_by_key(|t| t["name"].as_str().unwrap_or("").to_string());
+        v
+    };
+    assert_eq!(
+        tools(http.client.list_all_tools().await.unwrap()),
+        tools(stdio.client.list_all_tools().await.unwrap()),
+        "the tools differ between transports"
+    );
+    let code = "import pandas as pd\nprint('rows', len(pd.DataFrame({'a': [1, 2, 3]})))\n{'k': [1, 2]}";
+    let mut outs = Vec::new();
+    for s in [&http, &stdio] {
+        let id = s.create().await;
+        let mut v = s.run_ok(&id, code).await;
+        v["sandbox_id"] = Value::Null;
+        v["duration_ms"] = Value::Null;
+        let (_, mut e, _) = s
+            .call_json("execute_code", json!({"sandbox_id": id, "code": "1/0"}))
+            .await;
+        e["sandbox_id"] = Value::Null;
+        e["duration_ms"] = Value::Null;
+        // The turn number in a traceback counts the interpreter's turns, which depends on
+        // whether the sandbox came from the spare; it differs within one transport too.
+        let e = serde_json::from_str::<Value>(&turnless(&e.to_string())).unwrap();
+        outs.push((v, e));
+    }
+    assert_eq!(outs[0], outs[1]);
+    stdio.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_lets_a_running_call_finish_and_keeps_sandboxes_for_their_owner() {
+    let home = crate::common::private_home();
+    let persist = [("CODE_SANDBOX_PERSIST", "true")];
+    let r = Remote::start_in(home.clone(), &["alice", "bob"], &persist).await;
+    let alice = r.client("alice").await;
+    let id = alice.create().await;
+    alice.run_ok(&id, "x = 41").await;
+    // A call that is running when the signal comes gets its result.
+    let slow = {
+        let id = id.clone();
+        async move {
+            alice
+                .call_json(
+                    "execute_code",
+                    json!({"sandbox_id": id, "code": "import time; time.sleep(2); x + 1"}),
+                )
+                .await
+        }
+    };
+    let slow = tokio::spawn(slow);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let status = r.terminate().await;
+    assert!(status.success(), "exit status {status}");
+    let (err, v, text) = slow.await.unwrap();
+    assert!(!err, "{text}");
+    assert_eq!(v["result"], "42");
+
+    let r = Remote::start_in(home, &["alice", "bob"], &persist).await;
+    let bob = r.client("bob").await;
+    let (_, listed, _) = bob.call_json("get_sandbox_status", json!({})).await;
+    assert_eq!(listed["sandboxes"], json!([]), "bob sees alice's kept sandbox");
+    let alice = r.client("alice").await;
+    let v = alice.run_ok(&id, "x").await;
+    assert_eq!(v["result"], "41");
+    let _ = r.terminate().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn https_with_a_given_certificate() {
+    let home = crate::common::private_home();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(home.join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(home.join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+    let cert_path = home.join("cert.pem").display().to_string();
+    let key_path = home.join("key.pem").display().to_string();
+    let r = Remote::start_in(
+        home,
+        &["alice"],
+        &[
+            ("CODE_SANDBOX_TLS_CERT", &cert_path),
+            ("CODE_SANDBOX_TLS_KEY", &key_path),
+        ],
+    )
+    .await;
+    assert!(r.url.starts_with("https://"), "{}", r.url);
+    let url = r.url.replace("127.0.0.1", "localhost");
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.cert.der().clone()).unwrap();
+    let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let client = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .build()
+        .unwrap();
+    let resp = client
+        .post(&url)
+        .bearer_auth(r.token("alice"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers().contains_key("mcp-session-id"));
+    // Plain HTTP to the HTTPS port gets nowhere.
+    let plain = crate::remote_harness::http()
+        .post(r.url.replace("https://", "http://"))
+        .json(&initialize())
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await;
+    assert!(plain.is_err() || !plain.unwrap().status().is_success());
+}
+
+/// 40 sessions of 4 principals, 25 calls each, all at once: every call answers, right.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bounded_load_run_finishes_without_error() {
+    let names = ["p0", "p1", "p2", "p3"];
+    let r = Remote::start(
+        &names,
+        &[
+            ("CODE_SANDBOX_MAX_SANDBOXES", "48"),
+            ("CODE_SANDBOX_PRINCIPAL_SANDBOXES", "12"),
+            ("CODE_SANDBOX_MEMORY_MB", "256"),
+        ],
+    )
+    .await;
+    let r = std::sync::Arc::new(r);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for s in 0..40 {
+        let r = r.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = r.client(names[s % 4]).await;
+            let id = c.create().await;
+            let mut latencies = Vec::new();
+            for i in 0..25 {
+                let t = Instant::now();
+                let (err, v) = c.exec(&id, &format!("{s} * 1000 + {i}")).await;
+                latencies.push(t.elapsed());
+                assert!(!err, "session {s} call {i}: {v}");
+                assert_eq!(v["result"], format!("{}", s * 1000 + i));
+            }
+            c.ok("close_sandbox", json!({"sandbox_id": id})).await;
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("a session failed"));
+    }
+    let elapsed = started.elapsed();
+    all.sort();
+    eprintln!(
+        "load: {} calls in {elapsed:?} ({:.0} calls/s), median {:?}, p99 {:?}",
+        all.len(),
+        all.len() as f64 / elapsed.as_secs_f64(),
+        all[all.len() / 2],
+        all[all.len() * 99 / 100]
+    );
+    assert_eq!(all.len(), 1000);
+}
+
+/// One principal floods the call slots; another's single call still gets the next free slot
+/// rather than waiting behind the whole flood.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_from_one_principal_does_not_starve_another() {
+    let r = Remote::start(
+        &["flood", "quiet"],
+        &[
+            ("CODE_SANDBOX_MAX_CONCURRENT_CALLS", "2"),
+            ("CODE_SANDBOX_MEMORY_MB", "256"),
+        ],
+    )
+    .await;
+    let flood = std::sync::Arc::new(r.client("flood").await);
+    let quiet = r.client("quiet").await;
+    let q = quiet.create().await;
+    let mut ids = Vec::new();
+    for _ in 0..8 {
+        ids.push(flood.create().await);
+    }
+    let done = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, id) in ids.into_iter().enumerate() {
+        let (flood, done) = (flood.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let v = flood.run_ok(&id, "import time; time.sleep(0.5)").await;
+            done.lock().unwrap().push(format!("flood{i}"));
+            v
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let v = quiet.run_ok(&q, "'quiet'").await;
+    done.lock().unwrap().push("quiet".into());
+    assert_eq!(v["result"], "'quiet'");
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let order = done.lock().unwrap().clone();
+    let at = order.iter().position(|s| s == "quiet").unwrap();
+    // With two slots, at most the two running flood calls and the pair that started with
+    // them finish first; a first-come queue would put it after all eight.
+    assert!(at <= 4, "the quiet principal's call finished {at}th: {order:?}");
+}
