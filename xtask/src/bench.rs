@@ -14,7 +14,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-fn median(mut v: Vec<Duration>) -> Duration {
+pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[v.len() / 2]
 }
@@ -23,14 +23,14 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
-struct Row {
-    what: String,
-    ours: Duration,
-    baseline: Option<(String, Duration)>,
-    runs: usize,
+pub(crate) struct Row {
+    pub what: String,
+    pub ours: Duration,
+    pub baseline: Option<(String, Duration)>,
+    pub runs: usize,
 }
 
-async fn spawn(bin: &Path, home: &Path) -> anyhow::Result<RunningService<RoleClient, ()>> {
+pub(crate) async fn spawn(bin: &Path, home: &Path) -> anyhow::Result<RunningService<RoleClient, ()>> {
     let mut cmd = tokio::process::Command::new(bin);
     // Measured servers start clean: none takes over another's saved sandboxes.
     cmd.env("CODE_SANDBOX_HOME", home)
@@ -40,7 +40,7 @@ async fn spawn(bin: &Path, home: &Path) -> anyhow::Result<RunningService<RoleCli
 }
 
 /// Waits until new sandboxes start from the warm image (it loads in the background).
-async fn wait_for_warm(c: &RunningService<RoleClient, ()>) -> anyhow::Result<()> {
+pub(crate) async fn wait_for_warm(c: &RunningService<RoleClient, ()>) -> anyhow::Result<()> {
     for _ in 0..100 {
         let v = call(
             c,
@@ -56,13 +56,13 @@ async fn wait_for_warm(c: &RunningService<RoleClient, ()>) -> anyhow::Result<()>
     Ok(())
 }
 
-async fn new_sandbox(c: &RunningService<RoleClient, ()>) -> anyhow::Result<String> {
+pub(crate) async fn new_sandbox(c: &RunningService<RoleClient, ()>) -> anyhow::Result<String> {
     let v = call(c, "create_sandbox", json!({})).await?;
     Ok(v["sandbox_id"].as_str().unwrap_or_default().to_string())
 }
 
 /// A home of its own that shares the installed runtime and caches.
-fn private_home(home: &Path, tag: &str) -> anyhow::Result<PathBuf> {
+pub(crate) fn private_home(home: &Path, tag: &str) -> anyhow::Result<PathBuf> {
     let h = std::env::temp_dir().join(format!("mcs-bench-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&h)?;
     for d in ["runtime", "cache", "wheels"] {
@@ -223,7 +223,11 @@ async fn persistence_rows(bin: &Path, home: &Path, rows: &mut Vec<Row>) -> anyho
     ))
 }
 
-async fn call(c: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> anyhow::Result<Value> {
+pub(crate) async fn call(
+    c: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> anyhow::Result<Value> {
     let Value::Object(o) = args else {
         anyhow::bail!("args")
     };
@@ -378,6 +382,44 @@ fn private_bytes(pid: u32) -> Option<u64> {
         .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
         .sum();
     Some(kb * 1024)
+}
+
+/// Prints the rows as the README's table.
+fn print_table(rows: Vec<Row>) {
+    println!("| measurement | runs | median | baseline (same run) | baseline median | ratio |");
+    println!("|---|---|---|---|---|---|");
+    for r in rows {
+        match r.baseline {
+            Some((name, b)) => {
+                let ratio = r.ours.as_secs_f64() / b.as_secs_f64();
+                // Small ratios keep their digits (a warm start is a thousandth of a cold one).
+                let ratio = if ratio < 0.1 {
+                    format!("{ratio:.4}x")
+                } else {
+                    format!("{ratio:.2}x")
+                };
+                println!(
+                    "| {} | {} | {} | {} | {} | {ratio} |",
+                    r.what,
+                    r.runs,
+                    ms(r.ours),
+                    name,
+                    ms(b)
+                )
+            }
+            None => println!("| {} | {} | {} | - | - | - |", r.what, r.runs, ms(r.ours)),
+        }
+    }
+}
+
+/// Only the remote-mode rows (`cargo xtask bench --remote`).
+pub async fn run_remote(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
+    install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
+    eprintln!("bench: remote mode (HTTP beside stdio, throughput)");
+    let (rows, note) = crate::bench_remote::rows(&bin, &home).await?;
+    print_table(rows);
+    println!("\n{note}");
+    Ok(())
 }
 
 pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> {
@@ -650,6 +692,9 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
     });
     eprintln!("bench: fork, checkpoint, restore, save and restart");
     let persistence_note = persistence_rows(&bin, &home, &mut rows).await?;
+    eprintln!("bench: remote mode (HTTP beside stdio, throughput)");
+    let (remote_rows, remote_note) = crate::bench_remote::rows(&bin, &home).await?;
+    rows.extend(remote_rows);
     eprintln!("bench: resident memory of sandboxes that used pandas");
     let mut pandas_memory = Vec::new();
     for (n, warm) in [(10, true), (50, true), (10, false)] {
@@ -702,30 +747,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
     let _ = c.cancel().await;
     let _ = std::fs::remove_dir_all(&scratch);
 
-    println!("| measurement | runs | median | baseline (same run) | baseline median | ratio |");
-    println!("|---|---|---|---|---|---|");
-    for r in rows {
-        match r.baseline {
-            Some((name, b)) => {
-                let ratio = r.ours.as_secs_f64() / b.as_secs_f64();
-                // Small ratios keep their digits (a warm start is a thousandth of a cold one).
-                let ratio = if ratio < 0.1 {
-                    format!("{ratio:.4}x")
-                } else {
-                    format!("{ratio:.2}x")
-                };
-                println!(
-                    "| {} | {} | {} | {} | {} | {ratio} |",
-                    r.what,
-                    r.runs,
-                    ms(r.ours),
-                    name,
-                    ms(b)
-                )
-            }
-            None => println!("| {} | {} | {} | - | - | - |", r.what, r.runs, ms(r.ours)),
-        }
-    }
+    print_table(rows);
     if wp.is_none() {
         println!(
             "\nwasi-python's own host: skipped (its Python package and wasmtime-py are not importable here)."
@@ -743,6 +765,7 @@ pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> 
         );
     }
     println!("\n{persistence_note}");
+    println!("\n{remote_note}");
     if !pandas_memory.is_empty() {
         println!(
             "\nMemory per sandbox that used pandas (growth of the server's private resident memory): {}.",

@@ -1,6 +1,7 @@
-//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench`.
+//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote]`.
 
 mod bench;
+mod bench_remote;
 
 use std::path::PathBuf;
 
@@ -33,6 +34,9 @@ enum Task {
         /// Also measure the cost of fuel metering (compiles the metered module once).
         #[arg(long)]
         fuel: bool,
+        /// Measure only remote mode (HTTP beside stdio, and throughput).
+        #[arg(long)]
+        remote: bool,
     },
 }
 
@@ -66,7 +70,7 @@ fn main() -> anyhow::Result<()> {
             let n = mcp_code_sandbox::wheels::catalog::fetch(&layout, &|m| eprintln!("{m}"))?;
             eprintln!("{n} wheels fetched; cache at {}", layout.wheels_dir().display());
         }
-        Task::Bench { fuel } => {
+        Task::Bench { fuel, remote } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
             let status = std::process::Command::new(env!("CARGO"))
@@ -76,7 +80,11 @@ fn main() -> anyhow::Result<()> {
             let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
             let bin = root.join("target/release/mcp-code-sandbox");
             let rt = tokio::runtime::Runtime::new()?;
-            rt.block_on(bench::run(bin, settings.home_dir(), fuel))?;
+            if remote {
+                rt.block_on(bench::run_remote(bin, settings.home_dir()))?;
+            } else {
+                rt.block_on(bench::run(bin, settings.home_dir(), fuel))?;
+            }
         }
     }
     Ok(())
