@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::serve::ListenerExt as _;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -48,6 +49,14 @@ pub enum RemoteError {
     Tls(#[from] tls::TlsError),
     #[error("the HTTP server stopped: {0}")]
     Serve(#[source] std::io::Error),
+}
+
+/// Answers are small writes followed by a wait for the next request: without TCP_NODELAY,
+/// Nagle's algorithm meets the client's delayed ACK and every round trip takes ~40 ms.
+fn no_delay(stream: &mut tokio::net::TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!("could not set TCP_NODELAY: {e}");
+    }
 }
 
 /// Serves until `quit` resolves, then drains calls and shuts the backend down (which keeps
@@ -182,7 +191,7 @@ pub async fn serve(
                     .await
                     .map_err(RemoteError::Serve)
             }
-            _ => axum::serve(tcp, app.into_make_service())
+            _ => axum::serve(tcp.tap_io(no_delay), app.into_make_service())
                 .with_graceful_shutdown(drained)
                 .await
                 .map_err(RemoteError::Serve),

@@ -80,6 +80,8 @@ impl TlsListener {
                         continue;
                     }
                 };
+                // As for plain TCP (see `super::no_delay`): small answers must not wait for an ACK.
+                let _ = stream.set_nodelay(true);
                 let (acceptor, ready) = (acceptor.clone(), tx.clone());
                 tokio::spawn(async move {
                     match tokio::time::timeout(HANDSHAKE_LIMIT, acceptor.accept(stream)).await {
