@@ -698,3 +698,33 @@ async fn sandboxes_are_paused_at_shutdown_and_connected_after_a_restart() {
     let _ = c.cancel().await;
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// Remote mode in front of E2B: the principals' isolation is the same as over the local backend.
+#[tokio::test(flavor = "multi_thread")]
+async fn remote_mode_in_front_of_e2b_keeps_principals_apart() {
+    let (url, _fake) = start_fake().await;
+    let r = crate::remote_harness::Remote::start(
+        &["alice", "bob"],
+        &[
+            ("INTERPRETER_TYPE", "e2b"),
+            ("E2B_API_KEY", KEY),
+            ("E2B_API_URL", &url),
+            ("E2B_SANDBOX_URL", &url),
+        ],
+    )
+    .await;
+    let alice = r.client("alice").await;
+    let bob = r.client("bob").await;
+    let v = alice.ok("create_sandbox", json!({})).await;
+    assert_eq!(v["backend"], "e2b");
+    let id = v["sandbox_id"].as_str().unwrap().to_string();
+    let ran = alice.run_ok(&id, "print(1)").await;
+    assert!(ran["stdout"].as_str().unwrap_or("").contains("ran"), "{ran}");
+    let (err, _, text) = bob
+        .call_json("execute_code", json!({"sandbox_id": id, "code": "1"}))
+        .await;
+    assert!(err && text.contains("no open sandbox has the id"), "{text}");
+    let (_, listed, _) = bob.call_json("get_sandbox_status", json!({})).await;
+    assert_eq!(listed["sandboxes"], json!([]));
+    assert!(!r.log_text().contains(KEY), "the E2B key reached the log");
+}

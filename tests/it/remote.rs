@@ -286,24 +286,12 @@ async fn a_client_that_hangs_up_mid_call_cancels_its_guest() {
         .unwrap();
     assert_eq!(resp.status(), 200);
     // The guest is spinning: the sandbox is busy.
-    let busy_seen = wait_for(Duration::from_secs(30), || async {
-        let (_, v, _) = alice
-            .call_json("get_sandbox_status", json!({"sandbox_id": id}))
-            .await;
-        v["state"] == "busy"
-    })
-    .await;
+    let busy_seen = wait_busy(&alice, &id, true).await;
     assert!(busy_seen, "the call never started");
     let hung_up = Instant::now();
     drop(resp);
     // Well before the 300 s limit, the sandbox is free and still has its state.
-    let freed = wait_for(Duration::from_secs(30), || async {
-        let (_, v, _) = alice
-            .call_json("get_sandbox_status", json!({"sandbox_id": id}))
-            .await;
-        v["state"] != "busy"
-    })
-    .await;
+    let freed = wait_busy(&alice, &id, false).await;
     assert!(freed, "the guest kept running after the client hung up");
     eprintln!("freed {:?} after the hang-up", hung_up.elapsed());
     let v = alice.run_ok(&id, "1 + 1").await;
@@ -328,6 +316,15 @@ fn turnless(s: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Waits up to 30 s until the sandbox is busy (or not); whether it got there.
+async fn wait_busy(c: &crate::common::Server, id: &str, busy: bool) -> bool {
+    wait_for(Duration::from_secs(30), || async {
+        let (_, v, _) = c.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
+        (v["state"] == "busy") == busy
+    })
+    .await
 }
 
 async fn wait_for<F, Fut>(limit: Duration, mut check: F) -> bool
@@ -612,4 +609,60 @@ async fn a_flood_from_one_principal_does_not_starve_another() {
     // With two slots, at most the two running flood calls and the pair that started with
     // them finish first; a first-come queue would put it after all eight.
     assert!(at <= 4, "the quiet principal's call finished {at}th: {order:?}");
+}
+
+/// Over HTTP, progress arrives on the call's event stream, and an explicit
+/// `notifications/cancelled` interrupts the guest.
+#[tokio::test(flavor = "multi_thread")]
+async fn progress_streams_and_cancellation_is_honoured_over_http() {
+    let r = Remote::start(&["alice"], &[]).await;
+    let t = r.token("alice");
+    let sid = raw_session(&r.url, t).await;
+    let id = r.client("alice").await.create().await;
+    let call = |n: u64, code: &str| {
+        json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {
+            "name": "execute_code",
+            "arguments": {"sandbox_id": id, "code": code, "timeout_seconds": 300},
+            "_meta": {"progressToken": format!("p{n}")}
+        }})
+    };
+    let body = post(
+        &r.url,
+        Some(t),
+        &call(
+            11,
+            "import time\nfor i in range(3):\n    print(i); time.sleep(0.8)\n'done'",
+        ),
+    )
+    .header("mcp-session-id", &sid)
+    .send()
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let progress = body
+        .find("notifications/progress")
+        .expect("progress on the stream");
+    let result = body.find("'done'").expect("the result on the stream");
+    assert!(progress < result, "{body}");
+
+    let spinning = post(&r.url, Some(t), &call(12, "while True: pass"))
+        .header("mcp-session-id", &sid)
+        .send();
+    let spinning = tokio::spawn(spinning);
+    let alice = r.client("alice").await;
+    let busy = wait_busy(&alice, &id, true).await;
+    assert!(busy, "the call never started");
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 12, "reason": "test"}});
+    let r2 = post(&r.url, Some(t), &cancel)
+        .header("mcp-session-id", &sid)
+        .send()
+        .await
+        .unwrap();
+    assert!(r2.status().is_success());
+    let freed = wait_busy(&alice, &id, false).await;
+    assert!(freed, "the guest kept running after notifications/cancelled");
+    assert_eq!(alice.run_ok(&id, "2 + 2").await["result"], "4");
+    spinning.abort();
 }
