@@ -123,11 +123,26 @@ def __code_sandbox_setup():
         flush_figures(seconds)
         health()
 
+    def release_files():
+        # matplotlib keeps the font files it has drawn with open, in a cache. A saved state
+        # cannot carry open files, so the host calls this before saving one: the fonts open
+        # again on the next draw.
+        font_manager = sys.modules.get("matplotlib.font_manager")
+        cached = getattr(font_manager, "_get_font", None)
+        try:
+            cached.cache_clear()
+        except BaseException:
+            pass
+        import gc
+
+        gc.collect()
+
     image_limit = 8 * 1024 * 1024
     sys.displayhook = displayhook
     sys.excepthook = excepthook
     # Called by the host after each call; kept out of the user's namespace.
     builtins.__code_sandbox_after__ = after_call
+    builtins.__code_sandbox_release__ = release_files
 
 
 __code_sandbox_setup()

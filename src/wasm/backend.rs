@@ -296,6 +296,7 @@ impl Interpreter for WasmBackend {
     }
 
     async fn shutdown(&self) {
+        self.runtime.stop();
         self.spare.stop(&self.registry).await;
         if self.registry.persist.is_some() {
             // Kept for the next start: each interpreter's state is saved beside its files,

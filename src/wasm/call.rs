@@ -163,7 +163,8 @@ pub(super) async fn ensure_session(
     memory: &Arc<MemoryBudget>,
 ) -> Result<Option<Option<String>>, SandboxError> {
     if slot.session.is_none() && slot.saved {
-        persist::resume(sb, slot, cell.images_settled().await?, memory).await;
+        let wanted = persist::saved_image(sb).await;
+        persist::resume(sb, slot, cell.images_for(wanted.as_deref()).await?, memory).await;
     }
     if slot.session.is_some() {
         return Ok(None);

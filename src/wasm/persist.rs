@@ -79,6 +79,15 @@ pub fn read_saved(
     Ok((state, image))
 }
 
+/// The image a sandbox's saved state was made from, if the state can be read at all.
+pub async fn saved_image(sb: &Sandbox) -> Option<String> {
+    let path = sb.saved_dir().join(STATE);
+    super::files::blocking(move || Ok(SavedState::image_of(&path).ok()))
+        .await
+        .ok()
+        .flatten()
+}
+
 /// Brings a suspended interpreter back from its saved state. A state that cannot be used
 /// leaves the slot empty and marked lost, with the reason.
 pub async fn resume(

@@ -42,6 +42,16 @@ pub struct RuntimeCell {
     /// once lost the `Ready` of an install that finished before the first call came.
     tx: watch::Sender<State>,
     started: Mutex<bool>,
+    /// The warm-image build, so shutdown can stop it while the async runtime is still there
+    /// (cut off by the runtime instead, wasmtime-wasi's blocking file calls panic).
+    warm_task: Mutex<WarmTask>,
+}
+
+enum WarmTask {
+    NotStarted,
+    Running(tokio::task::AbortHandle),
+    /// Shutdown has begun: no build starts any more.
+    Stopped,
 }
 
 /// How long restoring a saved state waits for the warm image it may need (building one
@@ -98,6 +108,7 @@ impl RuntimeCell {
             warm_settled: watch::Sender::new(!warm_enabled),
             tx,
             started: Mutex::new(false),
+            warm_task: Mutex::new(WarmTask::NotStarted),
         })
     }
 
@@ -121,7 +132,11 @@ impl RuntimeCell {
             let state = match install_and_load(&me.layout, None, me.metered, &progress) {
                 Ok(interp) => {
                     if me.warm_enabled {
-                        handle.spawn(me.clone().build_warm(interp.clone()));
+                        let mut task = me.warm_task.lock().unwrap_or_else(|p| p.into_inner());
+                        if matches!(*task, WarmTask::NotStarted) {
+                            let build = handle.spawn(me.clone().build_warm(interp.clone()));
+                            *task = WarmTask::Running(build.abort_handle());
+                        }
                     }
                     State::Ready(interp)
                 }
@@ -134,6 +149,20 @@ impl RuntimeCell {
             };
             me.tx.send_replace(state);
         });
+    }
+
+    /// Stops a warm-image build under way (the next start builds it again) and starts none.
+    pub fn stop(&self) {
+        let mut task = self.warm_task.lock().unwrap_or_else(|p| p.into_inner());
+        if let WarmTask::Running(build) = &*task
+            && !build.is_finished()
+        {
+            tracing::info!("stopping the warm-image build; the next start finishes it");
+            build.abort();
+            // Nobody waits for an image that will not come.
+            self.warm_settled.send_replace(true);
+        }
+        *task = WarmTask::Stopped;
     }
 
     async fn build_warm(self: Arc<Self>, plain: Arc<CompiledRuntime>) {
@@ -163,6 +192,23 @@ impl RuntimeCell {
             *self.warm.lock().unwrap_or_else(|p| p.into_inner()) = None;
         }
         self.warm_settled.send_replace(true);
+    }
+
+    /// The images to resume a state made from image `wanted`: at once when that one is
+    /// loaded, else once the warm one is settled. (Waiting for the warm image when the state
+    /// needs the plain one made the first call after a restart take a minute whenever the
+    /// warm image was still to be built.)
+    pub async fn images_for(
+        self: &Arc<Self>,
+        wanted: Option<&str>,
+    ) -> Result<Vec<Arc<CompiledRuntime>>, SandboxError> {
+        let plain = self.get().await?;
+        let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let now: Vec<_> = warm.into_iter().chain([plain]).collect();
+        if wanted.is_some_and(|w| now.iter().any(|i| i.id == w)) {
+            return Ok(now);
+        }
+        self.images_settled().await
     }
 
     /// Every image, once the warm one is settled: a saved state may need either.

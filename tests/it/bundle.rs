@@ -27,14 +27,28 @@ fn the_bundle_runs_offline_and_without_python_as_claude_desktop_starts_it() {
         bundle.display()
     );
     for (dir, what, fix) in [
-        ("tests/ts/node_modules/@modelcontextprotocol/sdk", "the TypeScript SDK", "npm ci --prefix tests/ts"),
-        ("xtask/mcpb/node_modules/@anthropic-ai/mcpb", "the MCP Bundle library", "npm ci --prefix xtask/mcpb"),
+        (
+            "tests/ts/node_modules/@modelcontextprotocol/sdk",
+            "the TypeScript SDK",
+            "npm ci --prefix tests/ts",
+        ),
+        (
+            "xtask/mcpb/node_modules/@anthropic-ai/mcpb",
+            "the MCP Bundle library",
+            "npm ci --prefix xtask/mcpb",
+        ),
     ] {
-        assert!(root.join(dir).is_dir(), "{what} is not installed: run `{fix}` (.ci/run does)");
+        assert!(
+            root.join(dir).is_dir(),
+            "{what} is not installed: run `{fix}` (.ci/run does)"
+        );
     }
     let mut cmd = if cfg!(target_os = "linux") {
         let unshare = Path::new("/usr/bin/unshare");
-        assert!(unshare.is_file(), "util-linux's unshare is needed to cut the network");
+        assert!(
+            unshare.is_file(),
+            "util-linux's unshare is needed to cut the network"
+        );
         let mut c = Command::new(unshare);
         c.args(["--user", "--map-root-user", "--net", "--", "node"]);
         c

@@ -138,3 +138,34 @@ async fn what_cannot_be_saved_or_restored_says_so() {
     assert_eq!(s.run_ok(&id, "kept").await["result"], "'yes'");
     s.stop().await;
 }
+
+/// matplotlib keeps the font files it drew with open; a sandbox that made a plot must still be
+/// saved, forked and checkpointed (the fonts open again on the next plot).
+#[tokio::test]
+async fn a_sandbox_that_plotted_can_be_saved() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let plot = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.title('sales')\nplt.show()";
+    s.run_ok(&id, &format!("{plot}\nmarker = 7")).await;
+    let v = s
+        .ok("checkpoint_sandbox", json!({"sandbox_id": id, "name": "plotted"}))
+        .await;
+    assert_eq!(v["checkpoint"]["name"], "plotted");
+    let fork = s.ok("fork_sandbox", json!({"sandbox_id": id})).await["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Both draw again, with text, and keep their variables.
+    for sb in [&id, &fork] {
+        let r = s
+            .call(
+                "execute_code",
+                json!({"sandbox_id": sb, "code": format!("{plot}\nmarker")}),
+            )
+            .await;
+        assert_ne!(r.is_error, Some(true), "{}", crate::common::text_of(&r));
+        assert_eq!(r.structured_content.as_ref().unwrap()["result"], "7");
+        assert_eq!(r.content.iter().filter(|c| c.as_image().is_some()).count(), 1);
+    }
+    s.stop().await;
+}

@@ -37,13 +37,14 @@ fn saved_dir(home: &Path, id: &str) -> PathBuf {
     home.join("scratch").join(id).join("saved")
 }
 
-/// A server with one sandbox holding `x = 41`, pandas imported and a file, stopped by SIGTERM.
+/// A server with one sandbox holding `x = 41`, pandas imported, a plot drawn (matplotlib then
+/// holds its font files open) and a file, stopped by SIGTERM.
 async fn saved_sandbox(home: &Path) -> String {
     let s = start(home, &[]).await;
     let id = s.create().await;
     s.run_ok(
         &id,
-        "import pandas as pd\nx = 41\ndf = pd.DataFrame({'a': [1, 2, 3]})\nopen('kept.txt', 'w').write('files stay')",
+        "import pandas as pd\nimport matplotlib.pyplot as plt\nx = 41\ndf = pd.DataFrame({'a': [1, 2, 3]})\ndf.plot(title='a')\nplt.show()\nopen('kept.txt', 'w').write('files stay')",
     )
     .await;
     signal_and_wait(s, libc::SIGTERM).await;

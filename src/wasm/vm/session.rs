@@ -34,6 +34,8 @@ pub const PRELUDE: &str = include_str!("../../../runtime/guest/prelude.py");
 /// An interpreter started from a warm image has run the prelude already; it only needs
 /// generators of its own (the prelude defines the hook).
 const REBIRTH: &str = "if True: __code_sandbox_rebirth__()";
+/// Lets go of files the interpreter keeps open on its own (matplotlib's font cache).
+const RELEASE: &str = "if True: __code_sandbox_release__()";
 
 /// The guest's monotonic clock: nanoseconds since the Store began, plus an offset (the warm-up's
 /// own reading, for interpreters started from a warm image), so it never runs backwards.
@@ -332,6 +334,12 @@ impl Session {
     /// initial memory. Refused while the guest holds files open: a new Store could not give it
     /// the same descriptors.
     pub async fn capture(&mut self) -> Result<SavedState, SessionError> {
+        if self.store.data().fs.opened() > 0 {
+            // If the code broke the hook, the count below still tells the user what to close.
+            let _ = self
+                .turn(RELEASE, Duration::from_secs(5), None, &CancellationToken::new())
+                .await;
+        }
         let opened = self.store.data().fs.opened();
         if opened > 0 {
             let names = self
