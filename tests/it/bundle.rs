@@ -8,6 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::json;
+
 fn bundle_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("dist").join(format!(
         "mcp-code-sandbox-{}-{}-{}.mcpb",
@@ -62,4 +64,55 @@ fn the_bundle_runs_offline_and_without_python_as_claude_desktop_starts_it() {
         .status()
         .expect("node runs (it is on every machine; see README)");
     assert!(status.success(), "the bundle test failed (see its output above)");
+}
+
+/// A bundle whose runtime wheel was damaged (a cut-off download, a disk error, tampering) on a
+/// machine without Python: the wheel is never used, and every call says to reinstall, while
+/// the server keeps answering.
+#[tokio::test]
+async fn a_damaged_bundled_runtime_is_refused_with_what_to_do() {
+    use rmcp::ServiceExt;
+    use rmcp::transport::TokioChildProcess;
+
+    let root = std::env::temp_dir().join(format!("mcs-damaged-{}", uuid::Uuid::new_v4().simple()));
+    let server = root.join("server");
+    let runtime = server.join("runtime");
+    let empty_path = root.join("bin");
+    for d in [&runtime, &empty_path] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let exe = server.join("mcp-code-sandbox");
+    std::fs::copy(env!("CARGO_BIN_EXE_mcp-code-sandbox"), &exe).unwrap();
+    let wheel = runtime.join(&mcp_code_sandbox::runtime::manifest().wheel.file);
+    std::fs::write(&wheel, b"PK\x03\x04 not the runtime").unwrap();
+
+    let home = root.join("home");
+    let mut cmd = tokio::process::Command::new(&exe);
+    cmd.env_clear()
+        .env("CODE_SANDBOX_HOME", &home)
+        .env("PATH", &empty_path)
+        .env("RUST_LOG", "warn");
+    let client = ().serve(TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let s = crate::common::Server {
+        client,
+        home,
+        pid: None,
+    };
+    for _ in 0..2 {
+        let r = s.call("execute_code", json!({"code": "1+1"})).await;
+        assert_eq!(r.is_error, Some(true));
+        let text = crate::common::text_of(&r);
+        assert!(text.contains("is damaged"), "{text}");
+        assert!(text.contains("Reinstall the extension"), "{text}");
+    }
+    assert!(wheel.is_file(), "the bundle's files are left as they are");
+    assert!(
+        !s.home
+            .join("runtime")
+            .read_dir()
+            .is_ok_and(|mut d| d.next().is_some()),
+        "nothing was unpacked from the damaged wheel"
+    );
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&root);
 }
