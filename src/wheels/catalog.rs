@@ -42,9 +42,12 @@ pub const BUNDLED_WHEELS_DIR: &str = "wheels";
 /// Copies the pinned wheels an MCP Bundle ships beside the binary into `dir`, each verified
 /// against its pin (a wheel that does not match is skipped, and pip may fetch it later).
 fn copy_bundled(dir: &Path, missing: &[&Pinned]) {
-    let Some(bundled) = crate::runtime::beside_binary(BUNDLED_WHEELS_DIR) else {
-        return;
-    };
+    if let Some(bundled) = crate::runtime::beside_binary(BUNDLED_WHEELS_DIR) {
+        copy_verified(&bundled, dir, missing);
+    }
+}
+
+fn copy_verified(bundled: &Path, dir: &Path, missing: &[&Pinned]) {
     for p in missing {
         let src = bundled.join(&p.file);
         if !verified(&src, p) {
@@ -130,6 +133,24 @@ pub fn fetch(layout: &Layout, progress: &dyn Fn(String)) -> Result<usize, WheelE
 
 #[cfg(test)]
 mod tests {
+    /// A bundled wheel that does not match its pin is never copied into the cache.
+    #[test]
+    fn a_damaged_bundled_wheel_is_skipped() {
+        let root = std::env::temp_dir().join(format!("mcs-catalog-{}", uuid::Uuid::new_v4().simple()));
+        let (bundled, cache) = (root.join("bundled"), root.join("cache"));
+        std::fs::create_dir_all(&bundled).unwrap();
+        std::fs::create_dir_all(&cache).unwrap();
+        let pin = &super::pinned()[0];
+        std::fs::write(bundled.join(&pin.file), b"PK\x03\x04 not the wheel").unwrap();
+        super::copy_verified(&bundled, &cache, &[pin]);
+        assert_eq!(
+            std::fs::read_dir(&cache).unwrap().count(),
+            0,
+            "nothing copied, no temporary left"
+        );
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
     #[test]
     fn the_catalog_pins_at_least_thirty_pure_wheels() {
         let p = super::pinned();
