@@ -287,7 +287,8 @@ impl Interpreter for WasmBackend {
 
     async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
         let sb = self.registry.get(id)?;
-        let images = self.runtime.images_settled().await?;
+        let wanted = checkpoints::image_of(&sb, checkpoint).await;
+        let images = self.runtime.images_for(wanted.as_deref()).await?;
         checkpoints::restore(&sb, images, &self.memory, checkpoint).await
     }
 

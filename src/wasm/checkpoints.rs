@@ -205,6 +205,17 @@ pub async fn checkpoint(
     })
 }
 
+/// The image the checkpoint `name` was made from, if it exists and can be read: restoring it
+/// waits for that image only.
+pub async fn image_of(sb: &Sandbox, name: &str) -> Option<String> {
+    let found = list(sb).into_iter().find(|c| c.name == name.trim())?;
+    let path = folder(sb).join(found.name).join(STATE);
+    blocking(move || Ok(SavedState::image_of(&path).ok()))
+        .await
+        .ok()
+        .flatten()
+}
+
 /// Puts the sandbox's variables, imports and files back as they were at `name`.
 pub async fn restore(
     sb: &Arc<Sandbox>,

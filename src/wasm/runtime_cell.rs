@@ -212,7 +212,7 @@ impl RuntimeCell {
     }
 
     /// Every image, once the warm one is settled: a saved state may need either.
-    pub async fn images_settled(self: &Arc<Self>) -> Result<Vec<Arc<CompiledRuntime>>, SandboxError> {
+    async fn images_settled(self: &Arc<Self>) -> Result<Vec<Arc<CompiledRuntime>>, SandboxError> {
         let plain = self.get().await?;
         let mut rx = self.warm_settled.subscribe();
         let _ = tokio::time::timeout(WARM_WAIT, rx.wait_for(|done| *done)).await;
