@@ -165,6 +165,14 @@ impl RuntimeCell {
         *task = WarmTask::Stopped;
     }
 
+    /// Whether shutdown has begun (a build cut off then is no failure to report).
+    fn stopping(&self) -> bool {
+        matches!(
+            *self.warm_task.lock().unwrap_or_else(|p| p.into_inner()),
+            WarmTask::Stopped
+        )
+    }
+
     async fn build_warm(self: Arc<Self>, plain: Arc<CompiledRuntime>) {
         tracing::info!("preparing the warm image (numpy, pandas, matplotlib imported)");
         for attempt in 0..2 {
@@ -174,6 +182,7 @@ impl RuntimeCell {
                     *self.warm.lock().unwrap_or_else(|p| p.into_inner()) = Some(warm);
                     self.warm_settled.send_replace(true);
                 }
+                Err(_) if self.stopping() => break,
                 Err(e) => {
                     tracing::warn!(
                         "the warm image could not be built ({e}); sandboxes start from the plain image"
