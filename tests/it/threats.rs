@@ -205,9 +205,12 @@ async fn file_system_attacks_fail() {
             .await;
         assert!(!err && v["result"] == "100", "descriptors come back: {v}");
     }
+    // A leak would be hundreds (each attack opened over 200); the slack is one spare sandbox
+    // (its folders and pipes), which the server may still have been warming when `before` was
+    // read on a loaded machine.
     if let (Some(before), Some(after)) = (fds_before, w.s.open_descriptors()) {
         assert!(
-            after <= before + 4,
+            after <= before + 16,
             "the server holds {after} descriptors, {before} before"
         );
     }
