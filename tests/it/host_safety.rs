@@ -132,7 +132,21 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    assert!(!process_alive(pid), "the killed server has exited");
     assert!(s.workspace(&id).exists(), "the killed server left its folder");
+    // Its lock on the folder must be free before the next server looks (a server never takes
+    // a folder whose owner still holds it).
+    let lock = home.join("scratch").join(&id).join("owner.lock");
+    let mut free = false;
+    for _ in 0..240 {
+        let f = std::fs::File::open(&lock).expect("the owner lock file");
+        if f.try_lock().is_ok() {
+            free = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(free, "the killed server's lock on its folder was released");
     let s2 = Server::start_with(&envs).await;
     let other = witness(&s2).await;
     still_sound(&s2, &other, &[&id]).await;
