@@ -209,11 +209,7 @@ pub async fn checkpoint(
 /// waits for that image only.
 pub async fn image_of(sb: &Sandbox, name: &str) -> Option<String> {
     let found = list(sb).into_iter().find(|c| c.name == name.trim())?;
-    let path = folder(sb).join(found.name).join(STATE);
-    blocking(move || Ok(SavedState::image_of(&path).ok()))
-        .await
-        .ok()
-        .flatten()
+    persist::image_of(folder(sb).join(found.name).join(STATE)).await
 }
 
 /// Puts the sandbox's variables, imports and files back as they were at `name`.

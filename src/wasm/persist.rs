@@ -79,13 +79,18 @@ pub fn read_saved(
     Ok((state, image))
 }
 
-/// The image a sandbox's saved state was made from, if the state can be read at all.
-pub async fn saved_image(sb: &Sandbox) -> Option<String> {
-    let path = sb.saved_dir().join(STATE);
+/// The image the state file at `path` (a sandbox's or a checkpoint's) was made from, if it can
+/// be read at all: bringing it back waits for that image only.
+pub async fn image_of(path: std::path::PathBuf) -> Option<String> {
     super::files::blocking(move || Ok(SavedState::image_of(&path).ok()))
         .await
         .ok()
         .flatten()
+}
+
+/// The image a sandbox's saved state was made from.
+pub async fn saved_image(sb: &Sandbox) -> Option<String> {
+    image_of(sb.saved_dir().join(STATE)).await
 }
 
 /// Brings a suspended interpreter back from its saved state. A state that cannot be used

@@ -41,25 +41,34 @@ pub const BUNDLED_WHEELS_DIR: &str = "wheels";
 
 /// Copies the pinned wheels an MCP Bundle ships beside the binary into `dir`, each verified
 /// against its pin (a wheel that does not match is skipped, and pip may fetch it later).
-fn copy_bundled(dir: &Path, missing: &[&Pinned]) {
-    if let Some(bundled) = crate::runtime::beside_binary(BUNDLED_WHEELS_DIR) {
-        copy_verified(&bundled, dir, missing);
+/// Returns those still missing.
+fn copy_bundled<'a>(dir: &Path, missing: Vec<&'a Pinned>) -> Vec<&'a Pinned> {
+    match crate::runtime::beside_binary(BUNDLED_WHEELS_DIR) {
+        Some(bundled) => copy_verified(&bundled, dir, missing),
+        None => missing,
     }
 }
 
-fn copy_verified(bundled: &Path, dir: &Path, missing: &[&Pinned]) {
-    for p in missing {
-        let src = bundled.join(&p.file);
-        if !verified(&src, p) {
-            continue;
-        }
-        let tmp = dir.join(format!(".{}.tmp", p.file));
-        if std::fs::copy(&src, &tmp).is_ok() && verified(&tmp, p) {
-            let _ = std::fs::rename(&tmp, dir.join(&p.file));
-        } else {
+fn copy_verified<'a>(bundled: &Path, dir: &Path, missing: Vec<&'a Pinned>) -> Vec<&'a Pinned> {
+    missing
+        .into_iter()
+        .filter(|p| {
+            let src = bundled.join(&p.file);
+            if !src.is_file() {
+                return true;
+            }
+            // The copy is what gets verified: a damaged source fails there too.
+            let tmp = dir.join(format!(".{}.tmp", p.file));
+            if std::fs::copy(&src, &tmp).is_ok()
+                && verified(&tmp, p)
+                && std::fs::rename(&tmp, dir.join(&p.file)).is_ok()
+            {
+                return false;
+            }
             let _ = std::fs::remove_file(&tmp);
-        }
-    }
+            true
+        })
+        .collect()
 }
 
 /// Fills `wheels/` with the pinned wheels that are missing: from a bundle beside the binary
@@ -69,14 +78,13 @@ pub fn fetch(layout: &Layout, progress: &dyn Fn(String)) -> Result<usize, WheelE
     let dir = layout.wheels_dir();
     std::fs::create_dir_all(&dir)
         .map_err(|e| WheelError::Fetch(format!("creating {}: {e}", dir.display())))?;
-    let missing = |dir: &Path| -> Vec<&'static Pinned> {
+    let missing = copy_bundled(
+        &dir,
         pinned()
             .iter()
             .filter(|p| !verified(&dir.join(&p.file), p))
-            .collect()
-    };
-    copy_bundled(&dir, &missing(&dir));
-    let missing = missing(&dir);
+            .collect(),
+    );
     if missing.is_empty() {
         return Ok(0);
     }
@@ -142,7 +150,8 @@ mod tests {
         std::fs::create_dir_all(&cache).unwrap();
         let pin = &super::pinned()[0];
         std::fs::write(bundled.join(&pin.file), b"PK\x03\x04 not the wheel").unwrap();
-        super::copy_verified(&bundled, &cache, &[pin]);
+        let left = super::copy_verified(&bundled, &cache, vec![pin]);
+        assert_eq!(left.len(), 1, "the damaged wheel is still missing");
         assert_eq!(
             std::fs::read_dir(&cache).unwrap().count(),
             0,
