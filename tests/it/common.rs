@@ -27,12 +27,53 @@ pub fn ensure_runtime() {
     DONE.get_or_init(|| {
         let layout = mcp_code_sandbox::runtime::Layout::new(runtime_home());
         let plain = mcp_code_sandbox::wasm::direct::install_and_load(&layout, None, false, &|s| {
-            eprintln!("runtime: {s}")
+            progress(&format!("runtime: {s}"))
         })
         .unwrap_or_else(|e| panic!("the runtime could not be installed: {e}"));
         mcp_code_sandbox::wasm::direct::prepare_warm_image(&plain, &layout)
             .unwrap_or_else(|e| panic!("the warm image could not be built: {e}"));
     });
+}
+
+/// Progress of the preparation steps, straight to the process's stderr: the test harness
+/// captures `eprintln!` inside tests, and a minute of silence on a fresh clone looks like a hang.
+pub fn progress(message: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "prepare: {message}");
+}
+
+/// Installs the pinned npm packages of `dir` (relative to the repository) the first time a
+/// test needs them, through the same code as `cargo xtask bundle`; a clear failure naming what
+/// is missing (node, npm, a lock file out of step) instead of one deep inside a test.
+pub fn ensure_npm(dir: &str) -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = repo_root().join(dir);
+    xtask::npm::require_node().unwrap_or_else(|e| panic!("{e}"));
+    xtask::npm::ensure(&dir, &|m| progress(m)).unwrap_or_else(|e| panic!("{e}"));
+    dir
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The MCP Bundle of the binary under test, built (as `cargo xtask bundle` builds it) unless
+/// an up-to-date one is already in `dist/`.
+pub fn ensure_bundle() -> PathBuf {
+    static DONE: OnceLock<PathBuf> = OnceLock::new();
+    DONE.get_or_init(|| {
+        ensure_runtime();
+        progress("the bundle (as `cargo xtask bundle` builds it), unless dist/ has a current one");
+        let rt = tokio::runtime::Runtime::new().expect("a runtime to build the bundle in");
+        rt.block_on(xtask::bundle::ensure_current(
+            &repo_root(),
+            std::path::Path::new(env!("CARGO_BIN_EXE_mcp-code-sandbox")),
+            &runtime_home(),
+        ))
+        .unwrap_or_else(|e| panic!("the bundle could not be built: {e:#}"))
+    })
+    .clone()
 }
 
 /// A home of its own that shares the installed runtime, compiled module and wheels, for tests

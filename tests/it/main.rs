@@ -15,6 +15,7 @@ mod lifecycle;
 mod limits;
 mod packages;
 mod persistence;
+mod prepare;
 mod progress;
 mod protocol;
 mod remote;

@@ -4,17 +4,12 @@
 
 use crate::common;
 
-use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn the_typescript_sdk_accepts_every_result() {
     common::ensure_runtime();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/ts");
-    assert!(
-        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
-        "the TypeScript SDK is not installed: run `npm ci --prefix tests/ts` (.ci/run does)"
-    );
+    let dir = common::ensure_npm("tests/ts");
     let status = Command::new("node")
         .args([
             "--test",

@@ -35,8 +35,10 @@ pub fn file_name() -> String {
     )
 }
 
+/// Straight to stderr, not through `eprintln!`, which a test harness captures.
 fn say(msg: &str) {
-    eprintln!("bundle: {msg}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "bundle: {msg}");
 }
 
 /// The tools as the server lists them, for the manifest (names and descriptions only).
@@ -190,25 +192,52 @@ fn licenses(wheel: &Path, into: &Path) -> anyhow::Result<usize> {
 /// The pinned bundle CLI, installed from its lock file on first use.
 fn mcpb(root: &Path, args: &[&str]) -> anyhow::Result<()> {
     let dir = root.join("xtask/mcpb");
+    crate::npm::ensure(&dir, &say)?;
     let cli = dir.join("node_modules/@anthropic-ai/mcpb/dist/cli/cli.js");
-    if !cli.is_file() {
-        say("installing the pinned MCP Bundle CLI (npm ci)");
-        // npm is a batch file on Windows, which Command does not look for by itself.
-        let npm = if cfg!(windows) { "npm.cmd" } else { "npm" };
-        let ok = Command::new(npm)
-            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&dir)
-            .status()?
-            .success();
-        anyhow::ensure!(ok, "npm ci in xtask/mcpb failed");
-    }
-    let ok = Command::new("node").arg(&cli).args(args).status()?.success();
+    let ok = Command::new("node")
+        .arg(&cli)
+        .args(args)
+        // The CLI's chatter goes to stderr: stdout may belong to a test's capture.
+        .stdout(std::io::stderr())
+        .status()?
+        .success();
     anyhow::ensure!(ok, "mcpb {} failed", args.join(" "));
     Ok(())
 }
 
-/// Builds the bundle; returns its path.
+/// The bundle `cargo xtask bundle` writes: `dist/<file_name()>` under the repository root.
+pub fn path(root: &Path) -> PathBuf {
+    root.join("dist").join(file_name())
+}
+
+/// Builds the bundle unless one at least as new as `bin` is already there (the tests call
+/// this; `cargo xtask bundle` always builds). One process builds at a time.
+pub async fn ensure_current(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> {
+    let out = path(root);
+    let dist = root.join("dist");
+    std::fs::create_dir_all(&dist)?;
+    let guard = std::fs::File::create(dist.join(".bundle.lock"))?;
+    guard.lock()?;
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(b), Some(s)) = (modified(&out), modified(bin))
+        && b >= s
+    {
+        return Ok(out);
+    }
+    say("the bundle is missing or older than the server binary: building it");
+    build(root, bin, home).await
+}
+
+/// Builds the bundle (`cargo xtask bundle`); returns its path.
 pub async fn run(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> {
+    let dist = root.join("dist");
+    std::fs::create_dir_all(&dist)?;
+    let guard = std::fs::File::create(dist.join(".bundle.lock"))?;
+    guard.lock()?;
+    build(root, bin, home).await
+}
+
+async fn build(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> {
     let layout = Layout::new(home);
     let m = manifest();
     let progress = |s: Stage| say(&s.to_string());
@@ -216,7 +245,7 @@ pub async fn run(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf
     let wheel = fetch_wheel(&layout, m, &progress)?;
     install_and_load(&layout, Some(&wheel), false, &progress)?;
 
-    let stage = root.join("target/bundle/stage");
+    let stage = root.join(format!("target/bundle/stage-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&stage);
     let server = stage.join("server");
     std::fs::create_dir_all(server.join(BUNDLED_RUNTIME_DIR))?;
@@ -251,8 +280,15 @@ pub async fn run(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf
     let dist = root.join("dist");
     std::fs::create_dir_all(&dist)?;
     let out = dist.join(file_name());
-    let _ = std::fs::remove_file(&out);
-    mcpb(root, &["pack", &stage.to_string_lossy(), &out.to_string_lossy()])?;
+    // Packed aside and renamed, so a cut-off build never leaves a bundle that looks whole.
+    let partial = dist.join(format!(".partial-{}", file_name()));
+    let _ = std::fs::remove_file(&partial);
+    mcpb(
+        root,
+        &["pack", &stage.to_string_lossy(), &partial.to_string_lossy()],
+    )?;
+    std::fs::rename(&partial, &out)?;
+    let _ = std::fs::remove_dir_all(&stage);
     let size = std::fs::metadata(&out)?.len();
     say(&format!("{} ({:.1} MB)", out.display(), size as f64 / 1e6));
     Ok(out)

@@ -3,7 +3,6 @@
 
 mod bench;
 mod bench_remote;
-mod bundle;
 
 use std::path::PathBuf;
 
@@ -11,6 +10,7 @@ use clap::{Parser, Subcommand};
 use mcp_code_sandbox::config::Settings;
 use mcp_code_sandbox::runtime::{Layout, Stage};
 use mcp_code_sandbox::wasm::direct::{install_and_load, prepare_warm_image};
+use xtask::bundle;
 
 #[derive(Parser)]
 struct Cli {

@@ -1,0 +1,6 @@
+//! What `cargo xtask` and the integration tests share: installing pinned npm packages and
+//! building the MCP Bundle, so a fresh clone's `cargo test --release` prepares what its tests
+//! need through the same code the `cargo xtask` commands run.
+
+pub mod bundle;
+pub mod npm;
