@@ -114,9 +114,17 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_RETAIN_DAYS", default_value_t = 14)]
     pub retain_days: u64,
 
-    /// Most sandboxes open at once.
+    /// Most live interpreters (sandboxes held in memory) at once. Past it the least recently
+    /// used idle one is suspended, losslessly; a new sandbox is refused only while every live
+    /// one is running a call.
     #[arg(long, env = "CODE_SANDBOX_MAX_SANDBOXES", default_value_t = 32)]
     pub max_sandboxes: usize,
+
+    /// Disk kept (suspended) sandboxes may hold together, in MiB; past it the least recently
+    /// used are deleted, never one used in the last hour (default: a tenth of the free disk
+    /// at start, between 256 MiB and 10 GiB).
+    #[arg(long, env = "CODE_SANDBOX_KEEP_MB")]
+    pub keep_mb: Option<u64>,
 
     /// Most tool calls running code at once (across sandboxes).
     #[arg(long, env = "CODE_SANDBOX_MAX_CONCURRENT_CALLS", default_value_t = 8)]
@@ -274,6 +282,21 @@ impl Settings {
         self.tokens
             .clone()
             .unwrap_or_else(|| self.home_dir().join("tokens"))
+    }
+
+    /// The disk kept (suspended) sandboxes may hold: `CODE_SANDBOX_KEEP_MB`, else a tenth of
+    /// the disk free now under the home folder, between 256 MiB and 10 GiB. Kept sandboxes are
+    /// the cold part of the server's disk: a tenth leaves the rest to live work, to other
+    /// programs and to the reserve the host disk budget keeps.
+    pub fn keep_bytes(&self) -> u64 {
+        const CEILING: u64 = 10 << 30;
+        const FLOOR: u64 = 256 << 20;
+        match self.keep_mb {
+            Some(mb) => mb.saturating_mul(1 << 20),
+            None => crate::disk_quota::free_bytes(&self.home_dir())
+                .map_or(CEILING, |free| free / 10)
+                .clamp(FLOOR, CEILING),
+        }
     }
 
     /// The result budget, never below what a short answer and a small figure need.

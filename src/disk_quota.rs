@@ -171,28 +171,31 @@ impl DiskQuota {
     }
 }
 
-#[cfg(unix)]
 fn host_room(root: &std::path::Path) -> u64 {
+    match free_bytes(root) {
+        Some(free) => free.saturating_sub((free / 10).max(256 << 20)),
+        None => u64::MAX,
+    }
+}
+
+/// What the disk under `root` has free for this user now; `None` where it cannot be told.
+#[cfg(unix)]
+pub fn free_bytes(root: &std::path::Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
     // The folder may not exist yet: the nearest one that does is on the same disk.
-    let Some(existing) = root.ancestors().find(|p| p.exists()) else {
-        return u64::MAX;
-    };
-    let Ok(path) = std::ffi::CString::new(existing.as_os_str().as_bytes()) else {
-        return u64::MAX;
-    };
+    let existing = root.ancestors().find(|p| p.exists())?;
+    let path = std::ffi::CString::new(existing.as_os_str().as_bytes()).ok()?;
     // SAFETY: statvfs writes only into the zeroed struct we pass, for a valid C string.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return u64::MAX;
+        return None;
     }
-    let free = (st.f_bavail as u64).saturating_mul(st.f_frsize as u64);
-    free.saturating_sub((free / 10).max(256 << 20))
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 #[cfg(not(unix))]
-fn host_room(_root: &std::path::Path) -> u64 {
-    u64::MAX
+pub fn free_bytes(_root: &std::path::Path) -> Option<u64> {
+    None
 }
 
 /// What the entries under `root` count against a quota (never following links).

@@ -17,6 +17,9 @@ pub struct Kept {
     pub executions: u64,
     pub limits: Limits,
     pub paused_at: chrono::DateTime<chrono::Utc>,
+    /// When it was last used (records from before this field: `paused_at` stands in).
+    #[serde(default)]
+    pub last_used: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 fn file(home: &Path) -> PathBuf {

@@ -3,6 +3,7 @@
 
 mod client;
 mod kept;
+mod room;
 mod stream;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,10 +15,12 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 pub use self::client::{Client, E2bError, Remote, RemoteState};
+use self::room::{Activity, InUse};
 use self::stream::Collector;
 use crate::config::{MAX_TIMEOUT, Settings};
 use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::retention::{Gone, Why};
 use crate::sandbox::{
     CreateOptions, ExecOptions, Execution, FileEntry, FileKind, InstallOutcome, Interpreter, LimitKind,
     Limits, Package, PyError, SandboxError, SandboxFiles, SandboxInfo, SandboxState, SandboxStatus, Usage,
@@ -37,26 +40,54 @@ struct Entry {
     created_at: chrono::DateTime<chrono::Utc>,
     executions: AtomicU64,
     limits: Limits,
-    /// Paused by an earlier run of the server: connected (and so resumed) on first use.
+    /// Paused (by an earlier run of the server, or to make room for another): connected, and
+    /// so resumed, on first use.
     paused: bool,
+    /// Its use, shared by the entries that stand for it as it is paused and resumed.
+    activity: Arc<Activity>,
+}
+
+impl Entry {
+    /// The same sandbox, paused: connecting again will resume it.
+    fn paused(&self) -> Entry {
+        Entry {
+            remote: Remote {
+                id: self.remote.id.clone(),
+                token: None,
+                domain: None,
+            },
+            created_at: self.created_at,
+            executions: AtomicU64::new(self.executions.load(Ordering::SeqCst)),
+            limits: self.limits.clone(),
+            paused: true,
+            activity: self.activity.clone(),
+        }
+    }
 }
 
 pub struct E2bBackend {
     client: Client,
     settings: Arc<Settings>,
     open: Arc<Mutex<OpenSet<Entry>>>,
+    /// Sandboxes this server deleted by itself (retention, eviction), so naming one says why.
+    gone: Arc<Gone>,
 }
 
 impl E2bBackend {
     pub fn build(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxError> {
         let client = Client::from_settings(&settings)?;
+        let gone = Arc::new(Gone::new(
+            settings
+                .persist
+                .then(|| settings.home_dir().join("e2b").join("deleted.json")),
+        ));
         let mut open = OpenSet::default();
         if settings.persist {
             let retain =
                 chrono::Duration::days(i64::try_from(settings.retain_days).unwrap_or(i64::MAX / 86_400_000));
             let (keep, expired): (Vec<_>, Vec<_>) = kept::claim(&settings.home_dir())
                 .into_iter()
-                .partition(|k| chrono::Utc::now() - k.paused_at < retain);
+                .partition(|k| chrono::Utc::now() - k.last_used.unwrap_or(k.paused_at) < retain);
             for k in keep {
                 tracing::info!("E2B sandbox {} is back (paused by an earlier run)", k.id);
                 open.insert(
@@ -71,25 +102,31 @@ impl E2bBackend {
                         executions: AtomicU64::new(k.executions),
                         limits: k.limits,
                         paused: true,
+                        activity: Arc::new(Activity::kept(k.last_used.unwrap_or(k.paused_at))),
                     }),
                 );
             }
             let c = client.clone();
+            let g = gone.clone();
             tokio::spawn(async move {
                 for k in expired {
                     tracing::info!(
                         "deleting E2B sandbox {}: unused for longer than CODE_SANDBOX_RETAIN_DAYS",
                         k.id
                     );
+                    g.record(&k.id, Why::Retention);
                     let _ = c.kill(&k.id).await;
                 }
             });
         }
-        Ok(Arc::new(E2bBackend {
+        let backend = Arc::new(E2bBackend {
             client,
             settings,
             open: Arc::new(Mutex::new(open)),
-        }))
+            gone,
+        });
+        room::start_housekeeping(&backend);
+        Ok(backend)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, OpenSet<Entry>> {
@@ -97,17 +134,23 @@ impl E2bBackend {
     }
 
     fn lookup(&self, id: &str) -> Result<Arc<Entry>, SandboxError> {
-        self.lock()
-            .get(id)
-            .ok_or_else(|| SandboxError::NotFound(id.to_string()))
+        self.lock().get(id).ok_or_else(|| {
+            self.gone
+                .error(id)
+                .unwrap_or_else(|| SandboxError::NotFound(id.to_string()))
+        })
     }
 
-    /// The sandbox, ready to use: one paused by an earlier run is connected first.
-    async fn entry(&self, id: &str) -> Result<Arc<Entry>, SandboxError> {
+    /// The sandbox, ready to use and marked in use until the guard drops: a paused one is
+    /// connected (resumed) first, in a place among the running ones.
+    async fn entry(&self, id: &str) -> Result<InUse, SandboxError> {
         let e = self.lookup(id)?;
         if !e.paused {
-            return Ok(e);
+            return Ok(InUse::new(e));
         }
+        let claim = InUse::new(e.clone());
+        self.make_room(Some(id)).await?;
+        drop(claim);
         let remote = match self.client.connect(&e.remote.id, LIFETIME_S).await {
             Ok(r) => r,
             Err(E2bError::Gone(404)) => {
@@ -122,9 +165,10 @@ impl E2bBackend {
             executions: AtomicU64::new(e.executions.load(Ordering::SeqCst)),
             limits: e.limits.clone(),
             paused: false,
+            activity: e.activity.clone(),
         });
         self.lock().replace(id, resumed.clone());
-        Ok(resumed)
+        Ok(InUse::new(resumed))
     }
 
     /// Runs code and collects the stream, bounded by `timeout` and the client's cancellation.
@@ -206,11 +250,7 @@ impl Interpreter for E2bBackend {
     }
 
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
-        if self.lock().len() >= self.settings.max_sandboxes {
-            return Err(SandboxError::Capacity {
-                open: self.settings.max_sandboxes,
-            });
-        }
+        self.make_room(None).await?;
         let remote = self.client.create(LIFETIME_S).await?;
         let limits = Limits {
             timeout_seconds: self.settings.sandbox_timeout_seconds(opts.timeout_seconds),
@@ -226,6 +266,7 @@ impl Interpreter for E2bBackend {
             executions: AtomicU64::new(0),
             limits: limits.clone(),
             paused: false,
+            activity: Arc::new(Activity::new()),
         });
         self.lock().insert(id.clone(), entry);
         Ok(SandboxInfo {
@@ -239,25 +280,34 @@ impl Interpreter for E2bBackend {
     }
 
     async fn close(&self, id: &str) -> Result<(), SandboxError> {
-        let e = self
-            .lock()
-            .remove(id)
-            .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
+        let e = self.lookup(id)?;
+        self.lock().remove(id);
         self.client.kill(&e.remote.id).await?;
         Ok(())
     }
 
     async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
         let e = self.lookup(id)?;
-        let state = match self.client.state(&e.remote.id).await? {
-            RemoteState::Paused => SandboxState::Paused,
-            RemoteState::Running => SandboxState::Running,
+        let state = if e.activity.in_use() {
+            SandboxState::Busy
+        } else if e.paused {
+            // Paused by this server: no need to ask E2B.
+            SandboxState::Paused
+        } else {
+            match self.client.state(&e.remote.id).await? {
+                RemoteState::Paused => SandboxState::Paused,
+                RemoteState::Running => SandboxState::Running,
+            }
         };
         Ok(SandboxStatus {
             sandbox_id: id.to_string(),
             state,
             created_at: e.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             executions: e.executions.load(Ordering::SeqCst),
+            last_used_at: e
+                .activity
+                .last_used_at()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             disk_bytes: 0,
             limits: e.limits.clone(),
             checkpoints: Vec::new(),
@@ -265,7 +315,9 @@ impl Interpreter for E2bBackend {
     }
 
     async fn list(&self) -> Vec<SandboxStatus> {
-        let ids = self.lock().ids();
+        let mut all = self.lock().all();
+        all.sort_by_cached_key(|e| e.activity.idle_for());
+        let ids: Vec<String> = all.iter().map(|e| e.remote.id.clone()).collect();
         let mut out = Vec::new();
         for id in ids {
             if let Ok(s) = self.status(&id).await {
@@ -275,14 +327,22 @@ impl Interpreter for E2bBackend {
         out
     }
 
-    async fn most_recent(&self) -> Option<String> {
-        self.lock().most_recent()
+    async fn recently_used(&self) -> Vec<String> {
+        let mut used: Vec<Arc<Entry>> = self
+            .lock()
+            .all()
+            .into_iter()
+            .filter(|e| e.activity.used_here())
+            .collect();
+        used.sort_by_cached_key(|e| e.activity.idle_for());
+        used.into_iter().map(|e| e.remote.id.clone()).collect()
     }
 
     fn usage(&self, id: &str) -> Result<Usage, SandboxError> {
         let e = self.lookup(id)?;
         Ok(Usage {
             memory_mb: e.limits.memory_mb,
+            live: !e.paused,
             disk_bytes: 0,
         })
     }
@@ -372,6 +432,7 @@ impl Interpreter for E2bBackend {
                 executions: e.executions.load(Ordering::SeqCst),
                 limits: e.limits.clone(),
                 paused_at: chrono::Utc::now(),
+                last_used: Some(e.activity.last_used_at()),
             });
         }
         if let Err(err) = kept::store(&self.settings.home_dir(), &record) {

@@ -4,6 +4,7 @@
 
 pub mod open_set;
 pub mod paths;
+pub mod retention;
 pub mod text_cap;
 mod types;
 
@@ -21,8 +22,14 @@ pub trait Interpreter: Send + Sync {
     async fn close(&self, id: &str) -> Result<(), SandboxError>;
     async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError>;
     async fn list(&self) -> Vec<SandboxStatus>;
-    /// The most recently created sandbox that is still open.
-    async fn most_recent(&self) -> Option<String>;
+    /// The sandboxes this server process created or used, most recently used first (never one
+    /// only kept from before a restart: those are reached by their id).
+    async fn recently_used(&self) -> Vec<String>;
+
+    /// The sandbox a call without an id acts on.
+    async fn most_recent(&self) -> Option<String> {
+        self.recently_used().await.into_iter().next()
+    }
 
     /// What `id` holds against a principal's quotas, from local bookkeeping only (it runs
     /// before calls, so it must not wait on a remote service).

@@ -1,7 +1,7 @@
 //! The open sandboxes of one backend, by id and in creation order.
 //!
-//! Both backends keep one: the order answers "the most recent open sandbox" (tools called
-//! without an id) and lists sandboxes the way they were created.
+//! Both backends keep one; its order is creation order (the backends sort by last use where
+//! that is what a listing wants).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -74,10 +74,6 @@ impl<V> OpenSet<V> {
     pub fn ids(&self) -> Vec<String> {
         self.order.clone()
     }
-
-    pub fn most_recent(&self) -> Option<String> {
-        self.order.last().cloned()
-    }
 }
 
 #[cfg(test)]
@@ -90,9 +86,9 @@ mod tests {
         for (id, v) in [("a", 1), ("b", 2), ("c", 3)] {
             s.insert(id.to_string(), Arc::new(v));
         }
-        assert_eq!(s.most_recent().as_deref(), Some("c"));
+        assert_eq!(s.ids(), ["a", "b", "c"]);
         assert_eq!(s.remove("c").map(|v| *v), Some(3));
-        assert_eq!(s.most_recent().as_deref(), Some("b"));
+        assert_eq!(s.ids(), ["a", "b"]);
         assert!(s.remove("zzz").is_none());
         s.insert("a".into(), Arc::new(10));
         assert_eq!(s.ids(), ["b", "a"], "a replaced id becomes the newest");

@@ -28,8 +28,11 @@ pub struct CreateOptions {
 /// A sandbox's share of a principal's quotas.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
-    /// Its memory limit (what it may grow to, so what it reserves).
+    /// Its memory limit (what it may grow to, so what it reserves while live).
     pub memory_mb: u64,
+    /// Its interpreter is in memory (not suspended or paused): only then does its memory
+    /// count against a principal's quota, since suspension gives it back losslessly.
+    pub live: bool,
     /// Bytes its files, packages and checkpoints hold now (0 where the disk is remote).
     pub disk_bytes: u64,
 }
@@ -54,6 +57,8 @@ pub struct SandboxStatus {
     /// RFC 3339.
     pub created_at: String,
     pub executions: u64,
+    /// RFC 3339: the last call that used it (sandboxes are listed newest first by this).
+    pub last_used_at: String,
     pub disk_bytes: u64,
     pub limits: Limits,
     /// Saved points `restore_sandbox` can return to, oldest first.
@@ -155,7 +160,8 @@ pub enum SandboxState {
     Reset,
     /// A remote sandbox that is up (E2B's word).
     Running,
-    /// A remote sandbox that is paused.
+    /// Suspended: its state is saved (a local sandbox's beside its files, a remote one by
+    /// E2B) and its next use brings it back, variables and all.
     Paused,
 }
 
@@ -210,10 +216,23 @@ pub enum SandboxError {
         "no open sandbox has the id '{0}'. Call get_sandbox_status to list the open ones, or create_sandbox for a new one"
     )]
     NotFound(String),
-    #[error("sandbox '{0}' was closed after it sat idle; create a new one with create_sandbox")]
-    Expired(String),
-    #[error("{open} sandboxes are open, the most allowed. Close one with close_sandbox, then try again")]
-    Capacity { open: usize },
+    #[error(
+        "sandbox '{id}' was deleted on {at} because {because}: its files and variables are gone. Create a new one with create_sandbox"
+    )]
+    Deleted {
+        id: String,
+        at: String,
+        because: &'static str,
+    },
+    /// Every live interpreter is running a call, so none can be suspended to make room.
+    #[error(
+        "all {live} live sandboxes are running calls right now (CODE_SANDBOX_MAX_SANDBOXES={live}), so none could be suspended to make room. Try again when one finishes, or raise CODE_SANDBOX_MAX_SANDBOXES"
+    )]
+    AllBusy { live: usize },
+    /// The memory budget has no room for an interpreter and nothing idle to suspend; nothing
+    /// was lost, and the call may be tried again.
+    #[error("{0}")]
+    MemoryBusy(String),
     #[error("{0}")]
     CallCapacity(String),
     /// A principal's own limit (remote mode): open sandboxes, memory, disk or waiting calls.

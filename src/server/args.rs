@@ -17,6 +17,14 @@ pub struct SandboxIdArgs {
     pub sandbox_id: Option<String>,
 }
 
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct StatusArgs {
+    /// Which sandbox; omitted lists them all, most recently used first.
+    pub sandbox_id: Option<String>,
+    /// When listing: start at this position (from `next_offset` of the last page).
+    pub offset: Option<u64>,
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExecuteCodeArgs {
     /// Python source to run. State (variables, imports) persists between calls in the same

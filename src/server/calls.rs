@@ -89,7 +89,12 @@ impl SandboxServer {
             Ok(server) => {
                 let router = server.tool_router.clone();
                 let tcc = rmcp::handler::server::tool::ToolCallContext::new(&server, request, context);
-                router.call(tcc).await
+                // A bug that panics must still answer the call, or the client waits forever.
+                let call = std::panic::AssertUnwindSafe(router.call(tcc));
+                match futures_util::FutureExt::catch_unwind(call).await {
+                    Ok(r) => r,
+                    Err(panic) => Ok(CallToolResponse::Complete(panicked(&tool, panic.as_ref()))),
+                }
             }
             Err(e) => Err(e),
         };
@@ -117,6 +122,19 @@ impl SandboxServer {
         );
         result
     }
+}
+
+/// The result of a call whose handler panicked: an error the client can show, and a log line.
+fn panicked(tool: &str, panic: &(dyn std::any::Any + Send)) -> CallToolResult {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into());
+    tracing::error!("{tool} panicked: {what}");
+    super::reply::fail(format!(
+        "{tool} stopped on an internal error ({what}); the server keeps running. Try the call again; if it happens again, please report it"
+    ))
 }
 
 fn sandbox_of(r: &CallToolResult) -> Option<String> {

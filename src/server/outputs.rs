@@ -16,9 +16,15 @@ pub struct StatusResult {
     /// One sandbox, when an id was given or one is open.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<SandboxStatus>,
-    /// Every open sandbox, when no id was given.
+    /// The sandboxes, most recently used first, when no id was given (one page of them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandboxes: Option<Vec<SandboxStatus>>,
+    /// When listing: how many sandboxes there are in all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    /// When listing: where the next page starts, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

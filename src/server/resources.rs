@@ -51,7 +51,10 @@ impl SandboxServer {
             })?,
         };
         let mut out = Vec::new();
-        for status in self.backend.list().await {
+        // In creation order, which a listing does not change (last use would move between pages).
+        let mut all = self.backend.list().await;
+        all.sort_by(|a, b| (&a.created_at, &a.sandbox_id).cmp(&(&b.created_at, &b.sandbox_id)));
+        for status in all {
             let id = status.sandbox_id;
             let mut queue = vec![WorkspacePath::root()];
             let mut listed = 0usize;

@@ -28,6 +28,9 @@ type ToolResult = Result<CallToolResult, ErrorData>;
 const MAX_CODE: usize = 10 << 20;
 /// Most entries one `list_files` page holds (fewer when long names would pass the budget).
 const LIST_PAGE: usize = 1000;
+/// Most sandboxes one `get_sandbox_status` page lists: enough to find the one wanted, little
+/// enough not to flood the model's context when hundreds are kept.
+const STATUS_PAGE: usize = 100;
 /// Largest `write_file` content.
 const MAX_WRITE: usize = 50 << 20;
 
@@ -111,11 +114,37 @@ fn checkpoint_reply(
     )
 }
 
+/// One page of a listing, from `offset`: at most `most` items, and within `budget` after
+/// `fixed` bytes, each item counted twice (it appears in the structured content and as a line
+/// of text); and where the next page starts, if there is one.
+fn page_of<T: serde::Serialize>(
+    items: Vec<T>,
+    offset: usize,
+    most: usize,
+    fixed: usize,
+    budget: usize,
+) -> (Vec<T>, Option<u64>) {
+    let total = items.len();
+    let mut used = fixed;
+    let mut page = Vec::new();
+    for item in items.into_iter().skip(offset) {
+        let cost = size_of(&item).saturating_mul(2) + 64;
+        if page.len() >= most || used + cost > budget {
+            break;
+        }
+        used += cost;
+        page.push(item);
+    }
+    let next = offset + page.len();
+    (page, (next < total).then_some(next as u64))
+}
+
 fn status_text(s: &SandboxStatus) -> String {
     let mut text = format!(
-        "{}: {} (created {}, {} executions, {} bytes on disk)",
+        "{}: {} (last used {}, created {}, {} executions, {} bytes on disk)",
         s.sandbox_id,
         s.state.as_str(),
+        s.last_used_at,
         s.created_at,
         s.executions,
         s.disk_bytes
@@ -317,12 +346,12 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Status of one sandbox (given its id), or of all open sandboxes.",
-        input_schema = schema::input::<SandboxIdArgs>(),
+        description = "Status of one sandbox (given its id), or a list of all sandboxes, most recently used first, with their state (ready, busy, paused: saved, and brought back on its next use) and when each was last used. Long lists come in pages (offset, next_offset).",
+        input_schema = schema::input::<StatusArgs>(),
         output_schema = schema::output::<StatusResult>()
     )]
     async fn get_sandbox_status(&self, args: JsonObject) -> ToolResult {
-        let a: SandboxIdArgs = attempt!(parse("get_sandbox_status", args));
+        let a: StatusArgs = attempt!(parse("get_sandbox_status", args));
         if let Some(id) = a.sandbox_id.filter(|s| !s.trim().is_empty()) {
             let s = attempt!(self.backend.status(&id).await);
             let text = status_text(&s);
@@ -330,20 +359,40 @@ impl SandboxServer {
                 &StatusResult {
                     sandbox: Some(s),
                     sandboxes: None,
+                    total: None,
+                    next_offset: None,
                 },
                 text,
             ));
         }
         let all = self.backend.list().await;
-        let text = if all.is_empty() {
+        let total = all.len();
+        let offset = a.offset.unwrap_or(0).min(total as u64) as usize;
+        let (page, next_offset) = page_of(all, offset, STATUS_PAGE, 4096, self.settings.result_budget());
+        let next = offset + page.len();
+        let mut text = if total == 0 {
             "No sandbox is open.".to_string()
         } else {
-            all.iter().map(status_text).collect::<Vec<_>>().join("\n")
+            let mut t = format!("{total} sandbox(es), most recently used first");
+            if offset > 0 {
+                t.push_str(&format!(", from {offset}"));
+            }
+            t.push_str(":\n");
+            t.push_str(&page.iter().map(status_text).collect::<Vec<_>>().join("\n"));
+            t
         };
+        if let Some(n) = next_offset {
+            text.push_str(&format!(
+                "\n... {} more: call get_sandbox_status with offset={n} for the next page",
+                total - next
+            ));
+        }
         Ok(ok(
             &StatusResult {
                 sandbox: None,
-                sandboxes: Some(all),
+                sandboxes: Some(page),
+                total: Some(total as u64),
+                next_offset,
             },
             text,
         ))
@@ -457,20 +506,9 @@ impl SandboxServer {
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         let total = entries.len();
         let offset = a.offset.unwrap_or(0).min(total as u64) as usize;
-        let budget = self.settings.result_budget();
-        // Each entry appears in the structured content and as a line of text: count both.
-        let mut used = 4096 + path.relative().len() * 2;
-        let mut page = Vec::new();
-        for e in entries.into_iter().skip(offset) {
-            let cost = size_of(&e).saturating_mul(2) + 32;
-            if page.len() >= LIST_PAGE || used + cost > budget {
-                break;
-            }
-            used += cost;
-            page.push(e);
-        }
+        let fixed = 4096 + path.relative().len() * 2;
+        let (page, next_offset) = page_of(entries, offset, LIST_PAGE, fixed, self.settings.result_budget());
         let next = offset + page.len();
-        let next_offset = (next < total).then_some(next as u64);
         let mut text = format!("{} ({total} entries)\n", path.guest());
         if offset > 0 {
             text.push_str(&format!("  (from entry {offset})\n"));

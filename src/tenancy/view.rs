@@ -66,12 +66,17 @@ impl View {
         let q = self.who.quota;
         if owned.len() >= q.sandboxes {
             return Err(SandboxError::Quota(format!(
-                "you have {} sandboxes open, the most your quota allows; close one with close_sandbox first",
+                "you have {} sandboxes (live and kept), the most your quota allows; close one of yours you no longer need with close_sandbox (get_sandbox_status lists them, least recently used last)",
                 owned.len()
             )));
         }
         self.check_disk(owned)?;
-        let used: u64 = owned.iter().map(|(_, u)| u.memory_mb).sum();
+        // Suspended sandboxes hold no memory: only live ones count.
+        let used: u64 = owned
+            .iter()
+            .filter(|(_, u)| u.live)
+            .map(|(_, u)| u.memory_mb)
+            .sum();
         let left = q.memory_mb.saturating_sub(used);
         let wanted = asked.unwrap_or(self.t.default_memory_mb);
         if wanted <= left {
@@ -160,11 +165,20 @@ impl Interpreter for View {
                 out.push(s);
             }
         }
+        // Most recently used first, as the backend lists them (RFC 3339 in UTC sorts as time).
+        out.sort_by(|a, b| b.last_used_at.cmp(&a.last_used_at));
         out
     }
 
-    async fn most_recent(&self) -> Option<String> {
-        self.owned().pop().map(|(id, _)| id)
+    async fn recently_used(&self) -> Vec<String> {
+        let mine: std::collections::HashSet<String> = self.owned().into_iter().map(|(id, _)| id).collect();
+        self.t
+            .inner
+            .recently_used()
+            .await
+            .into_iter()
+            .filter(|id| mine.contains(id))
+            .collect()
     }
 
     fn usage(&self, id: &str) -> Result<Usage, SandboxError> {

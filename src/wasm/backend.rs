@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use super::files::WasmFiles;
+use super::live::{self, Room};
 use super::registry::Registry;
 use super::runtime_cell::RuntimeCell;
 use super::spare::Spare;
@@ -33,6 +34,8 @@ pub struct WasmBackend {
     calls: Arc<tokio::sync::Semaphore>,
     runtime: Arc<RuntimeCell>,
     registry: Arc<Registry>,
+    /// The cap on live interpreters (`CODE_SANDBOX_MAX_SANDBOXES`).
+    room: Room,
     files: WasmFiles,
     /// Guest memory of all sandboxes together.
     memory: Arc<MemoryBudget>,
@@ -45,20 +48,26 @@ impl WasmBackend {
         let persist = settings
             .persist
             .then(|| Duration::from_secs(settings.retain_days.saturating_mul(86_400)));
-        let registry = Arc::new(Registry::new(layout.clone(), settings.max_sandboxes, persist)?);
+        let registry = Arc::new(Registry::new(layout.clone(), persist)?);
         registry.recover_leftovers();
+        let keep_bytes = settings.keep_bytes();
+        tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
         let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0, settings.warm_image);
         runtime.start();
         housekeeping::start(
             &registry,
             (settings.idle_seconds > 0).then(|| Duration::from_secs(settings.idle_seconds)),
+            keep_bytes,
         );
         let total = settings
             .total_memory_mb
             .map_or_else(vm::half_of_machine, |mb| mb.saturating_mul(1 << 20));
         tracing::info!("guest memory budget for all sandboxes: {} MiB", total >> 20);
+        let memory = MemoryBudget::new(total);
+        memory.set_reclaim(live::reclaimer(&registry));
         let backend = WasmBackend {
-            memory: MemoryBudget::new(total),
+            memory,
+            room: Room::new(registry.clone(), settings.max_sandboxes),
             spare: Spare::default(),
             calls: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_calls.max(1))),
             files: WasmFiles::new(registry.clone()),
@@ -121,22 +130,36 @@ impl Interpreter for WasmBackend {
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         let (limits, notes) = self.limits(&opts);
         let interp = self.runtime.for_memory(limits.memory_mb).await?;
+        // Each new sandbox is listed with its interpreter lock held, so another sandbox making
+        // room at the same moment counts it as live (see `live`).
         let id = match self.spare.take(&limits, interp.image, &self.registry).await {
             Some(sb) => {
-                let id = sb.id.clone();
-                if let Err((e, sb)) = self.registry.publish(sb) {
+                let slot = sb.slot.lock().await;
+                self.registry.publish(sb.clone());
+                if let Err(e) = self.room.make(&sb.id).await {
+                    drop(slot);
+                    self.registry.unpublish(&sb.id);
                     self.spare.put_back(sb, interp.image).await;
                     return Err(e);
                 }
-                id
+                sb.id.clone()
             }
             None => {
-                let sb = self.registry.reserve(limits.clone())?;
-                match Session::start(&interp, &sb.session_config(&self.memory)).await {
-                    Ok(session) => sb.slot.lock().await.session = Some(session),
+                let sb = self.registry.prepare(limits.clone())?;
+                let mut slot = sb.slot.lock().await;
+                self.registry.publish(sb.clone());
+                let started = match self.room.make(&sb.id).await {
+                    Ok(()) => Session::start(&interp, &sb.session_config(&self.memory))
+                        .await
+                        .map_err(call::session_error),
+                    Err(e) => Err(e),
+                };
+                match started {
+                    Ok(session) => slot.session = Some(session),
                     Err(e) => {
+                        drop(slot);
                         self.registry.remove(&sb.id);
-                        return Err(SandboxError::Backend(Box::new(e)));
+                        return Err(e);
                     }
                 }
                 sb.id.clone()
@@ -164,20 +187,21 @@ impl Interpreter for WasmBackend {
 
     async fn list(&self) -> Vec<SandboxStatus> {
         let mut out = Vec::new();
-        for sb in self.registry.all() {
+        for sb in self.registry.by_last_use() {
             out.push(sb.status().await);
         }
         out
     }
 
-    async fn most_recent(&self) -> Option<String> {
-        self.registry.most_recent()
+    async fn recently_used(&self) -> Vec<String> {
+        self.registry.recently_used()
     }
 
     fn usage(&self, id: &str) -> Result<Usage, SandboxError> {
         let sb = self.registry.get(id)?;
         Ok(Usage {
             memory_mb: sb.limits.memory_mb,
+            live: sb.is_live(),
             disk_bytes: sb.quota.used(),
         })
     }
@@ -191,7 +215,7 @@ impl Interpreter for WasmBackend {
                 self.settings.max_concurrent_calls
             ))
         })?;
-        call::execute(&sb, &self.runtime, &interp, &self.memory, code, opts).await
+        call::execute(&sb, &self.runtime, &interp, &self.memory, &self.room, code, opts).await
     }
 
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
@@ -253,6 +277,7 @@ impl Interpreter for WasmBackend {
                 .await;
         }
         drop(slot);
+        sb.touch();
         Ok(InstallOutcome {
             installed: outcome.installed.into_iter().map(pkg).collect(),
             already_available: outcome.already_available,
@@ -265,7 +290,9 @@ impl Interpreter for WasmBackend {
         let from = self.registry.get(id)?;
         let runtime = self.runtime.for_memory(from.limits.memory_mb).await?;
         let into = self.registry.reserve(from.limits.clone())?;
-        if let Err(e) = checkpoints::fork(&from, &into, &self.runtime, &runtime, &self.memory).await {
+        if let Err(e) =
+            checkpoints::fork(&from, &into, &self.runtime, &runtime, &self.memory, &self.room).await
+        {
             self.registry.remove(&into.id);
             return Err(e);
         }
@@ -282,14 +309,14 @@ impl Interpreter for WasmBackend {
     async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
         let sb = self.registry.get(id)?;
         let runtime = self.runtime.for_memory(sb.limits.memory_mb).await?;
-        checkpoints::checkpoint(&sb, &self.runtime, &runtime, &self.memory, name).await
+        checkpoints::checkpoint(&sb, &self.runtime, &runtime, &self.memory, &self.room, name).await
     }
 
     async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
         let sb = self.registry.get(id)?;
         let wanted = checkpoints::image_of(&sb, checkpoint).await;
         let images = self.runtime.images_for(wanted.as_deref()).await?;
-        checkpoints::restore(&sb, images, &self.memory, checkpoint).await
+        checkpoints::restore(&sb, images, &self.memory, &self.room, checkpoint).await
     }
 
     fn files(&self) -> &dyn SandboxFiles {

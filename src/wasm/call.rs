@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::live::Room;
 use super::persist;
 use super::registry::{Sandbox, Slot};
 use super::results::{self, AfterCall};
@@ -66,6 +67,7 @@ pub async fn execute(
     cell: &Arc<RuntimeCell>,
     interp: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
+    room: &Room,
     code: &str,
     opts: ExecOptions,
 ) -> Result<Execution, SandboxError> {
@@ -83,7 +85,7 @@ pub async fn execute(
     if sb.abandoned.swap(false, Ordering::SeqCst) {
         slot.reset("the previous call was abandoned while its code ran".into());
     }
-    let fresh = ensure_session(&mut slot, sb, cell, interp, memory).await?;
+    let fresh = ensure_session(&mut slot, sb, cell, interp, memory, room).await?;
     let Some(session) = slot.session.as_mut() else {
         return Err(SandboxError::Backend(
             "the interpreter could not be started".into(),
@@ -154,26 +156,40 @@ fn stop_token(
 
 /// Starts an interpreter when the slot has none. When the last one was lost, returns
 /// `Some(why)` so the result can say the state is fresh.
-/// A suspended interpreter is brought back from its saved state first.
+/// A suspended interpreter is brought back from its saved state first. Either takes a place
+/// among the live interpreters, suspending the least recently used idle one if need be.
 pub(super) async fn ensure_session(
     slot: &mut Slot,
     sb: &Sandbox,
     cell: &Arc<RuntimeCell>,
     interp: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
+    room: &Room,
 ) -> Result<Option<Option<String>>, SandboxError> {
+    if slot.session.is_none() {
+        room.make(&sb.id).await?;
+    }
     if slot.session.is_none() && slot.saved {
         let wanted = persist::saved_image(sb).await;
-        persist::resume(sb, slot, cell.images_for(wanted.as_deref()).await?, memory).await;
+        persist::resume(sb, slot, cell.images_for(wanted.as_deref()).await?, memory).await?;
     }
     if slot.session.is_some() {
         return Ok(None);
     }
     let session = Session::start(interp, &sb.session_config(memory))
         .await
-        .map_err(|e| SandboxError::Backend(Box::new(e)))?;
+        .map_err(session_error)?;
     slot.session = Some(session);
     Ok(std::mem::take(&mut slot.lost).then(|| slot.lost_reason.take()))
+}
+
+/// A session that could not start: a full memory budget is the caller's to retry, anything
+/// else the backend's failure.
+pub(super) fn session_error(e: super::vm::SessionError) -> SandboxError {
+    match e {
+        e @ super::vm::SessionError::BudgetFull => SandboxError::MemoryBusy(e.to_string()),
+        other => SandboxError::Backend(Box::new(other)),
+    }
 }
 
 fn report_progress(session: &Session, report: ProgressFn) -> tokio::task::JoinHandle<()> {
@@ -221,7 +237,7 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_call_clears_busy_stops_its_tasks_and_marks_the_interpreter() {
         let home = std::env::temp_dir().join(format!("callguard-{}", uuid::Uuid::new_v4().simple()));
-        let registry = Registry::new(Layout::new(&home), 2, None).unwrap();
+        let registry = Registry::new(Layout::new(&home), None).unwrap();
         let sb = registry
             .prepare(Limits {
                 timeout_seconds: 30,

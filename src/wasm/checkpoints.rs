@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::files::blocking;
+use super::live::Room;
 use super::persist;
 use super::registry::{Sandbox, Slot};
 use super::remove_tree;
@@ -125,8 +126,9 @@ async fn capture(
     cell: &Arc<RuntimeCell>,
     runtime: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
+    room: &Room,
 ) -> Result<SavedState, SandboxError> {
-    super::call::ensure_session(slot, sb, cell, runtime, memory).await?;
+    super::call::ensure_session(slot, sb, cell, runtime, memory, room).await?;
     let Some(session) = slot.session.as_mut() else {
         return Err(SandboxError::Backend(
             "the interpreter could not be started".into(),
@@ -144,6 +146,7 @@ pub async fn checkpoint(
     cell: &Arc<RuntimeCell>,
     runtime: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
+    room: &Room,
     asked: Option<&str>,
 ) -> Result<Checkpoint, SandboxError> {
     let mut slot = sb.slot.lock().await;
@@ -151,7 +154,7 @@ pub async fn checkpoint(
         return Err(SandboxError::NotFound(sb.id.clone()));
     }
     let name = name_for(sb, asked)?;
-    let state = capture(&mut slot, sb, cell, runtime, memory).await?;
+    let state = capture(&mut slot, sb, cell, runtime, memory, room).await?;
     let dir = folder(sb).join(&name);
     let sb2 = sb.clone();
     let saved = {
@@ -217,6 +220,7 @@ pub async fn restore(
     sb: &Arc<Sandbox>,
     images: Vec<Arc<CompiledRuntime>>,
     memory: &Arc<MemoryBudget>,
+    room: &Room,
     name: &str,
 ) -> Result<Checkpoint, SandboxError> {
     let mut slot = sb.slot.lock().await;
@@ -247,9 +251,12 @@ pub async fn restore(
         .await?
     };
     // The new interpreter first, so a failure leaves the sandbox as it was.
+    if slot.session.is_none() {
+        room.make(&sb.id).await?;
+    }
     let session = Session::start_from(&image, &sb.session_config(memory), &state, false)
         .await
-        .map_err(|e| SandboxError::Backend(Box::new(e)))?;
+        .map_err(super::call::session_error)?;
     let sb2 = sb.clone();
     blocking(move || {
         let before = tree_cost(&sb2.dirs.workspace) + tree_cost(&sb2.dirs.site_packages);
@@ -289,12 +296,13 @@ pub async fn fork(
     cell: &Arc<RuntimeCell>,
     runtime: &Arc<CompiledRuntime>,
     memory: &Arc<MemoryBudget>,
+    room: &Room,
 ) -> Result<(), SandboxError> {
     let mut slot = from.slot.lock().await;
     if from.closing.is_cancelled() {
         return Err(SandboxError::NotFound(from.id.clone()));
     }
-    let state = capture(&mut slot, from, cell, runtime, memory).await?;
+    let state = capture(&mut slot, from, cell, runtime, memory, room).await?;
     let image = slot
         .session
         .as_ref()
@@ -317,9 +325,11 @@ pub async fn fork(
     })
     .await?;
     drop(slot);
+    let mut into_slot = into.slot.lock().await;
+    room.make(&into.id).await?;
     let session = Session::start_from(&image, &into.session_config(memory), &state, true)
         .await
-        .map_err(|e| SandboxError::Backend(Box::new(e)))?;
-    into.slot.lock().await.session = Some(session);
+        .map_err(super::call::session_error)?;
+    into_slot.session = Some(session);
     Ok(())
 }

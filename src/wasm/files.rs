@@ -35,7 +35,6 @@ impl WasmFiles {
 
     fn root_and_quota(&self, id: &str) -> Result<(Dir, Arc<DiskQuota>), SandboxError> {
         let sb = self.registry.get(id)?;
-        sb.touch();
         let root = Dir::open_ambient_dir(&sb.dirs.workspace, ambient_authority())
             .map_err(SandboxError::io("could not open the sandbox's workspace"))?;
         Ok((root, sb.quota.clone()))
@@ -243,7 +242,12 @@ impl SandboxFiles for WasmFiles {
         blocking(move || read_blocking(root, path, limit)).await
     }
 
+    /// A write is a use (reads are not: a client listing resources must not make every kept
+    /// sandbox the default for calls without an id).
     async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
+        if let Ok(sb) = self.registry.get(id) {
+            sb.touch();
+        }
         let (root, quota) = self.root_and_quota(id)?;
         let path = path.clone();
         blocking(move || write_blocking(root, &quota, path, bytes)).await

@@ -1,12 +1,14 @@
 //! The backend's background chores: sandboxes left idle are suspended (their state saved and
-//! their memory given back) or, without persistence, closed; changed sandboxes are saved now
-//! and then, so a crash loses little; folders that could not be removed are retried.
+//! their memory given back) or, without persistence, closed; kept sandboxes past their disk
+//! budget are evicted; changed sandboxes are saved now and then, so a crash loses little;
+//! folders that could not be removed are retried.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::persist;
 use super::registry::Registry;
+use super::{keep, persist};
+use crate::sandbox::retention::Why;
 
 /// How often removing a folder that could not be removed is tried again.
 const LEFTOVER_RETRY: Duration = Duration::from_secs(30);
@@ -15,12 +17,17 @@ const LEFTOVER_RETRY: Duration = Duration::from_secs(30);
 pub const BACKGROUND_SAVE: Duration = Duration::from_secs(60);
 
 /// Starts the chores; they end with the registry (the task holds only a weak handle).
-pub fn start(registry: &Arc<Registry>, idle: Option<Duration>) {
+/// `keep_bytes`: the disk budget of kept sandboxes.
+pub fn start(registry: &Arc<Registry>, idle: Option<Duration>, keep_bytes: u64) {
     let every = idle
         .map_or(LEFTOVER_RETRY, |i| (i / 2).min(LEFTOVER_RETRY))
         .max(Duration::from_millis(200));
     let weak = Arc::downgrade(registry);
     tokio::spawn(async move {
+        // Sandboxes kept from before a restart are counted first, off the start-up path.
+        if let Some(r) = weak.upgrade() {
+            let _ = tokio::task::spawn_blocking(move || r.measure_kept()).await;
+        }
         let mut tick = tokio::time::interval(every);
         let mut last_save = tokio::time::Instant::now();
         loop {
@@ -28,17 +35,18 @@ pub fn start(registry: &Arc<Registry>, idle: Option<Duration>) {
             let Some(r) = weak.upgrade() else { break };
             match (idle, r.persist) {
                 (Some(idle), Some(_)) => suspend_idle(&r, idle).await,
-                (Some(idle), None) => r.reap_idle(idle).await,
+                (Some(idle), None) => r.reap_idle(idle, Why::Idle).await,
                 (None, _) => {}
             }
             if let Some(retain) = r.persist {
                 // Kept sandboxes unused for the whole retention period go, as at start-up.
-                r.reap_idle(retain).await;
+                r.reap_idle(retain, Why::Retention).await;
                 if last_save.elapsed() >= BACKGROUND_SAVE {
                     last_save = tokio::time::Instant::now();
                     save_changed(&r).await;
                 }
             }
+            keep::evict_over_budget(&r, keep_bytes).await;
             let r2 = r.clone();
             let _ = tokio::task::spawn_blocking(move || r2.retry_leftovers()).await;
         }

@@ -19,6 +19,8 @@ mod call;
 mod checkpoints;
 mod files;
 mod housekeeping;
+mod keep;
+mod live;
 mod persist;
 mod registry;
 mod remove_tree;

@@ -94,13 +94,14 @@ pub async fn saved_image(sb: &Sandbox) -> Option<String> {
 }
 
 /// Brings a suspended interpreter back from its saved state. A state that cannot be used
-/// leaves the slot empty and marked lost, with the reason.
+/// leaves the slot empty and marked lost, with the reason. One that cannot get its memory
+/// now stays saved, and the call is refused instead: a busy server never loses a state.
 pub async fn resume(
     sb: &Sandbox,
     slot: &mut Slot,
     images: Vec<Arc<CompiledRuntime>>,
     memory: &Arc<MemoryBudget>,
-) {
+) -> Result<(), SandboxError> {
     let path = sb.saved_dir().join(STATE);
     let read = super::files::blocking(move || {
         read_saved(&path, &images).map_err(|e| {
@@ -112,10 +113,11 @@ pub async fn resume(
     let (state, image) = match read {
         Ok(found) => found,
         Err(_) => {
-            return lost(
+            lost(
                 slot,
                 "its saved state was damaged, incomplete or made by another version of the runtime".into(),
             );
+            return Ok(());
         }
     };
     match Session::start_from(&image, &sb.session_config(memory), &state, false).await {
@@ -123,6 +125,13 @@ pub async fn resume(
             slot.session = Some(session);
             slot.saved = false;
         }
+        Err(e @ SessionError::BudgetFull) => {
+            return Err(SandboxError::MemoryBusy(format!(
+                "sandbox {} is suspended and could not be brought back: {e}. Its variables and files are kept",
+                sb.id
+            )));
+        }
         Err(e) => lost(slot, format!("its saved state could not be restored ({e})")),
     }
+    Ok(())
 }

@@ -1,4 +1,4 @@
-//! The open sandboxes of this server: their folders, limits, and interpreters.
+//! The sandboxes of this server, live or kept: their folders, limits, and interpreters.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,6 +11,7 @@ use super::vm::{MemoryBudget, Session, SessionConfig};
 use crate::disk_quota::{DiskQuota, tree_cost};
 use crate::runtime::Layout;
 use crate::sandbox::open_set::OpenSet;
+use crate::sandbox::retention::{Gone, Why};
 use crate::sandbox::{Limits, SandboxError, SandboxState, SandboxStatus};
 
 /// Host folders of one sandbox. The workspace is what users see; scratch holds the private
@@ -51,6 +52,9 @@ pub struct Sandbox {
     pub closing: CancellationToken,
     pub slot: tokio::sync::Mutex<Slot>,
     last_used: Mutex<Instant>,
+    /// Created or used by this server process: only such a sandbox is the default for a call
+    /// without an id (one kept from before a restart is reached by its id).
+    used_here: AtomicBool,
     /// The executions count when the state was last saved, so unchanged sandboxes are not
     /// saved again.
     pub saved_executions: AtomicU64,
@@ -95,8 +99,31 @@ impl Sandbox {
         self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
     }
 
+    /// Marks a use by this process: the sandbox becomes the default for calls without an id.
     pub fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.used_here.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether its interpreter is in memory (one whose lock is held counts: it is running,
+    /// starting, or being suspended).
+    pub fn is_live(&self) -> bool {
+        self.slot.try_lock().map_or(true, |slot| slot.session.is_some())
+    }
+
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Ordering::SeqCst)
+    }
+
+    pub fn last_used_at(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() - chrono::Duration::from_std(self.idle_for()).unwrap_or_default()
+    }
+
+    /// What the sandbox holds on disk: its files, packages and checkpoints (the disk quota's
+    /// count) and its saved state.
+    pub fn kept_bytes(&self) -> u64 {
+        let state = std::fs::metadata(self.saved_dir().join(STATE)).map_or(0, |m| m.len());
+        self.quota.used().saturating_add(state)
     }
 
     /// Where the interpreter's state and the metadata are saved.
@@ -106,12 +133,11 @@ impl Sandbox {
 
     /// Records the sandbox's limits and use beside its files (atomically).
     pub fn write_meta(&self) -> std::io::Result<()> {
-        let last_used = chrono::Utc::now() - chrono::Duration::from_std(self.idle_for()).unwrap_or_default();
         let meta = Meta {
             limits: self.limits.clone(),
             created_at: self.created_at,
             executions: self.executions.load(Ordering::SeqCst),
-            last_used,
+            last_used: self.last_used_at(),
         };
         let dir = self.saved_dir();
         std::fs::create_dir_all(&dir)?;
@@ -137,6 +163,9 @@ impl Sandbox {
             state,
             created_at: self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             executions: self.executions.load(Ordering::SeqCst),
+            last_used_at: self
+                .last_used_at()
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             disk_bytes,
             limits: self.limits.clone(),
             checkpoints: super::checkpoints::list(self),
@@ -146,15 +175,17 @@ impl Sandbox {
 
 struct Inner {
     open: OpenSet<Sandbox>,
-    /// Ids closed for sitting idle, so a later call can say why they are gone.
-    expired: std::collections::HashSet<String>,
+    /// Kept sandboxes listed after a restart whose disk use is not counted yet (see
+    /// [`Registry::measure_kept`]).
+    unmeasured: Vec<Arc<Sandbox>>,
 }
 
 pub struct Registry {
     layout: Layout,
     /// Keep sandboxes across restarts, for this long unused (`None`: delete them at exit).
     pub persist: Option<Duration>,
-    max: usize,
+    /// Sandboxes the server deleted by itself, so naming one later says why.
+    gone: Gone,
     /// What all sandboxes together may add to the host disk.
     host_disk: Arc<DiskQuota>,
     inner: Mutex<Inner>,
@@ -230,15 +261,15 @@ fn make_dir(p: &Path) -> Result<(), SandboxError> {
 
 impl Registry {
     /// `persist`: keep sandboxes across restarts, for this long unused.
-    pub fn new(layout: Layout, max: usize, persist: Option<Duration>) -> Result<Self, SandboxError> {
+    pub fn new(layout: Layout, persist: Option<Duration>) -> Result<Self, SandboxError> {
         Ok(Registry {
             persist,
+            gone: Gone::new(persist.map(|_| layout.home.join("deleted.json"))),
             host_disk: Arc::new(DiskQuota::host_budget(&layout.sandboxes_dir())),
             layout,
-            max: max.max(1),
             inner: Mutex::new(Inner {
                 open: OpenSet::default(),
-                expired: Default::default(),
+                unmeasured: Vec::new(),
             }),
             leftovers: Mutex::new(Vec::new()),
         })
@@ -299,21 +330,11 @@ impl Registry {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Makes the folders of a new sandbox and registers it, within the capacity.
+    /// Makes the folders of a new sandbox and lists it. How many are kept is bounded by disk
+    /// (`keep`), how many are live by `live`, not here.
     pub fn reserve(&self, limits: Limits) -> Result<Arc<Sandbox>, SandboxError> {
-        {
-            let inner = self.lock();
-            if inner.open.len() >= self.max {
-                return Err(SandboxError::Capacity {
-                    open: inner.open.len(),
-                });
-            }
-        }
         let sb = self.prepare(limits)?;
-        self.publish(sb.clone()).map_err(|(e, sb)| {
-            let _ = remove_dirs(&sb.dirs);
-            e
-        })?;
+        self.publish(sb.clone());
         Ok(sb)
     }
 
@@ -351,22 +372,23 @@ impl Registry {
             closing: CancellationToken::new(),
             slot: tokio::sync::Mutex::new(Slot::default()),
             last_used: Mutex::new(Instant::now()),
+            used_here: AtomicBool::new(false),
         }))
     }
 
-    /// Lists a prepared sandbox, within the capacity (on refusal the sandbox comes back).
-    pub fn publish(&self, sb: Arc<Sandbox>) -> Result<(), (SandboxError, Arc<Sandbox>)> {
-        let mut inner = self.lock();
-        if inner.open.len() >= self.max {
-            return Err((SandboxError::Capacity { open: self.max }, sb));
-        }
+    /// Lists a prepared sandbox, as the newest and most recently used.
+    pub fn publish(&self, sb: Arc<Sandbox>) {
         sb.touch();
-        inner.open.insert(sb.id.clone(), sb.clone());
-        drop(inner);
+        self.lock().open.insert(sb.id.clone(), sb.clone());
         if self.persist.is_some() {
             let _ = sb.write_meta();
         }
-        Ok(())
+    }
+
+    /// Takes a listed sandbox off the list without touching its folders (a spare that could
+    /// not be handed out after all).
+    pub fn unpublish(&self, id: &str) -> Option<Arc<Sandbox>> {
+        self.lock().open.remove(id)
     }
 
     /// Deletes the folders of a sandbox that was never listed.
@@ -378,8 +400,10 @@ impl Registry {
         let inner = self.lock();
         match inner.open.get(id) {
             Some(sb) => Ok(sb),
-            None if inner.expired.contains(id) => Err(SandboxError::Expired(id.to_string())),
-            None => Err(SandboxError::NotFound(id.to_string())),
+            None => Err(self
+                .gone
+                .error(id)
+                .unwrap_or_else(|| SandboxError::NotFound(id.to_string()))),
         }
     }
 
@@ -391,15 +415,20 @@ impl Registry {
             .collect()
     }
 
-    /// Closes sandboxes unused for longer than `idle` (none busy).
-    pub async fn reap_idle(self: &Arc<Self>, idle: std::time::Duration) {
+    /// Closes sandboxes unused for longer than `idle` (none busy), remembering why.
+    pub async fn reap_idle(self: &Arc<Self>, idle: std::time::Duration, why: Why) {
         let stale: Vec<String> = self.idle(idle).into_iter().map(|sb| sb.id.clone()).collect();
         for id in stale {
-            tracing::info!("closing sandbox {id}: idle for over {} s", idle.as_secs());
-            if self.close(&id).await.is_ok() {
-                self.lock().expired.insert(id);
-            }
+            tracing::info!("deleting sandbox {id}: unused for over {} s", idle.as_secs());
+            self.delete(&id, why).await;
         }
+    }
+
+    /// Deletes a sandbox on the server's own initiative: closed, and remembered with why.
+    pub async fn delete(self: &Arc<Self>, id: &str, why: Why) {
+        // Recorded first: a call naming it while its folders go already hears why.
+        self.gone.record(id, why);
+        let _ = self.close(id).await;
     }
 
     /// Folders left by servers that are gone (stopped, crashed or killed). With persistence,
@@ -457,7 +486,8 @@ impl Registry {
                         continue;
                     }
                     Some(_) => {
-                        tracing::info!("removing {id}: unused for longer than CODE_SANDBOX_RETAIN_DAYS")
+                        tracing::info!("removing {id}: unused for longer than CODE_SANDBOX_RETAIN_DAYS");
+                        self.gone.record(&id, Why::Retention);
                     }
                     None => tracing::info!("removing {id}, left by a server that is gone"),
                 }
@@ -471,11 +501,9 @@ impl Registry {
     /// Lists a sandbox a stopped server kept, under its own id.
     fn adopt(&self, id: &str, dirs: Dirs, meta: Meta, owner: Option<std::fs::File>) {
         let _ = std::fs::write(dirs.scratch.join(OWNER), std::process::id().to_string());
+        // Counted later, off the start-up path (`measure_kept`): a thousand kept sandboxes must
+        // not delay the first answer.
         let quota = Arc::new(DiskQuota::within(meta.limits.disk_bytes, self.host_disk.clone()));
-        quota.settle(
-            0,
-            i128::from(tree_cost(&dirs.workspace) + tree_cost(&dirs.scratch)),
-        );
         let saved = dirs.scratch.join("saved").join(STATE).is_file();
         let slot = Slot {
             saved,
@@ -500,12 +528,27 @@ impl Registry {
             closing: CancellationToken::new(),
             slot: tokio::sync::Mutex::new(slot),
             last_used: Mutex::new(Instant::now().checked_sub(idle).unwrap_or_else(Instant::now)),
+            used_here: AtomicBool::new(false),
             _owner: owner,
         });
+        tracing::debug!("sandbox {id} is back (saved by an earlier run)");
         let mut inner = self.lock();
-        if inner.open.len() < self.max {
-            tracing::info!("sandbox {id} is back (saved by an earlier run)");
-            inner.open.insert(sb.id.clone(), sb);
+        inner.unmeasured.push(sb.clone());
+        inner.open.insert(sb.id.clone(), sb);
+    }
+
+    /// Counts the disk of the sandboxes kept from before a restart (their files, packages and
+    /// checkpoints; the saved state is counted apart, see [`Sandbox::kept_bytes`]).
+    pub fn measure_kept(&self) {
+        let pending = std::mem::take(&mut self.lock().unmeasured);
+        for sb in pending {
+            let scratch = tree_cost(&sb.dirs.scratch).saturating_sub(tree_cost(&sb.saved_dir()));
+            sb.quota
+                .settle(0, i128::from(tree_cost(&sb.dirs.workspace) + scratch));
+        }
+        let kept = self.all().len();
+        if kept > 0 {
+            tracing::info!("{kept} sandbox(es) listed");
         }
     }
 
@@ -513,8 +556,20 @@ impl Registry {
         self.lock().open.all()
     }
 
-    pub fn most_recent(&self) -> Option<String> {
-        self.lock().open.most_recent()
+    /// Every sandbox, most recently used first.
+    pub fn by_last_use(&self) -> Vec<Arc<Sandbox>> {
+        let mut all = self.all();
+        all.sort_by_cached_key(|sb| sb.idle_for());
+        all
+    }
+
+    /// The sandboxes this process created or used, most recently used first.
+    pub fn recently_used(&self) -> Vec<String> {
+        self.by_last_use()
+            .into_iter()
+            .filter(|sb| sb.used_here.load(Ordering::SeqCst))
+            .map(|sb| sb.id.clone())
+            .collect()
     }
 
     /// Forgets a sandbox and removes its folders (no interpreter running).
@@ -587,7 +642,7 @@ mod tests {
     #[test]
     fn a_folder_that_cannot_be_removed_stays_counted_and_is_retried() {
         let home = std::env::temp_dir().join(format!("registry-{}", uuid::Uuid::new_v4().simple()));
-        let reg = Arc::new(Registry::new(Layout::new(&home), 4, None).unwrap());
+        let reg = Arc::new(Registry::new(Layout::new(&home), None).unwrap());
         let sb = reg
             .reserve(Limits {
                 timeout_seconds: 30,

@@ -427,6 +427,16 @@ async fn server_in(
     home: &std::path::Path,
     persist: bool,
 ) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    server_with(url, key, home, persist, &[]).await
+}
+
+async fn server_with(
+    url: &str,
+    key: &str,
+    home: &std::path::Path,
+    persist: bool,
+    extra: &[(&str, &str)],
+) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
     cmd.env("INTERPRETER_TYPE", "e2b")
         .env("E2B_API_KEY", key)
@@ -435,6 +445,9 @@ async fn server_in(
         .env("CODE_SANDBOX_HOME", home)
         .env("CODE_SANDBOX_PERSIST", if persist { "true" } else { "false" })
         .env("RUST_LOG", "warn");
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
     ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
         .await
         .unwrap()
@@ -695,6 +708,102 @@ async fn sandboxes_are_paused_at_shutdown_and_connected_after_a_restart() {
         !fake.lock().unwrap().sandboxes.contains_key(&id),
         "closing kills it"
     );
+    let _ = c.cancel().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Past `CODE_SANDBOX_MAX_SANDBOXES` running E2B sandboxes, the least recently used idle one
+/// is paused (E2B keeps its memory and files) and resumed on its next use: never a refusal.
+#[tokio::test]
+async fn past_the_running_maximum_the_least_recently_used_is_paused_not_refused() {
+    let (url, fake) = start_fake().await;
+    let home = std::env::temp_dir().join(format!("mcs-e2b-room-{}", uuid::Uuid::new_v4().simple()));
+    let c = server_with(&url, KEY, &home, false, &[("CODE_SANDBOX_MAX_SANDBOXES", "2")]).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (err, v, text) = call(&c, "create_sandbox", json!({})).await;
+        assert!(!err, "{text}");
+        ids.push(v["sandbox_id"].as_str().unwrap().to_string());
+    }
+    assert!(
+        fake.lock().unwrap().paused.contains(&ids[0]),
+        "the oldest was paused to make room"
+    );
+    let (err, v, _) = call(&c, "get_sandbox_status", json!({"sandbox_id": ids[0]})).await;
+    assert!(!err);
+    assert_eq!(v["state"], "paused");
+    let (err, v, text) = call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": ids[0], "code": "print('hello')"}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    assert_eq!(v["stdout"], "hello\n");
+    {
+        let f = fake.lock().unwrap();
+        assert!(!f.paused.contains(&ids[0]), "resumed by connecting");
+        assert!(
+            f.paused.contains(&ids[1]),
+            "the next least recently used made room"
+        );
+        assert!(f.violations.is_empty(), "{:?}", f.violations);
+    }
+    let _ = c.cancel().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Paused E2B sandboxes (billed for storage) follow the kept sandboxes' rules: past
+/// `CODE_SANDBOX_KEEP_MB` the least recently used are killed, never one used within the hour.
+#[tokio::test]
+async fn paused_e2b_sandboxes_past_the_budget_are_killed_oldest_first() {
+    let (url, fake) = start_fake().await;
+    let home = std::env::temp_dir().join(format!("mcs-e2b-evict-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(home.join("e2b")).unwrap();
+    let mut records = Vec::new();
+    let mut ids = Vec::new();
+    for hours in [3, 2, 0] {
+        let (id, _) = new_sandbox(&fake, &json!({"templateID": "code-interpreter-v1"}));
+        fake.lock().unwrap().paused.insert(id.clone());
+        let used = chrono::Utc::now() - chrono::Duration::hours(hours);
+        records.push(json!({
+            "id": id, "created_at": used, "executions": 1, "paused_at": used, "last_used": used,
+            "limits": {"timeout_seconds": 30, "memory_mb": 0, "disk_bytes": 0,
+                       "output_bytes": 1048576, "fuel_per_call": null}
+        }));
+        ids.push(id);
+    }
+    std::fs::write(
+        home.join("e2b/paused.json"),
+        serde_json::to_vec(&records).unwrap(),
+    )
+    .unwrap();
+    let c = server_with(&url, KEY, &home, true, &[("CODE_SANDBOX_KEEP_MB", "1")]).await;
+    for _ in 0..100 {
+        let killed = {
+            let f = fake.lock().unwrap();
+            !f.sandboxes.contains_key(&ids[0]) && !f.sandboxes.contains_key(&ids[1])
+        };
+        if killed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    {
+        let f = fake.lock().unwrap();
+        assert!(!f.sandboxes.contains_key(&ids[0]), "the oldest was killed");
+        assert!(!f.sandboxes.contains_key(&ids[1]), "and the next");
+        assert!(f.sandboxes.contains_key(&ids[2]), "a recently used one never is");
+    }
+    let (err, _, text) = call(&c, "execute_code", json!({"sandbox_id": ids[0], "code": "1"})).await;
+    assert!(err);
+    assert!(
+        text.contains("was deleted on") && text.contains("CODE_SANDBOX_KEEP_MB"),
+        "{text}"
+    );
+    let (err, v, text) = call(&c, "get_sandbox_status", json!({"sandbox_id": ids[2]})).await;
+    assert!(!err, "{text}");
+    assert_eq!(v["state"], "paused");
     let _ = c.cancel().await;
     let _ = std::fs::remove_dir_all(&home);
 }

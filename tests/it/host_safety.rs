@@ -98,7 +98,7 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
     let (err, _, text) = s
         .call_json("execute_code", json!({"sandbox_id": id, "code": "1"}))
         .await;
-    assert!(err && text.contains("idle"), "{text}");
+    assert!(err && text.contains("CODE_SANDBOX_IDLE_SECONDS"), "{text}");
 
     // Shutdown (stdin closes).
     let id = deep_tree_sandbox(&s, 5_000).await;
@@ -187,56 +187,63 @@ async fn all_sandboxes_together_stay_within_the_memory_budget() {
     let big = v["sandbox_id"].as_str().unwrap().to_string();
     s.call_json("close_sandbox", json!({"sandbox_id": big})).await;
 
-    // Three sandboxes each try to hold 300 MB; together they may not pass 700 MiB.
+    // Three sandboxes each hold 300 MB, one after another: together they may not pass 700
+    // MiB, so each growth first suspends the idle sandboxes before it (losslessly).
     let mut ids = Vec::new();
     for _ in 0..3 {
         ids.push(s.create_with(json!({"memory_mb": 1024})).await);
     }
     let hold = "blob = bytearray(300_000_000)\nlen(blob)";
-    let mut outcomes = Vec::new();
     for id in &ids {
-        let (err, v) = s.exec(id, hold).await;
-        outcomes.push((err, v));
-    }
-    let held = outcomes.iter().filter(|(err, _)| !err).count();
-    assert!(held >= 1, "one sandbox could hold its data");
-    let refused: Vec<&serde_json::Value> = outcomes.iter().filter(|(err, _)| *err).map(|(_, v)| v).collect();
-    assert!(!refused.is_empty(), "the budget refused someone: {outcomes:?}");
-    for v in &refused {
-        assert_eq!(v["error"]["name"], "MemoryError", "{v}");
-        assert!(
-            v["error"]["value"]
-                .as_str()
-                .unwrap()
-                .contains("server-wide memory budget"),
-            "the error says which limit: {v}"
-        );
+        let v = s.run_ok(id, hold).await;
+        assert_eq!(v["result"], "300000000", "{v}");
     }
     let peak = rss_mib(pid);
     eprintln!(
-        "server RSS: {before} MiB before, {peak} MiB with {held} sandboxes holding 300 MB (budget 700 MiB)"
+        "server RSS: {before} MiB before, {peak} MiB after three sandboxes held 300 MB (budget 700 MiB)"
     );
     assert!(
         peak < before + 700 + 100,
         "resident memory {peak} MiB stays within the budget"
     );
-
-    // Memory comes back when a sandbox closes: a refused sandbox can then hold its data.
-    for (id, (err, _)) in ids.iter().zip(&outcomes) {
-        if !err {
-            let (e, _, text) = s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
-            assert!(!e, "{text}");
-        }
-    }
-    let refused_id = ids
-        .iter()
-        .zip(&outcomes)
-        .find(|(_, (err, _))| *err)
-        .map(|(id, _)| id)
-        .unwrap();
-    let (err, v) = s.exec(refused_id, hold).await;
-    assert!(!err, "after closing the others it fits: {v}");
+    // Each still has its data: brought back in turn, suspending the others.
     for id in &ids {
+        let v = s.run_ok(id, "len(blob)").await;
+        assert_eq!(v["result"], "300000000", "{v}");
+        assert_eq!(v["state_lost"], false);
+    }
+
+    // Only when nothing idle is left is memory refused: one sandbox keeps its 300 MB while it
+    // runs, and a fresh one asks for 300 MB more.
+    let fresh = s.create_with(json!({"memory_mb": 1024})).await;
+    let busy = ids[0].clone();
+    let holder = s.call_json(
+        "execute_code",
+        json!({"sandbox_id": busy, "code": "import time\ntime.sleep(6)\nlen(blob)"}),
+    );
+    let asker = async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        s.exec(&fresh, "more = bytearray(300_000_000)").await
+    };
+    let ((err, _, text), (refused, v)) = tokio::join!(holder, asker);
+    assert!(!err, "{text}");
+    assert!(refused, "the budget refused the growth: {v}");
+    assert_eq!(v["error"]["name"], "MemoryError", "{v}");
+    assert!(
+        v["error"]["value"]
+            .as_str()
+            .unwrap()
+            .contains("server-wide memory budget"),
+        "the error says which limit: {v}"
+    );
+    // Memory comes back when sandboxes close: then it fits.
+    for id in &ids {
+        let (e, _, text) = s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
+        assert!(!e, "{text}");
+    }
+    let v = s.run_ok(&fresh, "more = bytearray(300_000_000)\nlen(more)").await;
+    assert_eq!(v["result"], "300000000", "after closing the others it fits: {v}");
+    for id in [&fresh] {
         s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;

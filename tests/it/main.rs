@@ -11,6 +11,7 @@ mod e2b;
 mod figures;
 mod host_safety;
 mod isolation;
+mod keeping;
 mod lifecycle;
 mod limits;
 mod packages;

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::common::{Server, private_home};
 
-async fn start(home: &Path, extra: &[(&str, &str)]) -> Server {
+pub async fn start(home: &Path, extra: &[(&str, &str)]) -> Server {
     let mut envs = vec![
         ("CODE_SANDBOX_HOME", home.to_str().unwrap()),
         ("CODE_SANDBOX_PERSIST", "true"),
@@ -19,7 +19,7 @@ async fn start(home: &Path, extra: &[(&str, &str)]) -> Server {
 }
 
 /// Sends `signal` to the server and waits until it has exited.
-async fn signal_and_wait(s: Server, signal: i32) {
+pub async fn signal_and_wait(s: Server, signal: i32) {
     let pid = s.pid.expect("the server's pid") as libc::pid_t;
     tokio::task::spawn_blocking(move || {
         // SAFETY: plain syscalls on our own child; waitpid reaps it.
@@ -33,7 +33,7 @@ async fn signal_and_wait(s: Server, signal: i32) {
     drop(s);
 }
 
-fn saved_dir(home: &Path, id: &str) -> PathBuf {
+pub fn saved_dir(home: &Path, id: &str) -> PathBuf {
     home.join("scratch").join(id).join("saved")
 }
 
@@ -134,6 +134,10 @@ async fn a_sandbox_unused_past_the_retention_period_is_deleted() {
     let s = start(&home, &[("CODE_SANDBOX_RETAIN_DAYS", "14")]).await;
     let (err, _, text) = s.call_json("get_sandbox_status", json!({"sandbox_id": id})).await;
     assert!(err, "{text}");
+    assert!(
+        text.contains("was deleted on") && text.contains("CODE_SANDBOX_RETAIN_DAYS"),
+        "says why and when: {text}"
+    );
     assert!(!home.join("sandboxes").join(&id).exists(), "its folders are gone");
     assert!(!home.join("scratch").join(&id).exists());
     s.stop().await;

@@ -205,7 +205,7 @@ async fn quotas_hold_per_principal() {
     carol.create().await;
     let (err, _, text) = carol.call_json("create_sandbox", json!({})).await;
     assert!(
-        err && text.contains("2 sandboxes open") && text.contains("quota"),
+        err && text.contains("2 sandboxes (live and kept)") && text.contains("quota"),
         "{text}"
     );
     let (err, _, text) = carol.call_json("create_run_close", json!({"code": "1"})).await;

@@ -82,7 +82,18 @@ test("the bundle installs offline, without Python, and answers as Claude Desktop
   const quit = async ({ client, transport }) => {
     const pid = transport.pid;
     await client.close();
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // It saves its sandboxes first; on a loaded machine that can take a few seconds.
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    for (let i = 0; i < 100 && alive(); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     assert.throws(() => process.kill(pid, 0), "the server has exited");
   };
   const started = performance.now();

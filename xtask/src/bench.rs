@@ -19,7 +19,7 @@ pub(crate) fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
@@ -72,7 +72,7 @@ pub(crate) fn private_home(home: &Path, tag: &str) -> anyhow::Result<PathBuf> {
 }
 
 /// Size of everything below `p`, in bytes.
-fn tree_bytes(p: &Path) -> u64 {
+pub(crate) fn tree_bytes(p: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![p.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -360,16 +360,21 @@ fn wasi_python_baseline() -> Option<serde_json::Map<String, Value>> {
         .cloned()
 }
 
-fn rss_bytes(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status
+/// A `KEY: N kB` line of one of a process's files under /proc, in bytes.
+pub(crate) fn proc_bytes(pid: u32, file: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+    let kb: u64 = text
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
+        .find(|l| l.starts_with(key))?
         .split_whitespace()
         .nth(1)?
         .parse()
         .ok()?;
     Some(kb * 1024)
+}
+
+fn rss_bytes(pid: u32) -> Option<u64> {
+    proc_bytes(pid, "status", "VmRSS:")
 }
 
 /// Private resident memory (clean and dirty): pages only this process holds, so an image
@@ -385,7 +390,7 @@ fn private_bytes(pid: u32) -> Option<u64> {
 }
 
 /// Prints the rows as the README's table.
-fn print_table(rows: Vec<Row>) {
+pub(crate) fn print_table(rows: Vec<Row>) {
     println!("| measurement | runs | median | baseline (same run) | baseline median | ratio |");
     println!("|---|---|---|---|---|---|");
     for r in rows {
@@ -417,6 +422,16 @@ pub async fn run_remote(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
     install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
     eprintln!("bench: remote mode (HTTP beside stdio, throughput)");
     let (rows, note) = crate::bench_remote::rows(&bin, &home).await?;
+    print_table(rows);
+    println!("\n{note}");
+    Ok(())
+}
+
+/// Only the kept-sandbox rows (`cargo xtask bench --kept`).
+pub async fn run_kept(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
+    install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
+    eprintln!("bench: 1,000 kept sandboxes (start, listing, 50 clients, eviction)");
+    let (rows, note) = crate::bench_kept::rows(&bin, &home).await?;
     print_table(rows);
     println!("\n{note}");
     Ok(())

@@ -15,18 +15,23 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::bench::{Row, call, median, new_sandbox, private_home, spawn, wait_for_warm};
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
 /// Calls per session in the throughput runs.
 const CALLS: usize = 25;
 
-fn p99(mut v: Vec<Duration>) -> Duration {
+pub(crate) fn p99(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v[(v.len() * 99 / 100).min(v.len() - 1)]
 }
 
-/// A server in remote mode with one principal; its URL and token.
-async fn start_http(bin: &Path, home: &Path) -> anyhow::Result<(tokio::process::Child, String, String)> {
+/// A server in remote mode with one principal; its URL and token. `extra` settings override
+/// the defaults below.
+pub(crate) async fn start_http(
+    bin: &Path,
+    home: &Path,
+    extra: &[(&str, &str)],
+) -> anyhow::Result<(tokio::process::Child, String, String)> {
     let tokens = home.join("tokens");
     let _ = std::fs::remove_file(&tokens);
     let out = std::process::Command::new(bin)
@@ -46,6 +51,7 @@ async fn start_http(bin: &Path, home: &Path) -> anyhow::Result<(tokio::process::
         .env("CODE_SANDBOX_PRINCIPAL_SANDBOXES", "64")
         .env("CODE_SANDBOX_MEMORY_MB", "256")
         .env("CODE_SANDBOX_PRINCIPAL_MEMORY_MB", "16384")
+        .envs(extra.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -65,7 +71,7 @@ async fn start_http(bin: &Path, home: &Path) -> anyhow::Result<(tokio::process::
     Ok((child, url, token))
 }
 
-async fn connect(url: &str, token: &str) -> anyhow::Result<Client> {
+pub(crate) async fn connect(url: &str, token: &str) -> anyhow::Result<Client> {
     // reqwest is built without a default TLS provider (as in the server); plain HTTP still
     // needs one installed to build a client.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -134,7 +140,7 @@ async fn stdio_throughput(c: &Client, n: usize) -> anyhow::Result<f64> {
 /// The rows, and a note with the p99s and throughputs (which are not medians).
 pub async fn rows(bin: &Path, home: &Path) -> anyhow::Result<(Vec<Row>, String)> {
     let h = private_home(home, "http")?;
-    let (mut server, url, token) = start_http(bin, &h).await?;
+    let (mut server, url, token) = start_http(bin, &h, &[]).await?;
     let stdio = spawn(bin, home).await?;
     let http = connect(&url, &token).await?;
     wait_for_warm(&stdio).await?;

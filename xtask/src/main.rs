@@ -1,7 +1,8 @@
-//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote]`,
+//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept]`,
 //! `cargo xtask bundle`.
 
 mod bench;
+mod bench_kept;
 mod bench_remote;
 
 use std::path::PathBuf;
@@ -39,6 +40,9 @@ enum Task {
         /// Measure only remote mode (HTTP beside stdio, and throughput).
         #[arg(long)]
         remote: bool,
+        /// Measure only kept sandboxes (1,000 of them: start, listing, 50 clients, eviction).
+        #[arg(long)]
+        kept: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle,
@@ -91,12 +95,14 @@ fn main() -> anyhow::Result<()> {
             let n = mcp_code_sandbox::wheels::catalog::fetch(&layout, &|m| eprintln!("{m}"))?;
             eprintln!("{n} wheels fetched; cache at {}", layout.wheels_dir().display());
         }
-        Task::Bench { fuel, remote } => {
+        Task::Bench { fuel, remote, kept } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
             let bin = release_binary()?;
             let rt = tokio::runtime::Runtime::new()?;
-            if remote {
+            if kept {
+                rt.block_on(bench::run_kept(bin, settings.home_dir()))?;
+            } else if remote {
                 rt.block_on(bench::run_remote(bin, settings.home_dir()))?;
             } else {
                 rt.block_on(bench::run(bin, settings.home_dir(), fuel))?;

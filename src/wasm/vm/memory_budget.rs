@@ -3,20 +3,36 @@
 //! A WebAssembly memory only grows, and the host gives its pages back only when the Store is
 //! dropped, so a few data-heavy sandboxes could otherwise hold more than the machine has. Each
 //! Store's limiter takes every growth from one server-wide [`MemoryBudget`] first and gives it
-//! all back when the Store goes away; a growth that does not fit is refused, which the guest's
-//! allocator sees as an ordinary failure and Python raises as `MemoryError`.
+//! all back when the Store goes away. A growth that does not fit first asks the budget's
+//! reclaimer to free memory held elsewhere (the backend suspends an idle sandbox, losslessly);
+//! only when nothing more can be freed is it refused, which the guest's allocator sees as an
+//! ordinary failure and Python raises as `MemoryError`.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 /// Most memory a 32-bit WebAssembly memory can address (65,536 pages of 64 KiB).
 pub const WASM32_MAX_BYTES: u64 = 4 << 30;
 
+/// Frees some of the budget held by other Stores; resolves to whether it freed anything.
+pub type Reclaim = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Send + Sync>;
+
 /// Bytes all sandboxes' guest memories may hold together.
-#[derive(Debug)]
 pub struct MemoryBudget {
     limit: u64,
     used: AtomicU64,
+    reclaim: OnceLock<Reclaim>,
+}
+
+impl std::fmt::Debug for MemoryBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBudget")
+            .field("limit", &self.limit)
+            .field("used", &self.used)
+            .finish_non_exhaustive()
+    }
 }
 
 impl MemoryBudget {
@@ -24,7 +40,26 @@ impl MemoryBudget {
         Arc::new(MemoryBudget {
             limit,
             used: AtomicU64::new(0),
+            reclaim: OnceLock::new(),
         })
+    }
+
+    /// What a growth that does not fit calls before it is refused (set once, by the backend).
+    pub fn set_reclaim(&self, reclaim: Reclaim) {
+        let _ = self.reclaim.set(reclaim);
+    }
+
+    /// Takes `bytes`, asking the reclaimer to free memory elsewhere for as long as it can.
+    async fn take_or_reclaim(&self, bytes: u64) -> bool {
+        loop {
+            if self.take(bytes) {
+                return true;
+            }
+            match self.reclaim.get() {
+                Some(reclaim) if reclaim().await => continue,
+                _ => return false,
+            }
+        }
     }
 
     pub fn limit(&self) -> u64 {
@@ -101,12 +136,72 @@ impl GuestLimiter {
         }
     }
 
+    /// The bytes a growth to `desired` takes from the budget; `None` past this Store's own limit.
+    fn growth(&self, current: usize, desired: usize) -> Option<u64> {
+        (desired as u64 <= self.per_memory).then(|| desired.saturating_sub(current) as u64)
+    }
+
+    /// Books the budget's answer to a growth; whether the growth may go ahead.
+    fn record(&mut self, growth: u64, granted: bool) -> bool {
+        if granted {
+            self.held += growth;
+            self.last_growth = growth;
+        } else {
+            self.refused_by_budget = true;
+        }
+        granted
+    }
+
     /// Whether the server-wide budget refused a growth since the last call, clearing the flag.
     pub fn take_budget_refusal(&mut self) -> bool {
         std::mem::take(&mut self.refused_by_budget)
     }
 }
 
+/// A sandbox's Store: a growth the budget cannot give waits while idle sandboxes are
+/// suspended to free it.
+#[async_trait::async_trait]
+impl wasmtime::ResourceLimiterAsync for GuestLimiter {
+    async fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let Some(growth) = self.growth(current, desired) else {
+            return Ok(false);
+        };
+        let granted = self.budget.take_or_reclaim(growth).await;
+        Ok(self.record(growth, granted))
+    }
+
+    fn memory_grow_failed(&mut self, error: wasmtime::Error) -> wasmtime::Result<()> {
+        wasmtime::ResourceLimiter::memory_grow_failed(self, error)
+    }
+
+    async fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        wasmtime::ResourceLimiter::table_growing(self, current, desired, maximum)
+    }
+
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+}
+
+/// Stores that never wait (the base-memory reader): the same rules without reclaiming.
 impl wasmtime::ResourceLimiter for GuestLimiter {
     fn memory_growing(
         &mut self,
@@ -114,17 +209,11 @@ impl wasmtime::ResourceLimiter for GuestLimiter {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired as u64 > self.per_memory {
+        let Some(growth) = self.growth(current, desired) else {
             return Ok(false);
-        }
-        let growth = desired.saturating_sub(current) as u64;
-        if !self.budget.take(growth) {
-            self.refused_by_budget = true;
-            return Ok(false);
-        }
-        self.held += growth;
-        self.last_growth = growth;
-        Ok(true)
+        };
+        let granted = self.budget.take(growth);
+        Ok(self.record(growth, granted))
     }
 
     fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
@@ -189,5 +278,35 @@ mod tests {
         assert_eq!(budget.used(), 0);
         drop(b);
         assert_eq!(budget.used(), 0);
+    }
+
+    #[test]
+    fn a_growth_that_does_not_fit_waits_for_the_reclaimer() {
+        use wasmtime::ResourceLimiterAsync;
+        let budget = MemoryBudget::new(100);
+        let idle = Arc::new(std::sync::Mutex::new(Some(GuestLimiter::new(80, budget.clone()))));
+        assert!(
+            wasmtime::ResourceLimiter::memory_growing(idle.lock().unwrap().as_mut().unwrap(), 0, 70, None)
+                .unwrap()
+        );
+        let held = idle.clone();
+        budget.set_reclaim(Arc::new(move || {
+            // Suspending the idle Store drops it, which gives its memory back.
+            let freed = held.lock().unwrap().take().is_some();
+            Box::pin(async move { freed })
+        }));
+        let grow = |l: &mut GuestLimiter, from: usize, to: usize| {
+            // Spelled out: the limiter is both kinds, and a sandbox's Store uses this one.
+            let f = ResourceLimiterAsync::memory_growing(l, from, to, None);
+            futures_util::FutureExt::now_or_never(f).expect("no reclaimer here waits")
+        };
+        let mut busy = GuestLimiter::new(80, budget.clone());
+        assert!(grow(&mut busy, 0, 60).unwrap(), "the idle one made room");
+        assert_eq!(budget.used(), 60);
+        assert!(grow(&mut busy, 60, 80).unwrap(), "40 were free");
+        assert_eq!(budget.used(), 80);
+        let mut third = GuestLimiter::new(80, budget.clone());
+        assert!(!grow(&mut third, 0, 50).unwrap(), "nothing idle is left: refused");
+        assert!(third.take_budget_refusal());
     }
 }

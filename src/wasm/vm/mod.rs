@@ -19,7 +19,7 @@ mod state;
 mod warm_image;
 
 pub use engine::{CompiledRuntime, EngineError, Image};
-pub use memory_budget::{MemoryBudget, WASM32_MAX_BYTES, half_of_machine};
+pub use memory_budget::{MemoryBudget, Reclaim, WASM32_MAX_BYTES, half_of_machine};
 pub use saved_state::{SavedState, StateError};
 pub use session::{Ended, Session, SessionConfig, SessionError, TurnOutput};
 pub use warm_image::{WarmError, build_or_load as warm_image, verify_cached as verify_warm_image};

@@ -164,6 +164,12 @@ pub enum SessionError {
     OpenFiles(OpenFiles),
     #[error("could not read the image's initial memory: {0}")]
     Image(#[from] super::engine::EngineError),
+    /// The server-wide memory budget could not give the interpreter its memory, even after
+    /// suspending every idle sandbox: nothing is lost, the caller may try again later.
+    #[error(
+        "the server-wide memory budget (CODE_SANDBOX_TOTAL_MEMORY_MB) has no room for this interpreter right now, and every other sandbox holding memory is running a call; try again when one finishes"
+    )]
+    BudgetFull,
 }
 
 pub struct Session {
@@ -302,7 +308,14 @@ impl Session {
         if saved.header.memory_bytes > have {
             // memory.grow counts WebAssembly pages of 64 KiB.
             let grow = (saved.header.memory_bytes - have).div_ceil(WASM_PAGE);
-            session.memory.grow(&mut session.store, grow).map_err(start)?;
+            // Async: the budget may first suspend idle sandboxes to make room.
+            if let Err(e) = session.memory.grow_async(&mut session.store, grow).await {
+                return Err(if session.store.data_mut().limits.take_budget_refusal() {
+                    SessionError::BudgetFull
+                } else {
+                    start(e)
+                });
+            }
         }
         let data = session.memory.data_mut(&mut session.store);
         for (at, page) in saved.pages() {
@@ -436,7 +449,7 @@ impl Session {
             deadline: Instant::now() + Duration::from_secs(30),
         };
         let mut store = Store::new(&interp.engine, state);
-        store.limiter(|s| &mut s.limits);
+        store.limiter_async(|s| &mut s.limits);
         store.epoch_deadline_callback(|ctx| {
             if Instant::now() >= ctx.data().deadline {
                 Err(DeadlineReached.into())
@@ -452,7 +465,13 @@ impl Session {
                 .map_err(|e| SessionError::Start(format!("{e:#}")))?;
         }
         let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
-        let instance = interp.pre.instantiate_async(&mut store).await.map_err(start)?;
+        let instance = match interp.pre.instantiate_async(&mut store).await {
+            Ok(i) => i,
+            Err(_) if store.data_mut().limits.take_budget_refusal() => {
+                return Err(SessionError::BudgetFull);
+            }
+            Err(e) => return Err(start(e)),
+        };
         let memory = instance
             .get_memory(&mut store, "memory")
             .ok_or_else(|| SessionError::Start("the module exports no memory".into()))?;
