@@ -307,7 +307,7 @@ impl Interpreter for E2bBackend {
             last_used_at: e
                 .activity
                 .last_used_at()
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             disk_bytes: 0,
             limits: e.limits.clone(),
             checkpoints: Vec::new(),
@@ -325,6 +325,18 @@ impl Interpreter for E2bBackend {
             }
         }
         out
+    }
+
+    async fn suspend(&self, id: &str) -> Result<bool, SandboxError> {
+        let e = self.lookup(id)?;
+        if e.paused {
+            return Ok(true);
+        }
+        if e.activity.in_use() {
+            return Ok(false);
+        }
+        self.pause(&e).await?;
+        Ok(true)
     }
 
     async fn recently_used(&self) -> Vec<String> {

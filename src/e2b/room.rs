@@ -116,13 +116,19 @@ impl E2bBackend {
             else {
                 return Err(SandboxError::AllBusy { live: max });
             };
-            self.client.pause(&victim.remote.id).await?;
-            tracing::info!(
-                "paused E2B sandbox {} to make room for another (CODE_SANDBOX_MAX_SANDBOXES); its next use resumes it",
-                victim.remote.id
-            );
-            self.lock().replace(&victim.remote.id, Arc::new(victim.paused()));
+            self.pause(&victim).await?;
         }
+    }
+
+    /// Pauses a running sandbox; its next use resumes it.
+    pub(super) async fn pause(&self, e: &Arc<Entry>) -> Result<(), SandboxError> {
+        self.client.pause(&e.remote.id).await?;
+        tracing::info!(
+            "paused E2B sandbox {} to make room for another; its next use resumes it",
+            e.remote.id
+        );
+        self.lock().replace(&e.remote.id, Arc::new(e.paused()));
+        Ok(())
     }
 
     /// Kills paused sandboxes past the retention period, then least recently used ones past

@@ -26,6 +26,12 @@ pub trait Interpreter: Send + Sync {
     /// only kept from before a restart: those are reached by their id).
     async fn recently_used(&self) -> Vec<String>;
 
+    /// Suspends `id` if it is live and idle, losslessly (its next use brings it back); whether
+    /// its interpreter is out of memory now. A backend that cannot suspend says false.
+    async fn suspend(&self, _id: &str) -> Result<bool, SandboxError> {
+        Ok(false)
+    }
+
     /// The sandbox a call without an id acts on.
     async fn most_recent(&self) -> Option<String> {
         self.recently_used().await.into_iter().next()

@@ -57,7 +57,7 @@ pub struct SandboxStatus {
     /// RFC 3339.
     pub created_at: String,
     pub executions: u64,
-    /// RFC 3339: the last call that used it (sandboxes are listed newest first by this).
+    /// RFC 3339, to the millisecond: when it was last used (listings are newest first).
     pub last_used_at: String,
     pub disk_bytes: u64,
     pub limits: Limits,

@@ -92,6 +92,30 @@ impl View {
         )))
     }
 
+    /// Suspends this principal's idle live sandboxes, least recently used first, until the
+    /// memory asked for fits its quota; what to ask the backend for, or `None` when nothing
+    /// more can be suspended.
+    async fn suspend_own(&self, asked: Option<u64>) -> Option<Option<u64>> {
+        let mut live = Vec::new();
+        for (id, u) in self.owned() {
+            if u.live
+                && let Ok(s) = self.t.inner.status(&id).await
+            {
+                live.push((s.last_used_at, id));
+            }
+        }
+        live.sort();
+        for (_, id) in live {
+            if !matches!(self.t.inner.suspend(&id).await, Ok(true)) {
+                continue;
+            }
+            if let Ok(fits) = self.room_for(asked, &self.owned()) {
+                return Some(fits);
+            }
+        }
+        None
+    }
+
     /// Waits for a fair call slot, or gives up when the caller cancels.
     async fn admit(&self, cancel: Option<&CancellationToken>) -> Result<Admitted, SandboxError> {
         let wait = self.t.gate.admit(&self.who.name);
@@ -118,7 +142,15 @@ impl View {
         let lock = self.t.create_lock(&self.who.name);
         let _one_at_a_time = lock.lock().await;
         let owned = self.owned();
-        let memory_mb = self.room_for(asked, &owned)?;
+        let memory_mb = match self.room_for(asked, &owned) {
+            Ok(m) => m,
+            // Suspended sandboxes hold no memory: make room as the server does, least
+            // recently used first, and refuse only when none of ours can be suspended.
+            Err(e @ SandboxError::Quota(_)) if owned.len() < self.who.quota.sandboxes => {
+                self.suspend_own(asked).await.ok_or(e)?
+            }
+            Err(e) => return Err(e),
+        };
         let _slot = self.admit(None).await?;
         let mut info = make(memory_mb).await?;
         self.t.owners.add(&info.sandbox_id, &self.who.name);

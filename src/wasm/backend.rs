@@ -49,7 +49,10 @@ impl WasmBackend {
             .persist
             .then(|| Duration::from_secs(settings.retain_days.saturating_mul(86_400)));
         let registry = Arc::new(Registry::new(layout.clone(), persist)?);
-        registry.recover_leftovers();
+        let total = settings
+            .total_memory_mb
+            .map_or_else(vm::half_of_machine, |mb| mb.saturating_mul(1 << 20));
+        registry.recover_leftovers(&|kept| clamp_kept(&settings, total, kept));
         let keep_bytes = settings.keep_bytes();
         tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
         let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0, settings.warm_image);
@@ -59,9 +62,6 @@ impl WasmBackend {
             (settings.idle_seconds > 0).then(|| Duration::from_secs(settings.idle_seconds)),
             keep_bytes,
         );
-        let total = settings
-            .total_memory_mb
-            .map_or_else(vm::half_of_machine, |mb| mb.saturating_mul(1 << 20));
         tracing::info!("guest memory budget for all sandboxes: {} MiB", total >> 20);
         let memory = MemoryBudget::new(total);
         memory.set_reclaim(live::reclaimer(&registry));
@@ -118,6 +118,21 @@ impl WasmBackend {
             fuel_per_call: (self.settings.fuel_per_call > 0).then_some(self.settings.fuel_per_call),
         };
         (limits, notes)
+    }
+}
+
+/// The limits of a kept sandbox, read from its metadata on disk, bounded by what a request
+/// could have asked for under these settings (an edited file must not raise them).
+fn clamp_kept(settings: &Settings, total_memory: u64, kept: Limits) -> Limits {
+    let most_mb = (WASM32_MAX_BYTES >> 20)
+        .min(total_memory >> 20)
+        .max(MIN_MEMORY_MB);
+    Limits {
+        timeout_seconds: settings.sandbox_timeout_seconds(Some(kept.timeout_seconds)),
+        memory_mb: kept.memory_mb.clamp(MIN_MEMORY_MB, most_mb),
+        disk_bytes: kept.disk_bytes.min(settings.disk_mb.saturating_mul(1 << 20)),
+        output_bytes: kept.output_bytes.min(settings.output_limit_bytes as u64),
+        fuel_per_call: (settings.fuel_per_call > 0).then_some(settings.fuel_per_call),
     }
 }
 
@@ -195,6 +210,11 @@ impl Interpreter for WasmBackend {
 
     async fn recently_used(&self) -> Vec<String> {
         self.registry.recently_used()
+    }
+
+    async fn suspend(&self, id: &str) -> Result<bool, SandboxError> {
+        let sb = self.registry.get(id)?;
+        Ok(!sb.is_busy() && live::suspend(&sb, "its owner's memory quota was needed").await)
     }
 
     fn usage(&self, id: &str) -> Result<Usage, SandboxError> {

@@ -154,7 +154,9 @@ pub async fn checkpoint(
         return Err(SandboxError::NotFound(sb.id.clone()));
     }
     let name = name_for(sb, asked)?;
-    let state = capture(&mut slot, sb, cell, runtime, memory, room).await?;
+    let state = capture(&mut slot, sb, cell, runtime, memory, room)
+        .await?
+        .owned_by(persist::owner_of_checkpoint(&sb.id, &name));
     let dir = folder(sb).join(&name);
     let sb2 = sb.clone();
     let saved = {
@@ -242,10 +244,11 @@ pub async fn restore(
         )));
     };
     let dir = folder(sb).join(&found.name);
+    let owner = persist::owner_of_checkpoint(&sb.id, &found.name);
     let (state, image) = {
         let dir = dir.clone();
         blocking(move || {
-            persist::read_saved(&dir.join(STATE), &images)
+            persist::read_saved(&dir.join(STATE), &images, &owner)
                 .map_err(|e| SandboxError::InvalidArgument(format!("the checkpoint cannot be restored: {e}")))
         })
         .await?

@@ -43,7 +43,7 @@ fn census(registry: &Registry, me: Option<&str>) -> (usize, Vec<Arc<Sandbox>>) {
 
 /// Suspends `sb` if it is still live and idle; whether its interpreter is gone now. One
 /// holding files open cannot be saved, so it stays.
-async fn suspend(sb: &Arc<Sandbox>, why: &str) -> bool {
+pub async fn suspend(sb: &Arc<Sandbox>, why: &str) -> bool {
     let Ok(mut slot) = sb.slot.try_lock() else {
         return false;
     };

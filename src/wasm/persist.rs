@@ -39,6 +39,7 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
             }
             Err(e) => return Err(SandboxError::Backend(Box::new(e))),
         };
+        let state = state.owned_by(owner_of_sandbox(&sb.id));
         let sb2 = sb.clone();
         super::files::blocking(move || write_state(&sb2, &state)).await?;
         sb.saved_executions.store(executions, Ordering::SeqCst);
@@ -65,12 +66,25 @@ fn write_state(sb: &Sandbox, state: &SavedState) -> Result<(), SandboxError> {
     std::fs::rename(&tmp, dir.join(STATE)).map_err(io)
 }
 
-/// Reads a saved state (a sandbox's or a checkpoint's) with the image it was taken from.
+/// Whose state a sandbox's saved state is (see `SavedState::owned_by`).
+pub fn owner_of_sandbox(id: &str) -> String {
+    format!("sandbox {id}")
+}
+
+/// Whose state a checkpoint's saved state is.
+pub fn owner_of_checkpoint(id: &str, name: &str) -> String {
+    format!("checkpoint '{name}' of sandbox {id}")
+}
+
+/// Reads a saved state (a sandbox's or a checkpoint's, `owner`) with the image it was taken
+/// from.
 pub fn read_saved(
     path: &Path,
     images: &[Arc<CompiledRuntime>],
+    owner: &str,
 ) -> Result<(SavedState, Arc<CompiledRuntime>), StateError> {
     let state = SavedState::read_file(path, |id| images.iter().any(|i| i.id == id))?;
+    state.check_owner(owner)?;
     let image = images
         .iter()
         .find(|i| i.id == state.header.image)
@@ -103,8 +117,9 @@ pub async fn resume(
     memory: &Arc<MemoryBudget>,
 ) -> Result<(), SandboxError> {
     let path = sb.saved_dir().join(STATE);
+    let owner = owner_of_sandbox(&sb.id);
     let read = super::files::blocking(move || {
-        read_saved(&path, &images).map_err(|e| {
+        read_saved(&path, &images, &owner).map_err(|e| {
             tracing::warn!("a saved state could not be used: {e}");
             SandboxError::InvalidArgument(e.to_string())
         })
@@ -115,7 +130,7 @@ pub async fn resume(
         Err(_) => {
             lost(
                 slot,
-                "its saved state was damaged, incomplete or made by another version of the runtime".into(),
+                "its saved state was damaged, incomplete, made by another version of the runtime or not its own".into(),
             );
             return Ok(());
         }

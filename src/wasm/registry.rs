@@ -165,7 +165,7 @@ impl Sandbox {
             executions: self.executions.load(Ordering::SeqCst),
             last_used_at: self
                 .last_used_at()
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             disk_bytes,
             limits: self.limits.clone(),
             checkpoints: super::checkpoints::list(self),
@@ -435,7 +435,10 @@ impl Registry {
     /// sandboxes used within the retention period are listed again under their ids, to be
     /// restored on first use; the rest are removed. Folders a running server owns (it holds
     /// their lock) are left alone.
-    pub fn recover_leftovers(&self) {
+    ///
+    /// `clamp` bounds the limits read from a kept sandbox's metadata to what a request could
+    /// have asked for: that file is on disk, where it could have been edited.
+    pub fn recover_leftovers(&self, clamp: &dyn Fn(Limits) -> Limits) {
         let Ok(rd) = std::fs::read_dir(self.layout.sandboxes_dir()) else {
             return;
         };
@@ -481,6 +484,10 @@ impl Registry {
                 match meta {
                     Some(m) if (chrono::Utc::now() - m.last_used).to_std().unwrap_or_default() < retain => {
                         if owner.is_some() {
+                            let m = Meta {
+                                limits: clamp(m.limits),
+                                ..m
+                            };
                             self.adopt(&id, dirs, m, owner);
                         }
                         continue;

@@ -244,3 +244,66 @@ async fn closing_stdin_saves_too() {
     s.stop().await;
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// Rewrites the JSON header of a saved state file (magic line, length, header, pages).
+fn edit_state_header(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let bytes = std::fs::read(path).unwrap();
+    let magic = b"MCSSTATE1\n".len();
+    let len = u64::from_le_bytes(bytes[magic..magic + 8].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&bytes[magic + 8..magic + 8 + len]).unwrap();
+    edit(&mut header);
+    let new = serde_json::to_vec(&header).unwrap();
+    let mut out = bytes[..magic].to_vec();
+    out.extend_from_slice(&(new.len() as u64).to_le_bytes());
+    out.extend_from_slice(&new);
+    out.extend_from_slice(&bytes[magic + 8 + len..]);
+    std::fs::write(path, out).unwrap();
+}
+
+/// Host-side tampering with saved sandboxes (defence in depth): another sandbox's state, a
+/// clock at the end of time, limits far past what a request could ask for.
+#[tokio::test]
+async fn tampered_saved_sandboxes_are_refused_or_clamped() {
+    let home = private_home();
+    let s = start(&home, &[]).await;
+    let (a, b, c) = (s.create().await, s.create().await, s.create().await);
+    for (id, v) in [(&a, "'a'"), (&b, "'b'"), (&c, "'c'")] {
+        s.run_ok(id, &format!("x = {v}")).await;
+    }
+    signal_and_wait(s, libc::SIGTERM).await;
+    // a's state copied over b's; c's clock set to i64::MAX; b's limits raised past any request.
+    std::fs::copy(
+        saved_dir(&home, &a).join("state.bin"),
+        saved_dir(&home, &b).join("state.bin"),
+    )
+    .unwrap();
+    edit_state_header(&saved_dir(&home, &c).join("state.bin"), |h| {
+        h["clock_ns"] = json!(i64::MAX);
+    });
+    let meta_path = saved_dir(&home, &b).join("meta.json");
+    let mut meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&meta_path).unwrap()).unwrap();
+    meta["limits"]["memory_mb"] = json!(100_000);
+    meta["limits"]["timeout_seconds"] = json!(100_000);
+    meta["limits"]["disk_bytes"] = json!(1_000_000_000_000_000u64);
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
+
+    let s = start(&home, &[("CODE_SANDBOX_MEMORY_MB", "256")]).await;
+    let v = s.ok("get_sandbox_status", json!({"sandbox_id": b})).await;
+    assert!(v["limits"]["memory_mb"].as_u64().unwrap() <= 4096, "{v}");
+    assert!(v["limits"]["timeout_seconds"].as_u64().unwrap() <= 300, "{v}");
+    assert!(v["limits"]["disk_bytes"].as_u64().unwrap() <= 1024 << 20, "{v}");
+    for id in [&b, &c] {
+        let (err, v, text) = s
+            .call_json("execute_code", json!({"sandbox_id": id, "code": "x"}))
+            .await;
+        assert!(err || v["error"]["name"] == "NameError", "{text}");
+        assert_eq!(v["state_lost"], true, "{id}: {text}");
+        assert!(text.contains("saved state"), "says why: {text}");
+        assert_ne!(v["result"], "'a'", "a's variables never appear in b");
+    }
+    // a itself is untouched.
+    let v = s.run_ok(&a, "x").await;
+    assert_eq!(v["result"], "'a'");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -666,3 +666,28 @@ async fn progress_streams_and_cancellation_is_honoured_over_http() {
     assert_eq!(alice.run_ok(&id, "2 + 2").await["result"], "4");
     spinning.abort();
 }
+
+/// A principal's memory quota counts live sandboxes: past it, its own least recently used idle
+/// sandbox is suspended (losslessly) instead of the new one being refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_principals_memory_quota_suspends_its_own_idle_sandboxes_first() {
+    let r = Remote::start(
+        &["gina memory_mb=1024 sandboxes=5"],
+        &[("CODE_SANDBOX_MEMORY_MB", "512")],
+    )
+    .await;
+    let g = r.client("gina").await;
+    let a = g.create().await;
+    g.run_ok(&a, "x = 'a'").await;
+    let b = g.create().await;
+    g.run_ok(&b, "y = 'b'").await;
+    let c = g.create().await;
+    let v = g.ok("get_sandbox_status", json!({"sandbox_id": a})).await;
+    assert_eq!(v["state"], "paused", "the least recently used was suspended: {v}");
+    let v = g.ok("get_sandbox_status", json!({"sandbox_id": c})).await;
+    assert_eq!(v["state"], "ready");
+    let v = g.run_ok(&a, "x").await;
+    assert_eq!(v["result"], "'a'", "and comes back whole");
+    let v = g.run_ok(&b, "y").await;
+    assert_eq!(v["result"], "'b'");
+}

@@ -16,6 +16,9 @@ pub const PAGE: usize = 4 << 10;
 const MAGIC: &[u8] = b"MCSSTATE1\n";
 /// Largest header accepted when reading (a few thousand page numbers).
 const MAX_HEADER: usize = 16 << 20;
+/// Largest guest clock accepted when reading: a century of running, far below where the
+/// guest's own arithmetic on it would overflow.
+const MAX_CLOCK_NS: u64 = 100 * 365 * 86_400 * 1_000_000_000;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub enum GlobalValue {
@@ -35,6 +38,11 @@ pub struct Header {
     pub globals: Vec<(String, GlobalValue)>,
     /// Indices of the pages stored, in order.
     pub pages: Vec<u32>,
+    /// Whose state it is (a sandbox, or one of its checkpoints): a state file copied from
+    /// elsewhere is refused, not restored into the wrong sandbox. States written before this
+    /// field have none and are accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// A state in memory: the header and the stored pages, back to back.
@@ -50,6 +58,8 @@ pub enum StateError {
     Damaged(String),
     #[error("the saved state belongs to another image of the interpreter")]
     OtherImage,
+    #[error("the saved state belongs to {found}, not to {expected}")]
+    OtherOwner { expected: String, found: String },
     #[error(transparent)]
     Io(#[from] std::io::Error),
 }
@@ -84,9 +94,16 @@ impl SavedState {
                 clock_ns,
                 globals,
                 pages,
+                owner: None,
             },
             data,
         }
+    }
+
+    /// The same state, bound to `owner` (see [`Header::owner`]).
+    pub fn owned_by(mut self, owner: String) -> Self {
+        self.header.owner = Some(owner);
+        self
     }
 
     /// Each stored page with its byte offset in memory.
@@ -123,6 +140,17 @@ impl SavedState {
     /// Reads a state written by [`Self::write_file`], for one of the images `known` accepts.
     pub fn read_file(path: &std::path::Path, known: impl Fn(&str) -> bool) -> Result<Self, StateError> {
         Self::read_from(&mut std::io::BufReader::new(std::fs::File::open(path)?), known)
+    }
+
+    /// Refuses a state bound to an owner other than `expected`.
+    pub fn check_owner(&self, expected: &str) -> Result<(), StateError> {
+        match &self.header.owner {
+            Some(found) if found != expected => Err(StateError::OtherOwner {
+                expected: expected.to_string(),
+                found: found.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The image a state file belongs to, from its header alone: resuming it waits for that
@@ -166,6 +194,9 @@ impl SavedState {
             || !header.pages.windows(2).all(|w| w[0] < w[1])
         {
             return Err(damaged("page list does not fit the memory size"));
+        }
+        if header.clock_ns > MAX_CLOCK_NS {
+            return Err(damaged("its clock is out of range"));
         }
         let expected = header.pages.len() * PAGE;
         let mut data = Vec::with_capacity(expected);
