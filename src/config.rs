@@ -176,6 +176,28 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_HTTP_HOST_UPLOADS", default_value_t = false, action = clap::ArgAction::Set, value_parser = clap::builder::BoolishValueParser::new())]
     pub http_host_uploads: bool,
 
+    /// Seconds an `http` client may take to send a request's head; also how long a keep-alive
+    /// connection may sit idle.
+    #[arg(long, env = "CODE_SANDBOX_HTTP_HEADER_TIMEOUT", default_value_t = 10)]
+    pub http_header_timeout_seconds: u64,
+
+    /// Seconds an `http` client may take to send a request's body (a 100 MB upload included).
+    #[arg(long, env = "CODE_SANDBOX_HTTP_BODY_TIMEOUT", default_value_t = 120)]
+    pub http_body_timeout_seconds: u64,
+
+    /// Connections the `http` server keeps open at once; past it new ones are closed at once.
+    #[arg(long, env = "CODE_SANDBOX_HTTP_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub http_max_connections: usize,
+
+    /// MCP sessions one principal may have open at once in `http` mode; past it a new one is
+    /// refused (429) until one ends or expires.
+    #[arg(long, env = "CODE_SANDBOX_PRINCIPAL_SESSIONS", default_value_t = 64)]
+    pub principal_sessions: usize,
+
+    /// MCP sessions open at once in `http` mode, for all principals together.
+    #[arg(long, env = "CODE_SANDBOX_MAX_SESSIONS", default_value_t = 1024)]
+    pub max_sessions: usize,
+
     /// Most sandboxes one principal may have open in `http` mode (a tokens-file line may say otherwise).
     #[arg(long, env = "CODE_SANDBOX_PRINCIPAL_SANDBOXES", default_value_t = 8)]
     pub principal_sandboxes: usize,

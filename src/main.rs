@@ -130,6 +130,10 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
             remote::serve(settings, backend, quit).await?;
         }
         Transport::Stdio => {
+            // The local user: a remote-mode server on the same home may have made sandboxes
+            // that belong to its principals, and those stay theirs.
+            let backend =
+                mcp_code_sandbox::tenancy::LocalView::wrap(backend, settings.home_dir().join("owners.json"));
             let server = SandboxServer::new(backend.clone(), settings.clone());
             tracing::info!("serving MCP over stdio ({} backend)", backend.backend());
             let transport = StdioTransport::new(

@@ -15,6 +15,8 @@ use axum::middleware::Next;
 use axum::response::Response;
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
 use super::tokens::TokenBook;
 use crate::tenancy::Principal;
 
@@ -35,7 +37,18 @@ pub struct Guard {
     scheme: &'static str,
     /// Session id → (principal, last use).
     sessions: Mutex<HashMap<String, (Arc<str>, Instant)>>,
+    /// rmcp's live sessions, to forget bindings of sessions it ended (idle expiry).
+    live: std::sync::OnceLock<Arc<LocalSessionManager>>,
+    /// Sessions one principal, and all together, may have open.
+    caps: SessionCaps,
     draining: AtomicBool,
+}
+
+/// How many MCP sessions may be open at once.
+#[derive(Clone, Copy, Debug)]
+pub struct SessionCaps {
+    pub per_principal: usize,
+    pub total: usize,
 }
 
 impl Guard {
@@ -46,6 +59,7 @@ impl Guard {
         extra_hosts: &[String],
         origins: &[String],
         tls: bool,
+        caps: SessionCaps,
     ) -> Self {
         let mut hosts: Vec<String> = extra_hosts
             .iter()
@@ -68,8 +82,46 @@ impl Guard {
                 .collect(),
             scheme: if tls { "https" } else { "http" },
             sessions: Mutex::new(HashMap::new()),
+            live: std::sync::OnceLock::new(),
+            caps,
             draining: AtomicBool::new(false),
         }
+    }
+
+    /// rmcp's session manager, whose live sessions the caps count.
+    pub fn watch_sessions(&self, sessions: Arc<LocalSessionManager>) {
+        let _ = self.live.set(sessions);
+    }
+
+    /// Whether `who` may open one more session; the refusal otherwise.
+    async fn room_for_session(&self, who: &Principal) -> Result<(), Response> {
+        let live: Option<std::collections::HashSet<String>> = match self.live.get() {
+            Some(m) => Some(m.sessions.read().await.keys().map(|k| k.to_string()).collect()),
+            None => None,
+        };
+        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(live) = live {
+            s.retain(|id, _| live.contains(id));
+        }
+        let mine = s.values().filter(|(p, _)| *p == who.name).count();
+        let refuse = |text: String| {
+            let mut r = plain(StatusCode::TOO_MANY_REQUESTS, &text);
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+            r
+        };
+        if mine >= self.caps.per_principal {
+            return Err(refuse(format!(
+                "you have {mine} MCP sessions open, the most allowed (CODE_SANDBOX_PRINCIPAL_SESSIONS); end one with an HTTP DELETE carrying its Mcp-Session-Id, or wait for idle ones to expire"
+            )));
+        }
+        if s.len() >= self.caps.total {
+            return Err(refuse(format!(
+                "the server has {} MCP sessions open, the most allowed (CODE_SANDBOX_MAX_SESSIONS); try again later",
+                s.len()
+            )));
+        }
+        Ok(())
     }
 
     /// From now on new requests are turned away (the server is shutting down).
@@ -106,11 +158,13 @@ impl Guard {
         if self.origins.contains(&origin) {
             return true;
         }
-        // Same origin: a page served by this very server (scheme and authority match).
+        // A page served by this very server: our scheme, and an authority that is the request's
+        // own or another of this server's names (`localhost` beside `127.0.0.1`), which DNS
+        // rebinding cannot produce.
         origin
             .strip_prefix(self.scheme)
             .and_then(|r| r.strip_prefix("://"))
-            .is_some_and(|authority| authority == host.to_ascii_lowercase())
+            .is_some_and(|authority| authority == host.to_ascii_lowercase() || self.host_ok(authority))
     }
 
     fn principal(&self, headers: &HeaderMap) -> Result<Principal, Denied> {
@@ -269,8 +323,19 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let deleting = req.method() == http::Method::DELETE;
+    if asked_session.is_none()
+        && req.method() == http::Method::POST
+        && let Err(refused) = guard.room_for_session(&who).await
+    {
+        return refused;
+    }
     req.extensions_mut().insert(who.clone());
-    let response = next.run(req).await;
+    let mut response = next.run(req).await;
+    if deleting && response.status() == StatusCode::ACCEPTED {
+        // The session is ended by the time rmcp answers; clients (the Python SDK among them)
+        // expect 200 for a DELETE that ended it, and report 202 as a failure.
+        *response.status_mut() = StatusCode::OK;
+    }
     match (&asked_session, response.headers().get(SESSION_HEADER)) {
         (None, Some(new)) => {
             if let Ok(id) = new.to_str() {
@@ -304,6 +369,10 @@ mod tests {
             &hosts.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             &origins.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
             false,
+            SessionCaps {
+                per_principal: 64,
+                total: 1024,
+            },
         )
     }
 
@@ -328,5 +397,10 @@ mod tests {
         assert!(!g.origin_ok("http://evil.example", "127.0.0.1:8765"));
         assert!(!g.origin_ok("null", "127.0.0.1:8765"));
         assert!(!g.origin_ok("https://127.0.0.1:8765", "127.0.0.1:8765"));
+        // Another of the server's own names (issue: `localhost` refused beside `127.0.0.1`).
+        assert!(g.origin_ok("http://localhost:8765", "127.0.0.1:8765"));
+        assert!(g.origin_ok("http://127.0.0.1:8765", "localhost:8765"));
+        assert!(!g.origin_ok("http://localhost:9999", "127.0.0.1:8765"));
+        assert!(!g.origin_ok("http://attacker.example:8765", "127.0.0.1:8765"));
     }
 }

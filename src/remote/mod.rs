@@ -5,6 +5,7 @@
 //! (a dropped tool-call stream cancels the call), then rmcp's streamable-HTTP service, whose
 //! sessions each get a [`SandboxServer`] that acts through its caller's [`Tenancy`] view.
 
+mod conns;
 mod guard;
 mod hangup;
 mod tls;
@@ -110,6 +111,10 @@ pub async fn serve(
         &settings.allowed_hosts,
         &settings.allowed_origins,
         settings.tls_cert.is_some(),
+        guard::SessionCaps {
+            per_principal: settings.principal_sessions.max(1),
+            total: settings.max_sessions.max(1),
+        },
     ));
     let home = settings.home_dir();
     let _ = std::fs::create_dir_all(&home);
@@ -122,6 +127,7 @@ pub async fn serve(
     let in_flight = Arc::new(InFlight::default());
     let template = SandboxServer::remote(backend.clone(), settings.clone(), tenancy);
     let sessions = Arc::new(LocalSessionManager::default());
+    guard.watch_sessions(sessions.clone());
     let stop = CancellationToken::new();
     let config = StreamableHttpServerConfig::default()
         // Host and Origin are checked by the guard, with the names this server listens on.
@@ -181,21 +187,22 @@ pub async fn serve(
             stop.cancel();
         }
     };
+    let limits = conns::Limits {
+        header_read: Duration::from_secs(settings.http_header_timeout_seconds.max(1)),
+        body_read: Duration::from_secs(settings.http_body_timeout_seconds.max(1)),
+        max_connections: settings.http_max_connections,
+    };
+    let app = conns::with_body_timeout(app, limits);
     let serving = async {
         match (&settings.tls_cert, &settings.tls_key) {
             (Some(cert), Some(key)) => {
                 let config = tls::server_config(cert, key)?;
                 let listener = tls::TlsListener::new(tcp, config).map_err(RemoteError::Serve)?;
-                axum::serve(listener, app.into_make_service())
-                    .with_graceful_shutdown(drained)
-                    .await
-                    .map_err(RemoteError::Serve)
+                conns::serve(listener, app, limits, drained).await;
             }
-            _ => axum::serve(tcp.tap_io(no_delay), app.into_make_service())
-                .with_graceful_shutdown(drained)
-                .await
-                .map_err(RemoteError::Serve),
+            _ => conns::serve(tcp.tap_io(no_delay), app, limits, drained).await,
         }
+        Ok::<(), RemoteError>(())
     };
     // Once sessions are ended, a client that still holds its connection open gets a few
     // seconds before it is dropped, so shutdown cannot hang on it.

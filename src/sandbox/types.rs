@@ -233,6 +233,11 @@ pub enum SandboxError {
     /// was lost, and the call may be tried again.
     #[error("{0}")]
     MemoryBusy(String),
+    /// Too many calls already wait for this sandbox (remote mode).
+    #[error(
+        "sandbox '{id}' is running a call and {waiting} more are waiting for it, the most allowed; wait for them to finish, or use another sandbox"
+    )]
+    Queued { id: String, waiting: usize },
     #[error("{0}")]
     CallCapacity(String),
     /// A principal's own limit (remote mode): open sandboxes, memory, disk or waiting calls.

@@ -6,7 +6,9 @@
 //! principal that made it.
 
 mod gate;
+mod local;
 mod owners;
+mod queue;
 mod view;
 
 use std::collections::HashMap;
@@ -14,6 +16,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 pub use gate::{Admitted, FairGate, Refused};
+pub use local::LocalView;
 use owners::Owners;
 
 use crate::sandbox::Interpreter;
@@ -43,6 +46,8 @@ pub struct Tenancy {
     /// Creates (and forks) of one principal run one at a time, so two at once cannot both
     /// pass the quota check.
     creating: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
+    /// Calls take their turn on their sandbox before a call slot.
+    queues: queue::SandboxQueues,
     default_memory_mb: u64,
 }
 
@@ -63,6 +68,7 @@ impl Tenancy {
             owners,
             gate: FairGate::new(call_slots, MAX_WAITING_PER_PRINCIPAL),
             creating: Mutex::new(HashMap::new()),
+            queues: queue::SandboxQueues::default(),
             default_memory_mb,
         })
     }

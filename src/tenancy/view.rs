@@ -96,6 +96,10 @@ impl View {
     /// memory asked for fits its quota; what to ask the backend for, or `None` when nothing
     /// more can be suspended.
     async fn suspend_own(&self, asked: Option<u64>) -> Option<Option<u64>> {
+        if asked.is_some_and(|mb| mb > self.who.quota.memory_mb) {
+            // More than the whole quota: suspending would not help.
+            return None;
+        }
         let mut live = Vec::new();
         for (id, u) in self.owned() {
             if u.live
@@ -114,6 +118,22 @@ impl View {
             }
         }
         None
+    }
+
+    /// Waits for the sandbox's turn (bounded), or gives up when the caller cancels.
+    async fn turn(
+        &self,
+        id: &str,
+        cancel: Option<&CancellationToken>,
+    ) -> Result<super::queue::Turn, SandboxError> {
+        let wait = self.t.queues.turn(id);
+        match cancel {
+            Some(ct) => tokio::select! {
+                r = wait => r,
+                _ = ct.cancelled() => Err(SandboxError::InvalidArgument("the call was cancelled while it waited for its sandbox".into())),
+            },
+            None => wait.await,
+        }
     }
 
     /// Waits for a fair call slot, or gives up when the caller cancels.
@@ -221,7 +241,9 @@ impl Interpreter for View {
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
         self.check(id)?;
         // Not refused over the disk quota: running code is how files get deleted. The
-        // sandbox's own disk quota still bounds what it writes.
+        // sandbox's own disk quota still bounds what it writes. The sandbox's turn first,
+        // then a slot: waiting for a busy sandbox holds no slot from anyone else.
+        let _turn = self.turn(id, opts.cancel.as_ref()).await?;
         let _slot = self.admit(opts.cancel.as_ref()).await?;
         self.t.inner.execute(id, code, opts).await
     }
@@ -229,6 +251,7 @@ impl Interpreter for View {
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
         self.check(id)?;
         self.check_disk(&self.owned())?;
+        let _turn = self.turn(id, None).await?;
         let _slot = self.admit(None).await?;
         self.t.inner.install_package(id, name).await
     }
@@ -246,12 +269,14 @@ impl Interpreter for View {
     async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
         self.check(id)?;
         self.check_disk(&self.owned())?;
+        let _turn = self.turn(id, None).await?;
         let _slot = self.admit(None).await?;
         self.t.inner.checkpoint(id, name).await
     }
 
     async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
         self.check(id)?;
+        let _turn = self.turn(id, None).await?;
         let _slot = self.admit(None).await?;
         self.t.inner.restore(id, checkpoint).await
     }

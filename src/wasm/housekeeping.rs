@@ -10,6 +10,8 @@ use super::registry::Registry;
 use super::{keep, persist};
 use crate::sandbox::retention::Why;
 
+/// How long after start the disk of kept sandboxes is counted.
+const MEASURE_AFTER: Duration = Duration::from_secs(2);
 /// How often removing a folder that could not be removed is tried again.
 const LEFTOVER_RETRY: Duration = Duration::from_secs(30);
 /// How often sandboxes that ran code since their last save are saved (with persistence):
@@ -24,7 +26,9 @@ pub fn start(registry: &Arc<Registry>, idle: Option<Duration>, keep_bytes: u64) 
         .max(Duration::from_millis(200));
     let weak = Arc::downgrade(registry);
     tokio::spawn(async move {
-        // Sandboxes kept from before a restart are counted first, off the start-up path.
+        // Sandboxes kept from before a restart are counted first, once the first calls (which
+        // a person is waiting for) have had the machine to themselves.
+        tokio::time::sleep(MEASURE_AFTER).await;
         if let Some(r) = weak.upgrade() {
             let _ = tokio::task::spawn_blocking(move || r.measure_kept()).await;
         }

@@ -506,8 +506,9 @@ impl Registry {
     }
 
     /// Lists a sandbox a stopped server kept, under its own id.
+    /// (Its `owner.lock`, held from now on, is what keeps other servers away: no pid is
+    /// stamped, which would be a write per kept sandbox on the way to the first answer.)
     fn adopt(&self, id: &str, dirs: Dirs, meta: Meta, owner: Option<std::fs::File>) {
-        let _ = std::fs::write(dirs.scratch.join(OWNER), std::process::id().to_string());
         // Counted later, off the start-up path (`measure_kept`): a thousand kept sandboxes must
         // not delay the first answer.
         let quota = Arc::new(DiskQuota::within(meta.limits.disk_bytes, self.host_disk.clone()));

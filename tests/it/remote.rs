@@ -214,17 +214,25 @@ async fn quotas_hold_per_principal() {
     let frank = r.client("frank").await;
     frank.create().await;
 
-    // Memory: what is asked for counts; an unsized sandbox gets what is left.
+    // Memory: what live sandboxes may grow to counts; past it, the principal's own least
+    // recently used idle sandbox is suspended; what can never fit is refused; an unsized
+    // sandbox gets what is left.
     let dave = r.client("dave").await;
+    let first = dave.create_with(json!({"memory_mb": 512})).await;
+    let (err, _, text) = dave.call_json("create_sandbox", json!({"memory_mb": 1024})).await;
+    assert!(err && text.contains("1024 MiB more does not fit"), "{text}");
+    let v = dave.ok("get_sandbox_status", json!({"sandbox_id": first})).await;
+    assert_eq!(
+        v["state"], "ready",
+        "nothing was suspended for a request that cannot fit"
+    );
     dave.create_with(json!({"memory_mb": 512})).await;
-    let (err, _, text) = dave.call_json("create_sandbox", json!({"memory_mb": 512})).await;
-    assert!(err && text.contains("at most 256"), "{text}");
+    let v = dave.ok("get_sandbox_status", json!({"sandbox_id": first})).await;
+    assert_eq!(v["state"], "paused", "the first made room: {v}");
     let (err, v, text) = dave.call_json("create_sandbox", json!({})).await;
     assert!(!err, "{text}");
     assert_eq!(v["limits"]["memory_mb"], 256, "{v}");
     assert!(text.contains("memory quota"), "{text}");
-    let (err, _, text) = dave.call_json("fork_sandbox", json!({})).await;
-    assert!(err && text.contains("memory"), "a fork counts too: {text}");
 
     // Disk: once the principal's files pass its quota, calls that write are refused.
     let erin = r.client("erin").await;
@@ -690,4 +698,255 @@ async fn a_principals_memory_quota_suspends_its_own_idle_sandboxes_first() {
     assert_eq!(v["result"], "'a'", "and comes back whole");
     let v = g.run_ok(&b, "y").await;
     assert_eq!(v["result"], "'b'");
+}
+
+/// A page at `http://localhost:PORT` is this server's own origin as much as one at
+/// `http://127.0.0.1:PORT`; and ending a session with DELETE answers 200, which clients
+/// (the Python SDK) take as success.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_servers_own_names_are_its_origin_and_ending_a_session_answers_200() {
+    let r = Remote::start(&["hal"], &[]).await;
+    let port = r
+        .url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches("/mcp")
+        .to_string();
+    let token = r.token("hal").to_string();
+    let resp = post(&r.url, Some(&token), &initialize())
+        .header("origin", format!("http://localhost:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap_or_default());
+    let resp = post(&r.url, Some(&token), &initialize())
+        .header("origin", format!("http://attacker.example:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+
+    let sid = raw_session(&r.url, &token).await;
+    let resp = crate::remote_harness::http()
+        .delete(&r.url)
+        .bearer_auth(&token)
+        .header("mcp-session-id", &sid)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "DELETE of a session answers 200");
+    let resp = post(
+        &r.url,
+        Some(&token),
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .header("mcp-session-id", &sid)
+    .send()
+    .await
+    .unwrap();
+    assert!(
+        !resp.status().is_success(),
+        "the session is gone: {}",
+        resp.status()
+    );
+}
+
+/// Calls queued on one busy sandbox hold no call slot while they wait: another principal's
+/// small call runs at once, and past the bound of waiting calls a sandbox refuses, saying so.
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_waiting_for_a_busy_sandbox_hold_no_slot_and_are_bounded() {
+    let r = std::sync::Arc::new(
+        Remote::start(&["ivy", "jon"], &[("CODE_SANDBOX_MAX_CONCURRENT_CALLS", "2")]).await,
+    );
+    let ivy = r.client("ivy").await;
+    let jon = r.client("jon").await;
+    let mine = ivy.create().await;
+    let his = jon.create().await;
+    jon.run_ok(&his, "0").await;
+    let started = Instant::now();
+    let sleeps = (0..6).map(|_| {
+        ivy.call_json(
+            "execute_code",
+            json!({"sandbox_id": mine, "code": "import time\ntime.sleep(3)\n'slept'"}),
+        )
+    });
+    let small = async {
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let (err, v) = jon.exec(&his, "1+1").await;
+        (err, v, started.elapsed())
+    };
+    let (results, (err, v, small_done)) = tokio::join!(futures_util::future::join_all(sleeps), small);
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], "2");
+    assert!(
+        small_done < Duration::from_secs(3),
+        "jon's 1+1 finished ({small_done:?}) before ivy's first sleep could end"
+    );
+    let refused: Vec<&String> = results.iter().filter(|(e, _, _)| *e).map(|(_, _, t)| t).collect();
+    assert_eq!(
+        refused.len(),
+        1,
+        "1 running and 4 waiting are allowed: {refused:?}"
+    );
+    assert!(refused[0].contains("4 more are waiting for it"), "{}", refused[0]);
+    for (err, v, _) in results.iter().filter(|(e, _, _)| !*e) {
+        assert!(!err);
+        assert_eq!(v["result"], "'slept'");
+    }
+}
+
+/// A stdio server started later on the same home is the local user: a remote principal's kept
+/// sandbox is as unknown to it as to another principal.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stdio_server_on_the_same_home_never_sees_a_principals_sandboxes() {
+    let home = crate::common::private_home();
+    let persist = [("CODE_SANDBOX_PERSIST", "true")];
+    let r = Remote::start_in(home.clone(), &["kim"], &persist).await;
+    let kim = r.client("kim").await;
+    let id = kim.create().await;
+    kim.run_ok(&id, "secret = 'kim'\nopen('mine.txt', 'w').write('kim')")
+        .await;
+    let status = r.terminate().await;
+    assert!(status.success());
+
+    let home_str = home.to_str().unwrap().to_string();
+    let s = crate::common::Server::start_with(&[
+        ("CODE_SANDBOX_HOME", &home_str),
+        ("CODE_SANDBOX_PERSIST", "true"),
+    ])
+    .await;
+    let v = s.ok("get_sandbox_status", json!({})).await;
+    assert_eq!(v["sandboxes"], json!([]), "not listed: {v}");
+    for (tool, args) in [
+        ("execute_code", json!({"sandbox_id": id, "code": "secret"})),
+        ("read_file", json!({"sandbox_id": id, "file_path": "mine.txt"})),
+        ("get_sandbox_status", json!({"sandbox_id": id})),
+        ("close_sandbox", json!({"sandbox_id": id})),
+    ] {
+        let (err, _, text) = s.call_json(tool, args).await;
+        assert!(
+            err && text.contains("no open sandbox has the id"),
+            "{tool}: {text}"
+        );
+    }
+    s.stop().await;
+    assert!(
+        home.join("sandboxes").join(&id).join("mine.txt").exists(),
+        "kim's files are untouched"
+    );
+}
+
+/// Reads until the server closes the connection (or `limit` passes); whether it closed.
+async fn closed_by_server(stream: &mut tokio::net::TcpStream, limit: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let until = Instant::now() + limit;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            // A 408 or similar before the close is fine: keep reading to the end.
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+/// Unauthenticated clients that trickle a request's head or body are cut off at the timeouts,
+/// and `/healthz` answers all the while.
+#[tokio::test(flavor = "multi_thread")]
+async fn slow_clients_are_cut_off_and_health_answers_throughout() {
+    use tokio::io::AsyncWriteExt;
+    let r = Remote::start(
+        &["lee"],
+        &[
+            ("CODE_SANDBOX_HTTP_HEADER_TIMEOUT", "2"),
+            ("CODE_SANDBOX_HTTP_BODY_TIMEOUT", "2"),
+        ],
+    )
+    .await;
+    let addr = r
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let mut slow = Vec::new();
+    for i in 0..200 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        if i % 2 == 0 {
+            // Half a request head, never finished.
+            s.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                .await
+                .unwrap();
+        } else {
+            // A whole head declaring 100 MB of body, then one byte.
+            let head = format!(
+                "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100000000\r\n\r\n{{",
+                r.token("lee")
+            );
+            s.write_all(head.as_bytes()).await.unwrap();
+        }
+        slow.push(s);
+    }
+    let health = format!("http://{addr}/healthz");
+    for _ in 0..3 {
+        let t = Instant::now();
+        let resp = crate::remote_harness::http().get(&health).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        eprintln!("/healthz answered in {:?} beside 200 slow clients", t.elapsed());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let mut closed = 0;
+    for s in &mut slow {
+        if closed_by_server(s, Duration::from_secs(10)).await {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 200, "every slow connection was closed by the server");
+    let resp = crate::remote_harness::http().get(&health).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+}
+
+/// A flood of sessions from one principal is refused past its cap, with a 429 that says what
+/// to do; ending a session makes room; server memory stays flat.
+#[tokio::test(flavor = "multi_thread")]
+async fn sessions_are_capped_per_principal_and_memory_stays_flat() {
+    let r = Remote::start(&["max"], &[("CODE_SANDBOX_PRINCIPAL_SESSIONS", "5")]).await;
+    let token = r.token("max").to_string();
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(raw_session(&r.url, &token).await);
+    }
+    let rss = || {
+        std::fs::read_to_string(format!("/proc/{}/status", r.pid()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+    };
+    let before = rss();
+    for _ in 0..500 {
+        let resp = post(&r.url, Some(&token), &initialize()).send().await.unwrap();
+        assert_eq!(resp.status(), 429);
+        let text = resp.text().await.unwrap();
+        assert!(text.contains("CODE_SANDBOX_PRINCIPAL_SESSIONS"), "{text}");
+    }
+    let after = rss();
+    assert!(
+        after < before + 20 * 1024,
+        "memory stays flat under the flood: {before} kB -> {after} kB"
+    );
+    let resp = crate::remote_harness::http()
+        .delete(&r.url)
+        .bearer_auth(&token)
+        .header("mcp-session-id", &ids[0])
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success());
+    raw_session(&r.url, &token).await;
 }

@@ -1,0 +1,123 @@
+//! A stdio server is the machine's local user, one principal among those a remote-mode server
+//! on the same `CODE_SANDBOX_HOME` served: it sees its own sandboxes and unowned ones, never
+//! one that belongs to a remote principal (such an id answers exactly as an unknown one).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::owners::Owners;
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{
+    Checkpoint, CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter, SandboxError,
+    SandboxFiles, SandboxInfo, SandboxStatus, Usage,
+};
+
+pub struct LocalView {
+    inner: Arc<dyn Interpreter>,
+    owners: Owners,
+}
+
+impl LocalView {
+    /// `owners_file`: the ownership a remote-mode server keeps in the same home.
+    pub fn wrap(inner: Arc<dyn Interpreter>, owners_file: PathBuf) -> Arc<dyn Interpreter> {
+        Arc::new(LocalView {
+            inner,
+            owners: Owners::load(Some(owners_file)),
+        })
+    }
+
+    fn mine(&self, id: &str) -> bool {
+        self.owners.owner_of(id).is_none_or(|p| &*p == "local")
+    }
+
+    fn check(&self, id: &str) -> Result<(), SandboxError> {
+        if self.mine(id) {
+            Ok(())
+        } else {
+            Err(SandboxError::NotFound(id.to_string()))
+        }
+    }
+}
+
+#[async_trait]
+impl Interpreter for LocalView {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+    async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
+        self.inner.create(opts).await
+    }
+    async fn close(&self, id: &str) -> Result<(), SandboxError> {
+        self.check(id)?;
+        self.inner.close(id).await
+    }
+    async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
+        self.check(id)?;
+        self.inner.status(id).await
+    }
+    async fn list(&self) -> Vec<SandboxStatus> {
+        let mut all = self.inner.list().await;
+        all.retain(|s| self.mine(&s.sandbox_id));
+        all
+    }
+    async fn recently_used(&self) -> Vec<String> {
+        let mut ids = self.inner.recently_used().await;
+        ids.retain(|id| self.mine(id));
+        ids
+    }
+    async fn suspend(&self, id: &str) -> Result<bool, SandboxError> {
+        self.check(id)?;
+        self.inner.suspend(id).await
+    }
+    fn usage(&self, id: &str) -> Result<Usage, SandboxError> {
+        self.check(id)?;
+        self.inner.usage(id)
+    }
+    async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
+        self.check(id)?;
+        self.inner.execute(id, code, opts).await
+    }
+    async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
+        // `?` lists what can be installed, for no sandbox in particular.
+        if name.trim() != "?" {
+            self.check(id)?;
+        }
+        self.inner.install_package(id, name).await
+    }
+    async fn fork(&self, id: &str) -> Result<SandboxInfo, SandboxError> {
+        self.check(id)?;
+        self.inner.fork(id).await
+    }
+    async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
+        self.check(id)?;
+        self.inner.checkpoint(id, name).await
+    }
+    async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
+        self.check(id)?;
+        self.inner.restore(id, checkpoint).await
+    }
+    fn files(&self) -> &dyn SandboxFiles {
+        self
+    }
+    async fn shutdown(&self) {
+        self.inner.shutdown().await
+    }
+}
+
+#[async_trait]
+impl SandboxFiles for LocalView {
+    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+        self.check(id)?;
+        self.inner.files().list(id, path).await
+    }
+    async fn read(&self, id: &str, path: &WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
+        self.check(id)?;
+        self.inner.files().read(id, path, limit).await
+    }
+    async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
+        self.check(id)?;
+        self.inner.files().write(id, path, bytes).await
+    }
+}
