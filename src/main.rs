@@ -143,15 +143,28 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
                 settings.result_budget(),
             );
             let service = server.serve(transport).await?;
+            let waiting = service.waiting();
+            tokio::pin!(waiting);
             tokio::select! {
-                r = service.waiting() => { r?; }
-                r = quit_signal() => { r?; tracing::info!("signal received, shutting down"); }
+                r = &mut waiting => { r?; }
+                r = quit_signal() => {
+                    r?;
+                    tracing::info!("signal received, shutting down");
+                    // Running calls stop now and answer that the server is shutting down; the
+                    // service keeps running a moment so those answers reach the client.
+                    backend.stop_running();
+                    let _ = tokio::time::timeout(ANSWER_GRACE, &mut waiting).await;
+                }
             }
             backend.shutdown().await;
         }
     }
     Ok(())
 }
+
+/// At a signal, how long the stdio service keeps running so that calls stopped by the
+/// shutdown can send their answers.
+const ANSWER_GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// SIGTERM (service managers, containers) or Ctrl-C.
 async fn quit_signal() -> anyhow::Result<()> {

@@ -100,7 +100,13 @@ impl E2bBackend {
                         },
                         created_at: k.created_at,
                         executions: AtomicU64::new(k.executions),
-                        limits: k.limits,
+                        // Read from disk, where it could have been edited: no more than a
+                        // request could have asked for.
+                        limits: Limits {
+                            timeout_seconds: settings.sandbox_timeout_seconds(Some(k.limits.timeout_seconds)),
+                            output_bytes: k.limits.output_bytes.min(settings.output_limit_bytes as u64),
+                            ..k.limits
+                        },
                         paused: true,
                         activity: Arc::new(Activity::kept(k.last_used.unwrap_or(k.paused_at))),
                     }),

@@ -29,8 +29,10 @@ use guard::Guard;
 use hangup::InFlight;
 use tokens::TokenBook;
 
-/// How long shutdown lets running calls finish before it cancels them.
+/// How long shutdown lets running calls finish before it stops them.
 const DRAIN: Duration = Duration::from_secs(10);
+/// How long the calls it stopped then have to send their answers, before sessions end.
+const ANSWER_GRACE: Duration = Duration::from_secs(3);
 /// How long connections may stay open once every session has ended.
 const LINGER: Duration = Duration::from_secs(3);
 
@@ -170,6 +172,7 @@ pub async fn serve(
 
     let drained = {
         let (guard, in_flight, stop) = (guard.clone(), in_flight.clone(), stop.clone());
+        let backend = backend.clone();
         async move {
             quit.await;
             tracing::info!(
@@ -179,9 +182,11 @@ pub async fn serve(
             guard.drain();
             if tokio::time::timeout(DRAIN, in_flight.idle()).await.is_err() {
                 tracing::warn!(
-                    "cancelling {} call(s) still running after {DRAIN:?}",
+                    "stopping {} call(s) still running after {DRAIN:?}; each answers that the server is shutting down",
                     in_flight.count()
                 );
+                backend.stop_running();
+                let _ = tokio::time::timeout(ANSWER_GRACE, in_flight.idle()).await;
             }
             // Ends every session (and any call still running).
             stop.cancel();

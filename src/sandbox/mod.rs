@@ -74,6 +74,10 @@ pub trait Interpreter: Send + Sync {
     /// The file operations of the same sandboxes.
     fn files(&self) -> &dyn SandboxFiles;
 
+    /// Stops every running call at once, each answering that the server is shutting down (the
+    /// first step of a shutdown, so those answers reach their clients before it ends).
+    fn stop_running(&self) {}
+
     /// Closes every sandbox (server shutdown).
     async fn shutdown(&self);
 }

@@ -101,6 +101,9 @@ impl Interpreter for LocalView {
     fn files(&self) -> &dyn SandboxFiles {
         self
     }
+    fn stop_running(&self) {
+        self.inner.stop_running()
+    }
     async fn shutdown(&self) {
         self.inner.shutdown().await
     }

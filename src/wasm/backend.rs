@@ -343,6 +343,10 @@ impl Interpreter for WasmBackend {
         &self.files
     }
 
+    fn stop_running(&self) {
+        self.registry.stop_running();
+    }
+
     async fn shutdown(&self) {
         self.runtime.stop();
         self.spare.stop(&self.registry).await;

@@ -76,7 +76,12 @@ pub async fn execute(
         .unwrap_or(Duration::from_secs(sb.limits.timeout_seconds))
         .clamp(Duration::from_millis(100), MAX_TIMEOUT);
     let mut call = CallGuard::default();
-    let stop = stop_token(&mut call, opts.cancel.clone(), sb.closing.clone());
+    let stop = stop_token(
+        &mut call,
+        opts.cancel.clone(),
+        sb.closing.clone(),
+        sb.stopping.clone(),
+    );
     let mut slot = sb.slot.lock().await;
     if sb.closing.is_cancelled() {
         // Closed while this call waited for the interpreter.
@@ -123,6 +128,20 @@ pub async fn execute(
             "Memory stayed full after the MemoryError, so the interpreter was reset: variables are gone, files remain. Use less memory, or create a sandbox with a larger memory_mb.".into(),
         );
     }
+    if sb.stopping.is_cancelled() && !sb.closing.is_cancelled() && slot.session.is_none() {
+        ex.state_lost = true;
+        ex.error = Some(crate::sandbox::PyError {
+            name: "ServerShutdown".into(),
+            value: "the server is shutting down, so this call was stopped before it finished".into(),
+            traceback: String::new(),
+        });
+        ex.notes.clear();
+        ex.notes.push(
+            "The server is shutting down, so this call was stopped before it finished: the sandbox's variables are gone, its files are kept. Run the code again once the server is back.".into(),
+        );
+        slot.reset(STOPPED_BY_SHUTDOWN.into());
+        record_stopped_by_shutdown(sb);
+    }
     if sb.closing.is_cancelled() {
         ex.notes
             .retain(|n| !n.contains("files in the workspace remain") && !n.contains("The next call"));
@@ -141,6 +160,7 @@ fn stop_token(
     call: &mut CallGuard,
     cancel: Option<CancellationToken>,
     closing: CancellationToken,
+    stopping: CancellationToken,
 ) -> CancellationToken {
     let cancel = cancel.unwrap_or_default();
     let stop = CancellationToken::new();
@@ -149,9 +169,22 @@ fn stop_token(
         tokio::select! {
             _ = cancel.cancelled() => s.cancel(),
             _ = closing.cancelled() => s.cancel(),
+            _ = stopping.cancelled() => s.cancel(),
         }
     }));
     stop
+}
+
+/// Why a call the shutdown stopped lost its sandbox's variables.
+const STOPPED_BY_SHUTDOWN: &str = "the server shut down while a call was running, which stops the interpreter: its variables are gone, its files are kept";
+
+/// Records that the shutdown stopped a call in `sb`: its last saved state (older than the call)
+/// must not come back as if current, and the next call after a restart says what happened.
+fn record_stopped_by_shutdown(sb: &Sandbox) {
+    let dir = sb.saved_dir();
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join(super::registry::LOST), STOPPED_BY_SHUTDOWN);
+    let _ = std::fs::remove_file(dir.join(super::registry::STATE));
 }
 
 /// Starts an interpreter when the slot has none. When the last one was lost, returns

@@ -50,6 +50,9 @@ pub struct Sandbox {
     pub abandoned: AtomicBool,
     /// Cancelled when the sandbox closes, stopping a call that is running in it.
     pub closing: CancellationToken,
+    /// Cancelled when the server shuts down (a child of the registry's), stopping a running
+    /// call so its client gets an answer before the process ends.
+    pub stopping: CancellationToken,
     pub slot: tokio::sync::Mutex<Slot>,
     last_used: Mutex<Instant>,
     /// Created or used by this server process: only such a sandbox is the default for a call
@@ -186,6 +189,8 @@ pub struct Registry {
     pub persist: Option<Duration>,
     /// Sandboxes the server deleted by itself, so naming one later says why.
     gone: Gone,
+    /// Cancelled at shutdown: every sandbox's `stopping` is a child of it.
+    stopping: CancellationToken,
     /// What all sandboxes together may add to the host disk.
     host_disk: Arc<DiskQuota>,
     inner: Mutex<Inner>,
@@ -203,6 +208,9 @@ struct Leftover {
 const OWNER: &str = "owner.pid";
 const OWNER_LOCK: &str = "owner.lock";
 const META: &str = "meta.json";
+/// Beside a sandbox's saved state: why its variables were lost (a call the shutdown stopped),
+/// for the note its next call carries after a restart.
+pub const LOST: &str = "lost.txt";
 pub const STATE: &str = "state.bin";
 
 /// Takes the exclusive lock on a sandbox's `owner.lock`; `None` when another process holds it.
@@ -265,6 +273,7 @@ impl Registry {
         Ok(Registry {
             persist,
             gone: Gone::new(persist.map(|_| layout.home.join("deleted.json"))),
+            stopping: CancellationToken::new(),
             host_disk: Arc::new(DiskQuota::host_budget(&layout.sandboxes_dir())),
             layout,
             inner: Mutex::new(Inner {
@@ -370,6 +379,7 @@ impl Registry {
             busy: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             closing: CancellationToken::new(),
+            stopping: self.stopping.child_token(),
             slot: tokio::sync::Mutex::new(Slot::default()),
             last_used: Mutex::new(Instant::now()),
             used_here: AtomicBool::new(false),
@@ -512,13 +522,17 @@ impl Registry {
         // Counted later, off the start-up path (`measure_kept`): a thousand kept sandboxes must
         // not delay the first answer.
         let quota = Arc::new(DiskQuota::within(meta.limits.disk_bytes, self.host_disk.clone()));
-        let saved = dirs.scratch.join("saved").join(STATE).is_file();
+        let saved_dir = dirs.scratch.join("saved");
+        let lost_why = std::fs::read_to_string(saved_dir.join(LOST)).ok();
+        let saved = lost_why.is_none() && saved_dir.join(STATE).is_file();
         let slot = Slot {
             saved,
             lost: !saved,
             lost_reason: (!saved).then(|| {
-                "the server stopped before it could save the interpreter's state (its files are kept)"
-                    .to_string()
+                lost_why.map(|w| w.trim().to_string()).unwrap_or_else(|| {
+                    "the server stopped before it could save the interpreter's state (its files are kept)"
+                        .to_string()
+                })
             }),
             ..Slot::default()
         };
@@ -534,6 +548,7 @@ impl Registry {
             busy: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             closing: CancellationToken::new(),
+            stopping: self.stopping.child_token(),
             slot: tokio::sync::Mutex::new(slot),
             last_used: Mutex::new(Instant::now().checked_sub(idle).unwrap_or_else(Instant::now)),
             used_here: AtomicBool::new(false),
@@ -558,6 +573,11 @@ impl Registry {
         if kept > 0 {
             tracing::info!("{kept} sandbox(es) listed");
         }
+    }
+
+    /// Stops every running call: the server is shutting down.
+    pub fn stop_running(&self) {
+        self.stopping.cancel();
     }
 
     pub fn all(&self) -> Vec<Arc<Sandbox>> {

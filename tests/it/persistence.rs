@@ -307,3 +307,57 @@ async fn tampered_saved_sandboxes_are_refused_or_clamped() {
     s.stop().await;
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// SIGTERM while a call runs: the call is stopped and answers that the server is shutting
+/// down; after the restart the sandbox says its variables were lost, and why, never a bare
+/// NameError and never an older state passed off as current.
+#[tokio::test]
+async fn sigterm_during_a_call_answers_it_and_the_restart_says_what_was_lost() {
+    let home = private_home();
+    let s = std::sync::Arc::new(start(&home, &[]).await);
+    let id = s.create().await;
+    s.run_ok(&id, "keep = 'before'\nopen('kept.txt', 'w').write('file')")
+        .await;
+    let running = {
+        let (s, id) = (s.clone(), id.clone());
+        tokio::spawn(async move {
+            s.call_json(
+                "execute_code",
+                json!({"sandbox_id": id, "code": "import time\ntime.sleep(30)"}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pid = s.pid.expect("pid") as libc::pid_t;
+    // SAFETY: a signal to our own child.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let (err, v, text) = tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("the stopped call is answered")
+        .unwrap();
+    assert!(err, "a stopped call is an error result: {text}");
+    assert_eq!(v["error"]["name"], "ServerShutdown", "{v}");
+    assert_eq!(v["state_lost"], true, "{v}");
+    assert!(text.contains("shutting down"), "says why: {text}");
+    tokio::task::spawn_blocking(move || unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) })
+        .await
+        .unwrap();
+
+    let s = start(&home, &[]).await;
+    let (_, v, text) = s
+        .call_json(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "(open('kept.txt').read(), keep)"}),
+        )
+        .await;
+    assert_eq!(v["state_lost"], true, "{text}");
+    assert!(
+        text.contains("server shut down while a call was running"),
+        "{text}"
+    );
+    let v = s.run_ok(&id, "open('kept.txt').read()").await;
+    assert_eq!(v["result"], "'file'", "files are kept");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -958,3 +958,46 @@ async fn sessions_are_capped_per_principal_and_memory_stays_flat() {
     assert!(resp.status().is_success());
     raw_session(&r.url, &token).await;
 }
+
+/// Over HTTP too: a call still running when the drain ends is stopped and answered (not a
+/// stream that ends without a JSON-RPC answer), and after a restart the sandbox says its
+/// variables were lost and why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_still_running_at_shutdown_is_answered_and_the_loss_is_told_after_restart() {
+    let home = crate::common::private_home();
+    let persist = [("CODE_SANDBOX_PERSIST", "true")];
+    let r = Remote::start_in(home.clone(), &["nia"], &persist).await;
+    let nia = std::sync::Arc::new(r.client("nia").await);
+    let id = nia.create().await;
+    nia.run_ok(&id, "keep = 'before'").await;
+    let running = {
+        let (nia, id) = (nia.clone(), id.clone());
+        tokio::spawn(async move {
+            nia.call_json(
+                "execute_code",
+                json!({"sandbox_id": id, "code": "import time\ntime.sleep(60)"}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let status = r.terminate().await;
+    assert!(status.success(), "{status}");
+    let (err, v, text) = running.await.unwrap();
+    assert!(err, "a stopped call is an error result: {text}");
+    assert_eq!(v["error"]["name"], "ServerShutdown", "{v}");
+    assert_eq!(v["state_lost"], true, "{v}");
+    assert!(text.contains("shutting down"), "{text}");
+
+    let r = Remote::start_in(home, &["nia"], &persist).await;
+    let nia = r.client("nia").await;
+    let (_, v, text) = nia
+        .call_json("execute_code", json!({"sandbox_id": id, "code": "keep"}))
+        .await;
+    assert_eq!(v["state_lost"], true, "{text}");
+    assert!(
+        text.contains("server shut down while a call was running"),
+        "{text}"
+    );
+    let _ = r.terminate().await;
+}
