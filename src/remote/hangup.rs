@@ -6,6 +6,10 @@
 //! burning a call slot for up to five minutes for no one; here the stream of a `tools/call`
 //! is watched, and if it is dropped before its end the call is cancelled in its session, as
 //! if the client had sent `notifications/cancelled`.
+//!
+//! A second tool call with the id of one still in flight in the same session is answered
+//! with an error at once: rmcp would hand it the first call's result and leave the first
+//! without an answer.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -37,12 +41,19 @@ struct Head {
 pub struct InFlight {
     running: AtomicUsize,
     idle: Notify,
+    /// (session, request id) of each call still owed an answer.
+    ids: std::sync::Mutex<std::collections::HashSet<(String, String)>>,
 }
 
-struct Running(Arc<InFlight>);
+struct Running(Arc<InFlight>, (String, String));
 
 impl Drop for Running {
     fn drop(&mut self) {
+        self.0
+            .ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.1);
         if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.idle.notify_waiters();
         }
@@ -50,9 +61,19 @@ impl Drop for Running {
 }
 
 impl InFlight {
-    fn enter(self: &Arc<Self>) -> Running {
+    /// Counts a call in; `None` when a call with the same id is still in flight in the session.
+    fn enter(self: &Arc<Self>, session: &str, id: &serde_json::Value) -> Option<Running> {
+        let key = (session.to_string(), id.to_string());
+        if !self
+            .ids
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.clone())
+        {
+            return None;
+        }
         self.running.fetch_add(1, Ordering::SeqCst);
-        Running(self.clone())
+        Some(Running(self.clone(), key))
     }
 
     pub fn count(&self) -> usize {
@@ -103,7 +124,22 @@ pub async fn watch(State((sessions, in_flight)): State<Watch>, req: Request, nex
     let Some(id) = call_id else {
         return next.run(Request::from_parts(parts, Body::from(bytes))).await;
     };
-    let running = in_flight.enter();
+    let Some(running) = in_flight.enter(&session, &id) else {
+        let answer = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {
+                "code": -32600,
+                "message": format!("a request with id {id} is still running in this session; give each request an id of its own"),
+            }
+        });
+        let mut r = Response::new(Body::from(answer.to_string()));
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/json"),
+        );
+        return r;
+    };
     let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
     let (parts, body) = response.into_parts();
     let watched = Watched {

@@ -1001,3 +1001,50 @@ async fn a_call_still_running_at_shutdown_is_answered_and_the_loss_is_told_after
     );
     let _ = r.terminate().await;
 }
+
+/// Two tool calls with the same JSON-RPC id in one session: the second is refused at once with
+/// an error naming the id, and the first still gets its own answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_duplicate_request_id_in_flight_is_refused_and_the_first_is_answered() {
+    let r = Remote::start(&["ola"], &[]).await;
+    let token = r.token("ola").to_string();
+    let sid = raw_session(&r.url, &token).await;
+    let call = |id: u64, code: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "execute_code", "arguments": {"code": code}}})
+    };
+    let first = {
+        let (url, token, sid) = (r.url.clone(), token.clone(), sid.clone());
+        let body = call(7, "import time\ntime.sleep(3)\n'first'");
+        tokio::spawn(async move {
+            post(&url, Some(&token), &body)
+                .header("mcp-session-id", &sid)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let second = post(&r.url, Some(&token), &call(7, "'second'"))
+        .header("mcp-session-id", &sid)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status(), 200);
+    let v: Value = second.json().await.unwrap();
+    assert_eq!(v["id"], 7);
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("still running"),
+        "{v}"
+    );
+    let first = tokio::time::timeout(Duration::from_secs(30), first)
+        .await
+        .expect("the first call is answered")
+        .unwrap();
+    assert!(first.contains("'first'"), "the first call's own answer: {first}");
+    assert!(!first.contains("'second'"));
+}
