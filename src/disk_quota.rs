@@ -20,25 +20,45 @@ pub const ENTRY_COST: u64 = 4096;
 /// A file's identity on the host: the same inode through any name or descriptor.
 pub type InodeKey = (u64, u64);
 
+/// Which budget a quota is: budgets nest, a sandbox's inside its principal's inside the host's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Sandbox,
+    /// All the sandboxes of one principal (remote mode).
+    Principal,
+    /// What this server leaves itself on the host disk.
+    Host,
+}
+
 #[derive(Debug, thiserror::Error)]
-#[error("{} of {limit} bytes is full ({used} bytes used, {wanted} more wanted)", if *.host { "the room this server leaves itself on the host disk" } else { "the sandbox's disk quota" })]
+#[error("{} of {limit} bytes is full ({used} bytes used, {wanted} more wanted)", match .scope {
+    Scope::Sandbox => "the sandbox's disk quota",
+    Scope::Principal => "your disk quota for all your sandboxes",
+    Scope::Host => "the room this server leaves itself on the host disk",
+})]
 pub struct QuotaFull {
     pub limit: u64,
     pub used: u64,
     pub wanted: u64,
-    /// The server-wide budget ran out rather than the sandbox's own.
-    pub host: bool,
+    /// Which budget ran out.
+    pub scope: Scope,
 }
 
 impl From<QuotaFull> for crate::sandbox::SandboxError {
     fn from(q: QuotaFull) -> Self {
-        if q.host {
-            return crate::sandbox::SandboxError::HostDiskLow { wanted: q.wanted };
-        }
-        crate::sandbox::SandboxError::DiskFull {
-            limit: q.limit,
-            used: q.used,
-            wanted: q.wanted,
+        match q.scope {
+            Scope::Host => crate::sandbox::SandboxError::HostDiskLow { wanted: q.wanted },
+            Scope::Principal => crate::sandbox::SandboxError::Quota(format!(
+                "your sandboxes hold {} MiB on disk, and {} bytes more would pass your {} MiB disk quota; delete files (with execute_code, e.g. os.remove) or close sandboxes you no longer need, then try again",
+                q.used >> 20,
+                q.wanted,
+                q.limit >> 20
+            )),
+            Scope::Sandbox => crate::sandbox::SandboxError::DiskFull {
+                limit: q.limit,
+                used: q.used,
+                wanted: q.wanted,
+            },
         }
     }
 }
@@ -53,32 +73,67 @@ struct Usage {
 #[derive(Debug)]
 pub struct DiskQuota {
     limit: u64,
+    scope: Scope,
     usage: Mutex<Usage>,
-    /// The server-wide budget every sandbox's bytes also count against, so that many sandboxes
-    /// together cannot fill the host disk either.
-    parent: Option<Arc<DiskQuota>>,
+    /// The budget these bytes also count against (a principal's, the server-wide one), so
+    /// that many sandboxes together cannot pass it either. Set again when a sandbox kept from
+    /// before a restart is found to belong to a principal.
+    parent: Mutex<Option<Arc<DiskQuota>>>,
 }
 
 impl DiskQuota {
     pub fn new(limit: u64) -> Self {
         DiskQuota {
             limit,
+            scope: Scope::Sandbox,
             usage: Mutex::new(Usage::default()),
-            parent: None,
+            parent: Mutex::new(None),
         }
     }
 
     pub fn within(limit: u64, parent: Arc<DiskQuota>) -> Self {
         DiskQuota {
-            parent: Some(parent),
+            parent: Mutex::new(Some(parent)),
             ..DiskQuota::new(limit)
+        }
+    }
+
+    /// One principal's budget for all its sandboxes, inside `parent` (the host's).
+    pub fn principal(limit: u64, parent: Arc<DiskQuota>) -> Self {
+        DiskQuota {
+            scope: Scope::Principal,
+            ..DiskQuota::within(limit, parent)
         }
     }
 
     /// The server-wide budget: what the disk under `root` has free now, less headroom for the
     /// rest of the system (a tenth of the free space, at least 256 MiB).
     pub fn host_budget(root: &std::path::Path) -> Self {
-        DiskQuota::new(host_room(root))
+        DiskQuota {
+            scope: Scope::Host,
+            ..DiskQuota::new(host_room(root))
+        }
+    }
+
+    /// The budget these bytes also count against, if any.
+    pub fn parent(&self) -> Option<Arc<DiskQuota>> {
+        self.parent.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Counts this quota's bytes against `parent` from now on instead of its old one. What it
+    /// holds moves along, even past the new parent's limit: those bytes are on disk already,
+    /// and the next reservation will be refused until enough are gone.
+    pub fn move_under(&self, parent: Arc<DiskQuota>) {
+        let u = self.usage();
+        let mut slot = self.parent.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(old) = slot.as_ref() {
+            if Arc::ptr_eq(old, &parent) {
+                return;
+            }
+            old.settle(u.used, 0);
+        }
+        parent.settle(0, i128::from(u.used));
+        *slot = Some(parent);
     }
 
     fn usage(&self) -> std::sync::MutexGuard<'_, Usage> {
@@ -99,10 +154,9 @@ impl DiskQuota {
         let mut u = self.usage();
         match u.used.checked_add(bytes) {
             Some(total) if total <= self.limit => {
-                if let Some(parent) = &self.parent {
-                    parent
-                        .reserve(bytes)
-                        .map_err(|full| QuotaFull { host: true, ..full })?;
+                if let Some(parent) = self.parent() {
+                    // A parent that is full says which budget it is.
+                    parent.reserve(bytes)?;
                 }
                 u.used = total;
                 Ok(())
@@ -111,7 +165,7 @@ impl DiskQuota {
                 limit: self.limit,
                 used: u.used,
                 wanted: bytes,
-                host: false,
+                scope: self.scope,
             }),
         }
     }
@@ -126,7 +180,7 @@ impl DiskQuota {
         let before = u.used;
         let now = i128::from(u.used) - i128::from(reserved) + grew;
         u.used = now.clamp(0, i128::from(u64::MAX)) as u64;
-        if let Some(parent) = &self.parent {
+        if let Some(parent) = self.parent() {
             // What this quota really moved by, so the two never drift apart.
             parent.settle(0, i128::from(u.used) - i128::from(before));
         }
@@ -266,18 +320,53 @@ mod tests {
 
     #[test]
     fn a_sandbox_also_counts_against_the_host_budget() {
-        let host = Arc::new(DiskQuota::new(10_000));
+        let host = Arc::new(DiskQuota {
+            scope: Scope::Host,
+            ..DiskQuota::new(10_000)
+        });
         let a = DiskQuota::within(8_000, host.clone());
         let b = DiskQuota::within(8_000, host.clone());
         a.reserve(6_000).expect("fits both");
         let full = b.reserve(6_000).expect_err("the host budget is short");
-        assert!(full.host && full.to_string().contains("host disk"), "{full}");
+        assert!(
+            full.scope == Scope::Host && full.to_string().contains("host disk"),
+            "{full}"
+        );
         assert_eq!(b.used(), 0, "a refused reservation leaves nothing behind");
         a.settle(6_000, 1_000);
         assert_eq!((a.used(), host.used()), (1_000, 1_000));
         b.reserve(6_000).expect("room again");
         a.release(5_000);
         assert_eq!((a.used(), host.used()), (0, 6_000));
+    }
+
+    #[test]
+    fn budgets_nest_sandbox_in_principal_in_host_and_a_sandbox_can_move_under_a_principal() {
+        let host = Arc::new(DiskQuota {
+            scope: Scope::Host,
+            ..DiskQuota::new(1_000_000)
+        });
+        let alice = Arc::new(DiskQuota::principal(10_000, host.clone()));
+        let a1 = DiskQuota::within(8_000, alice.clone());
+        let a2 = DiskQuota::within(8_000, alice.clone());
+        a1.reserve(7_000).unwrap();
+        let full = a2.reserve(7_000).expect_err("alice's budget is short");
+        assert_eq!(full.scope, Scope::Principal, "{full}");
+        assert_eq!((alice.used(), host.used()), (7_000, 7_000));
+        // A kept sandbox found to be alice's after a restart: its bytes move under her budget.
+        let kept = DiskQuota::within(8_000, host.clone());
+        kept.reserve(2_000).unwrap();
+        assert_eq!(host.used(), 9_000);
+        kept.move_under(alice.clone());
+        assert_eq!(
+            (alice.used(), host.used()),
+            (9_000, 9_000),
+            "counted once, in both"
+        );
+        let full = kept.reserve(2_000).expect_err("now within alice's budget");
+        assert_eq!(full.scope, Scope::Principal);
+        kept.release(2_000);
+        assert_eq!((alice.used(), host.used()), (7_000, 7_000));
     }
 
     #[test]

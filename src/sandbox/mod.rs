@@ -32,6 +32,10 @@ pub trait Interpreter: Send + Sync {
         Ok(false)
     }
 
+    /// Counts `id`'s disk against the budget named `group` (a principal's, of `limit_bytes`)
+    /// from now on, inside the server-wide one. A backend without local disk ignores it.
+    fn join_disk_group(&self, _id: &str, _group: &str, _limit_bytes: u64) {}
+
     /// The sandbox a call without an id acts on.
     async fn most_recent(&self) -> Option<String> {
         self.recently_used().await.into_iter().next()

@@ -48,6 +48,8 @@ pub struct Tenancy {
     creating: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
     /// Calls take their turn on their sandbox before a call slot.
     queues: queue::SandboxQueues,
+    /// Sandboxes already counted in their principal's disk budget.
+    joined: Mutex<std::collections::HashSet<String>>,
     default_memory_mb: u64,
 }
 
@@ -69,6 +71,7 @@ impl Tenancy {
             gate: FairGate::new(call_slots, MAX_WAITING_PER_PRINCIPAL),
             creating: Mutex::new(HashMap::new()),
             queues: queue::SandboxQueues::default(),
+            joined: Mutex::new(std::collections::HashSet::new()),
             default_memory_mb,
         })
     }
@@ -81,6 +84,15 @@ impl Tenancy {
     /// The owner of a sandbox, for logs.
     pub fn owner_of(&self, id: &str) -> Option<Arc<str>> {
         self.owners.owner_of(id)
+    }
+
+    /// Whether `id` was counted in its principal's disk budget already; marks it counted.
+    fn joined(&self, id: &str) -> bool {
+        !self
+            .joined
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string())
     }
 
     fn create_lock(&self, who: &Arc<str>) -> Arc<tokio::sync::Mutex<()>> {

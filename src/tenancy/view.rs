@@ -30,9 +30,25 @@ impl View {
     /// Refuses a sandbox this principal does not own exactly as an unknown one is refused.
     fn check(&self, id: &str) -> Result<(), SandboxError> {
         match self.t.owners.owner_of(id) {
-            Some(p) if p == self.who.name => Ok(()),
+            Some(p) if p == self.who.name => {
+                self.join_budget(id);
+                Ok(())
+            }
             _ => Err(SandboxError::NotFound(id.to_string())),
         }
+    }
+
+    /// Puts the sandbox's disk inside this principal's budget, once (a sandbox kept from before
+    /// a restart joins at its first use), so guest writes, checkpoints and forks are held to it.
+    fn join_budget(&self, id: &str) {
+        if self.t.joined(id) {
+            return;
+        }
+        self.t.inner.join_disk_group(
+            id,
+            &format!("principal {}", self.who.name),
+            self.who.quota.disk_mb.saturating_mul(1 << 20),
+        );
     }
 
     /// This principal's open sandboxes with what they hold, oldest first.
@@ -174,6 +190,7 @@ impl View {
         let _slot = self.admit(None).await?;
         let mut info = make(memory_mb).await?;
         self.t.owners.add(&info.sandbox_id, &self.who.name);
+        self.join_budget(&info.sandbox_id);
         if let (None, Some(shrunk)) = (asked, memory_mb) {
             info.notes.push(format!(
                 "memory limit {shrunk} MiB: what is left of your {} MiB memory quota",

@@ -310,6 +310,11 @@ impl Interpreter for WasmBackend {
         let from = self.registry.get(id)?;
         let runtime = self.runtime.for_memory(from.limits.memory_mb).await?;
         let into = self.registry.reserve(from.limits.clone())?;
+        // In the same budget as its original (a principal's) before any file is copied, so
+        // the copy is checked against it.
+        if let Some(group) = from.quota.parent() {
+            into.quota.move_under(group);
+        }
         if let Err(e) =
             checkpoints::fork(&from, &into, &self.runtime, &runtime, &self.memory, &self.room).await
         {
@@ -345,6 +350,12 @@ impl Interpreter for WasmBackend {
 
     fn stop_running(&self) {
         self.registry.stop_running();
+    }
+
+    fn join_disk_group(&self, id: &str, group: &str, limit_bytes: u64) {
+        if let Err(e) = self.registry.join_disk_group(id, group, limit_bytes) {
+            tracing::debug!("sandbox {id} joins no disk budget: {e}");
+        }
     }
 
     async fn shutdown(&self) {

@@ -187,11 +187,8 @@ pub async fn checkpoint(
             };
             if let Err(full) = sb2.quota.reserve(cost) {
                 let _ = remove_tree::remove_tree(&tmp);
-                return Err(SandboxError::DiskFull {
-                    limit: sb2.quota.limit(),
-                    used: sb2.quota.used(),
-                    wanted: full.wanted,
-                });
+                // Says which budget is full: the sandbox's, its principal's or the host's.
+                return Err(SandboxError::from(full));
             }
             std::fs::rename(&tmp, &dir).map_err(io_error("could not save the checkpoint"))?;
             Ok(cost)
@@ -320,11 +317,7 @@ pub async fn fork(
         ] {
             cost += copy_tree(a, b).map_err(io_error("could not copy the sandbox's files"))?;
         }
-        dst.quota.reserve(cost).map_err(|full| SandboxError::DiskFull {
-            limit: dst.quota.limit(),
-            used: dst.quota.used(),
-            wanted: full.wanted,
-        })
+        dst.quota.reserve(cost).map_err(SandboxError::from)
     })
     .await?;
     drop(slot);

@@ -191,6 +191,8 @@ pub struct Registry {
     gone: Gone,
     /// Cancelled at shutdown: every sandbox's `stopping` is a child of it.
     stopping: CancellationToken,
+    /// Disk budgets shared by groups of sandboxes (a principal's), inside the host budget.
+    disk_groups: Mutex<std::collections::HashMap<String, Arc<DiskQuota>>>,
     /// What all sandboxes together may add to the host disk.
     host_disk: Arc<DiskQuota>,
     inner: Mutex<Inner>,
@@ -274,6 +276,7 @@ impl Registry {
             persist,
             gone: Gone::new(persist.map(|_| layout.home.join("deleted.json"))),
             stopping: CancellationToken::new(),
+            disk_groups: Mutex::new(std::collections::HashMap::new()),
             host_disk: Arc::new(DiskQuota::host_budget(&layout.sandboxes_dir())),
             layout,
             inner: Mutex::new(Inner {
@@ -573,6 +576,21 @@ impl Registry {
         if kept > 0 {
             tracing::info!("{kept} sandbox(es) listed");
         }
+    }
+
+    /// Counts `id`'s disk against the group's budget (made on first use, inside the host's).
+    /// The first limit given for a group stays until the server restarts.
+    pub fn join_disk_group(&self, id: &str, group: &str, limit: u64) -> Result<(), SandboxError> {
+        let sb = self.get(id)?;
+        let budget = self
+            .disk_groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(group.to_string())
+            .or_insert_with(|| Arc::new(DiskQuota::principal(limit, self.host_disk.clone())))
+            .clone();
+        sb.quota.move_under(budget);
+        Ok(())
     }
 
     /// Stops every running call: the server is shutting down.

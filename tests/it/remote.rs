@@ -1048,3 +1048,43 @@ async fn a_duplicate_request_id_in_flight_is_refused_and_the_first_is_answered()
     assert!(first.contains("'first'"), "the first call's own answer: {first}");
     assert!(!first.contains("'second'"));
 }
+
+/// A principal's disk quota is hard for guest writes too: the sandbox's budget sits inside the
+/// principal's, inside the host's, so writes to the workspace, to /tmp and in a second sandbox
+/// stop at it, and a checkpoint or fork that would pass it is refused before it is kept.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_principals_disk_quota_holds_for_guest_writes_checkpoints_and_forks() {
+    let r = Remote::start(&["pat disk_mb=20"], &[]).await;
+    let pat = r.client("pat").await;
+    let a = pat.create().await;
+    pat.run_ok(&a, "open('big.bin', 'wb').write(b'x' * 15_000_000)")
+        .await;
+    for (id, code) in [
+        (&a, "open('more.bin', 'wb').write(b'x' * 10_000_000)"),
+        (&a, "open('/tmp/more.bin', 'wb').write(b'x' * 10_000_000)"),
+    ] {
+        let (_, v) = pat.exec(id, code).await;
+        assert_eq!(v["error"]["name"], "OSError", "{code}: {v}");
+    }
+    let b = pat.create().await;
+    let (_, v) = pat
+        .exec(&b, "open('other.bin', 'wb').write(b'x' * 10_000_000)")
+        .await;
+    assert_eq!(v["error"]["name"], "OSError", "a second sandbox too: {v}");
+    let (err, _, text) = pat
+        .call_json("checkpoint_sandbox", json!({"sandbox_id": a}))
+        .await;
+    assert!(
+        err && text.contains("your") && text.contains("disk quota"),
+        "checkpoint: {text}"
+    );
+    let (err, _, text) = pat.call_json("fork_sandbox", json!({"sandbox_id": a})).await;
+    assert!(
+        err && text.contains("your") && text.contains("disk quota"),
+        "fork: {text}"
+    );
+    // Deleting files makes room again.
+    pat.run_ok(&a, "import os; os.remove('big.bin')").await;
+    pat.run_ok(&b, "open('other.bin', 'wb').write(b'x' * 10_000_000)")
+        .await;
+}
