@@ -1,8 +1,9 @@
 //! Serving HTTP connections with limits against slow and idle clients: the whole request
 //! head within a time (hyper's header-read timeout, which also closes a keep-alive connection
-//! left idle that long), the body within a time (tower-http's body timeout), and a cap on
-//! open connections. Without these an unauthenticated client trickling one header line at a
-//! time could hold a descriptor forever, and enough of them starve the server.
+//! left idle that long), the body within a time (tower-http's body timeout), a cap on open
+//! connections, and a smaller one on connections that have not yet had a request answered
+//! other than 401 or 403. Without these an unauthenticated client trickling one header line
+//! at a time could hold a descriptor forever, and enough of them starve the server.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,14 @@ pub struct Limits {
     pub body_read: Duration,
     /// Connections open at once; past it new ones are closed at once.
     pub max_connections: usize,
+}
+
+impl Limits {
+    /// Connections that have not yet been answered with anything but 401 or 403: a quarter of
+    /// all, so clients that authenticate always find room.
+    fn max_unproven(&self) -> usize {
+        (self.max_connections / 4).max(1)
+    }
 }
 
 /// Adds the body-read limit to the app.
@@ -56,6 +65,7 @@ pub async fn serve<L>(
         .enable_connect_protocol();
     let builder = Arc::new(builder);
     let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let unproven = Arc::new(tokio::sync::Semaphore::new(limits.max_unproven()));
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     let mut warned = false;
@@ -64,11 +74,19 @@ pub async fn serve<L>(
             c = listener.accept() => c,
             _ = &mut shutdown => break,
         };
-        let Ok(permit) = open.clone().try_acquire_owned() else {
+        let admitted = open
+            .clone()
+            .try_acquire_owned()
+            .ok()
+            .zip(unproven.clone().try_acquire_owned().ok());
+        let Some((permit, probation)) = admitted else {
             if !warned {
                 tracing::warn!(
-                    "{} connections are open, the most allowed (CODE_SANDBOX_HTTP_MAX_CONNECTIONS): closing new ones until some end",
-                    limits.max_connections
+                    "closing new connections: {} are open (CODE_SANDBOX_HTTP_MAX_CONNECTIONS is {}), {} of them not yet answered but for 401/403 (at most {})",
+                    limits.max_connections - open.available_permits(),
+                    limits.max_connections,
+                    limits.max_unproven() - unproven.available_permits(),
+                    limits.max_unproven()
                 );
                 warned = true;
             }
@@ -76,7 +94,21 @@ pub async fn serve<L>(
             continue;
         };
         warned = false;
-        let service = TowerToHyperService::new(app.clone());
+        // The connection leaves probation with its first answer that is not 401 or 403.
+        let probation = Arc::new(std::sync::Mutex::new(Some(probation)));
+        let service = TowerToHyperService::new(
+            tower::ServiceBuilder::new()
+                .map_response(move |r: axum::response::Response| {
+                    if !matches!(
+                        r.status(),
+                        http::StatusCode::UNAUTHORIZED | http::StatusCode::FORBIDDEN
+                    ) {
+                        probation.lock().unwrap_or_else(|p| p.into_inner()).take();
+                    }
+                    r
+                })
+                .service(app.clone()),
+        );
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(io), service)
             .into_owned();

@@ -779,6 +779,10 @@ async fn calls_waiting_for_a_busy_sandbox_hold_no_slot_and_are_bounded() {
     let (results, (err, v, small_done)) = tokio::join!(futures_util::future::join_all(sleeps), small);
     assert!(!err, "{v}");
     assert_eq!(v["result"], "2");
+    eprintln!(
+        "fairness: jon's 1+1 answered {:?} after it was sent, beside ivy's 6 queued 3 s calls",
+        small_done.saturating_sub(Duration::from_millis(800))
+    );
     assert!(
         small_done < Duration::from_secs(3),
         "jon's 1+1 finished ({small_done:?}) before ivy's first sleep could end"
@@ -944,6 +948,7 @@ async fn sessions_are_capped_per_principal_and_memory_stays_flat() {
         refused().await;
     }
     let after = rss();
+    eprintln!("session flood: server RSS {before} kB -> {after} kB over 1,000 refused sessions");
     assert!(
         after < before + 10 * 1024,
         "memory stays flat under the flood: {before} kB -> {after} kB"
@@ -1087,4 +1092,36 @@ async fn a_principals_disk_quota_holds_for_guest_writes_checkpoints_and_forks() 
     pat.run_ok(&a, "import os; os.remove('big.bin')").await;
     pat.run_ok(&b, "open('other.bin', 'wb').write(b'x' * 10_000_000)")
         .await;
+}
+
+/// Connections not yet answered (but for 401/403) may take only a quarter of the connection
+/// cap: past it new ones are closed at once, while a client already served keeps working.
+#[tokio::test(flavor = "multi_thread")]
+async fn unproven_connections_are_capped_and_proven_clients_keep_working() {
+    use tokio::io::AsyncWriteExt;
+    let r = Remote::start(&["quin"], &[("CODE_SANDBOX_HTTP_MAX_CONNECTIONS", "40")]).await;
+    let quin = r.client("quin").await;
+    let id = quin.create().await;
+    quin.run_ok(&id, "1").await;
+    let addr = r
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    let mut slow = Vec::new();
+    for _ in 0..10 {
+        let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+        s.write_all(b"POST /mcp HTTP/1.1\r\n").await.unwrap();
+        slow.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut extra = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\n").await;
+    assert!(
+        closed_by_server(&mut extra, Duration::from_secs(3)).await,
+        "an eleventh unproven connection is closed at once"
+    );
+    let v = quin.run_ok(&id, "6 * 7").await;
+    assert_eq!(v["result"], "42", "the served client keeps working");
+    drop(slow);
 }
