@@ -870,11 +870,7 @@ async fn slow_clients_are_cut_off_and_health_answers_throughout() {
         ],
     )
     .await;
-    let addr = r
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_string();
+    let addr = r.addr();
     let mut slow = Vec::new();
     for i in 0..200 {
         let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
@@ -1103,11 +1099,7 @@ async fn unproven_connections_are_capped_and_proven_clients_keep_working() {
     let quin = r.client("quin").await;
     let id = quin.create().await;
     quin.run_ok(&id, "1").await;
-    let addr = r
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_string();
+    let addr = r.addr();
     let mut slow = Vec::new();
     for _ in 0..10 {
         let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();

@@ -151,6 +151,14 @@ impl Remote {
         }
     }
 
+    /// `host:port` of the server, for raw TCP clients.
+    pub fn addr(&self) -> String {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id().expect("running")
     }
