@@ -193,7 +193,7 @@ async fn quotas_hold_per_principal() {
         &[
             "carol sandboxes=2",
             "dave memory_mb=768",
-            "erin disk_mb=1",
+            "erin disk_mb=2",
             "frank",
         ],
         &[("CODE_SANDBOX_MEMORY_MB", "512")],
@@ -234,25 +234,30 @@ async fn quotas_hold_per_principal() {
     assert_eq!(v["limits"]["memory_mb"], 256, "{v}");
     assert!(text.contains("memory quota"), "{text}");
 
-    // Disk: once the principal's files pass its quota, calls that write are refused.
+    // Disk: the principal's quota holds for guest writes and for calls that add files alike.
     let erin = r.client("erin").await;
     let e = erin.create().await;
     erin.run_ok(&e, "open('big.bin', 'wb').write(b'x' * 1_500_000)")
         .await;
+    let (_, v) = erin
+        .exec(&e, "open('more.bin', 'wb').write(b'x' * 1_000_000)")
+        .await;
+    assert_eq!(
+        v["error"]["name"], "OSError",
+        "the guest's write stops at it: {v}"
+    );
     let (err, _, text) = erin
         .call_json(
             "write_file",
-            json!({"sandbox_id": e, "file_path": "more.txt", "content": "x"}),
+            json!({"sandbox_id": e, "file_path": "more.txt", "content": "x".repeat(700_000)}),
         )
         .await;
-    assert!(err && text.contains("disk quota"), "{text}");
-    let (err, _, text) = erin.call_json("create_sandbox", json!({})).await;
     assert!(err && text.contains("disk quota"), "{text}");
     // Code still runs, so files can be deleted, and that makes room again.
     erin.run_ok(&e, "import os; os.remove('big.bin')").await;
     erin.ok(
         "write_file",
-        json!({"sandbox_id": e, "file_path": "more.txt", "content": "x"}),
+        json!({"sandbox_id": e, "file_path": "more.txt", "content": "x".repeat(700_000)}),
     )
     .await;
 }
