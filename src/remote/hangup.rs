@@ -7,9 +7,9 @@
 //! is watched, and if it is dropped before its end the call is cancelled in its session, as
 //! if the client had sent `notifications/cancelled`.
 //!
-//! A second tool call with the id of one still in flight in the same session is answered
-//! with an error at once: rmcp would hand it the first call's result and leave the first
-//! without an answer.
+//! A second request with the id of one still in flight in the same session is answered with
+//! an error at once: rmcp would hand it the first one's result and leave the first without an
+//! answer.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -117,11 +117,11 @@ pub async fn watch(State((sessions, in_flight)): State<Watch>, req: Request, nex
             return r;
         }
     };
-    let call_id = serde_json::from_slice::<Head>(&bytes)
+    // A request (it has a method and an id); notifications and responses pass as they are.
+    let request = serde_json::from_slice::<Head>(&bytes)
         .ok()
-        .filter(|h| h.method.as_deref() == Some("tools/call"))
-        .and_then(|h| h.id);
-    let Some(id) = call_id else {
+        .and_then(|h| Some((h.id?, h.method? == "tools/call")));
+    let Some((id, is_tool_call)) = request else {
         return next.run(Request::from_parts(parts, Body::from(bytes))).await;
     };
     let Some(running) = in_flight.enter(&session, &id) else {
@@ -144,7 +144,8 @@ pub async fn watch(State((sessions, in_flight)): State<Watch>, req: Request, nex
     let (parts, body) = response.into_parts();
     let watched = Watched {
         inner: body,
-        on_hangup: Some((sessions, session, id)),
+        on_hangup: is_tool_call.then(|| (sessions, session, id.clone())),
+        id,
         running: Some(running),
     };
     Response::from_parts(parts, Body::new(watched))
@@ -154,6 +155,8 @@ struct Watched {
     inner: Body,
     /// Taken when the stream ends normally.
     on_hangup: Option<(Arc<LocalSessionManager>, String, serde_json::Value)>,
+    /// The request's id, to see its answer go by.
+    id: serde_json::Value,
     /// Released once the answer is out (or the stream is gone).
     running: Option<Running>,
 }
@@ -175,10 +178,7 @@ impl HttpBody for Watched {
             Poll::Ready(Some(Ok(frame))) => {
                 // Once the answer has gone out, a client that stops reading has not hung up
                 // on anything.
-                let answered = match (&self.on_hangup, frame.data_ref()) {
-                    (Some((_, _, id)), Some(data)) => is_answer(data, id),
-                    _ => false,
-                };
+                let answered = frame.data_ref().is_some_and(|data| is_answer(data, &self.id));
                 if answered {
                     self.on_hangup = None;
                     self.running = None;
