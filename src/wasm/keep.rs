@@ -13,8 +13,7 @@ pub async fn evict_over_budget(registry: &Arc<Registry>, budget: u64) -> usize {
     let mut kept = Vec::new();
     let mut total = 0u64;
     for sb in registry.all() {
-        let suspended = !sb.is_busy() && sb.slot.try_lock().is_ok_and(|slot| slot.session.is_none());
-        if suspended {
+        if !sb.is_busy() && !sb.is_live() {
             let bytes = sb.kept_bytes();
             total = total.saturating_add(bytes);
             kept.push((sb, bytes));

@@ -18,27 +18,31 @@ use super::registry::{Registry, Sandbox};
 use crate::sandbox::SandboxError;
 
 /// Live interpreters other than `me`'s, and the idle ones among them, least recently used
-/// first.
+/// first. (An idle-looking one whose lock is held just now is skipped by [`suspend`].)
 fn census(registry: &Registry, me: Option<&str>) -> (usize, Vec<Arc<Sandbox>>) {
     let mut live = 0;
     let mut idle = Vec::new();
     for sb in registry.all() {
-        if Some(sb.id.as_str()) == me {
+        if Some(sb.id.as_str()) == me || !sb.is_live() {
             continue;
         }
-        match sb.slot.try_lock() {
-            Err(_) => live += 1,
-            Ok(slot) if slot.session.is_some() => {
-                live += 1;
-                if !sb.is_busy() {
-                    idle.push(sb.clone());
-                }
-            }
-            Ok(_) => {}
+        live += 1;
+        if !sb.is_busy() {
+            idle.push(sb);
         }
     }
     idle.sort_by_cached_key(|sb| std::cmp::Reverse(sb.idle_for()));
     (live, idle)
+}
+
+/// Suspends the first of `idle` that can be; whether one was.
+async fn suspend_first(idle: Vec<Arc<Sandbox>>, why: &str) -> bool {
+    for sb in idle {
+        if suspend(&sb, why).await {
+            return true;
+        }
+    }
+    false
 }
 
 /// Suspends `sb` if it is still live and idle; whether its interpreter is gone now. One
@@ -83,14 +87,7 @@ impl Room {
             if live < self.max {
                 return Ok(());
             }
-            let mut freed = false;
-            for sb in idle {
-                if suspend(&sb, "to make room for another, CODE_SANDBOX_MAX_SANDBOXES").await {
-                    freed = true;
-                    break;
-                }
-            }
-            if !freed {
+            if !suspend_first(idle, "to make room for another, CODE_SANDBOX_MAX_SANDBOXES").await {
                 return Err(SandboxError::AllBusy { live: self.max });
             }
         }
@@ -101,12 +98,7 @@ impl Room {
 /// budget; whether one was.
 pub async fn suspend_one(registry: &Registry) -> bool {
     let (_, idle) = census(registry, None);
-    for sb in idle {
-        if suspend(&sb, "its memory was needed, CODE_SANDBOX_TOTAL_MEMORY_MB").await {
-            return true;
-        }
-    }
-    false
+    suspend_first(idle, "its memory was needed, CODE_SANDBOX_TOTAL_MEMORY_MB").await
 }
 
 /// The reclaimer of the server-wide memory budget: suspends one idle sandbox, on a task of its

@@ -189,15 +189,15 @@ impl wasmtime::ResourceLimiterAsync for GuestLimiter {
     }
 
     fn instances(&self) -> usize {
-        MAX_INSTANCES
+        wasmtime::ResourceLimiter::instances(self)
     }
 
     fn tables(&self) -> usize {
-        MAX_TABLES
+        wasmtime::ResourceLimiter::tables(self)
     }
 
     fn memories(&self) -> usize {
-        MAX_MEMORIES
+        wasmtime::ResourceLimiter::memories(self)
     }
 }
 
