@@ -6,12 +6,13 @@
 //! E2B does not report what a paused sandbox stores; each counts as its memory snapshot: its
 //! `memory_mb`, or [`ASSUMED_MB`] when the template sets it.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use super::{E2bBackend, Entry};
 use crate::sandbox::SandboxError;
+use crate::sandbox::last_use::LastUse;
 use crate::sandbox::retention::{RECENT, Why};
 
 /// What a paused sandbox of the template's own size is counted as, in MiB.
@@ -22,42 +23,39 @@ const EVERY: Duration = Duration::from_secs(60);
 /// How a sandbox is being used; shared by the entries that stand for it as it is paused and
 /// resumed.
 pub struct Activity {
-    last_used: Mutex<Instant>,
+    last_use: LastUse,
     in_flight: AtomicUsize,
-    /// Created or used by this server process (the default for calls without an id).
-    used_here: AtomicBool,
 }
 
 impl Activity {
+    /// A sandbox made now, by this process.
     pub fn new() -> Activity {
+        let last_use = LastUse::now();
+        last_use.touch();
         Activity {
-            last_used: Mutex::new(Instant::now()),
+            last_use,
             in_flight: AtomicUsize::new(0),
-            used_here: AtomicBool::new(true),
         }
     }
 
     /// A sandbox kept from an earlier run, last used at `at`.
     pub fn kept(at: chrono::DateTime<chrono::Utc>) -> Activity {
-        let ago = (chrono::Utc::now() - at).to_std().unwrap_or_default();
         Activity {
-            last_used: Mutex::new(Instant::now().checked_sub(ago).unwrap_or_else(Instant::now)),
+            last_use: LastUse::kept(at),
             in_flight: AtomicUsize::new(0),
-            used_here: AtomicBool::new(false),
         }
     }
 
     fn touch(&self) {
-        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        self.used_here.store(true, Ordering::SeqCst);
+        self.last_use.touch();
     }
 
     pub fn idle_for(&self) -> Duration {
-        self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+        self.last_use.idle_for()
     }
 
     pub fn last_used_at(&self) -> chrono::DateTime<chrono::Utc> {
-        chrono::Utc::now() - chrono::Duration::from_std(self.idle_for()).unwrap_or_default()
+        self.last_use.at()
     }
 
     pub fn in_use(&self) -> bool {
@@ -65,7 +63,7 @@ impl Activity {
     }
 
     pub fn used_here(&self) -> bool {
-        self.used_here.load(Ordering::SeqCst)
+        self.last_use.here()
     }
 }
 

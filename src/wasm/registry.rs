@@ -3,13 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use super::vm::{MemoryBudget, Session, SessionConfig};
 use crate::disk_quota::{DiskQuota, tree_cost};
 use crate::runtime::Layout;
+use crate::sandbox::last_use::LastUse;
 use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::retention::{Gone, Why};
 use crate::sandbox::{Limits, SandboxError, SandboxState, SandboxStatus};
@@ -54,10 +55,9 @@ pub struct Sandbox {
     /// call so its client gets an answer before the process ends.
     pub stopping: CancellationToken,
     pub slot: tokio::sync::Mutex<Slot>,
-    last_used: Mutex<Instant>,
-    /// Created or used by this server process: only such a sandbox is the default for a call
-    /// without an id (one kept from before a restart is reached by its id).
-    used_here: AtomicBool,
+    /// When it was last used, and whether by this process (only such a sandbox is the default
+    /// for a call without an id).
+    last_use: LastUse,
     /// The executions count when the state was last saved, so unchanged sandboxes are not
     /// saved again.
     pub saved_executions: AtomicU64,
@@ -99,13 +99,12 @@ impl Sandbox {
     }
 
     pub fn idle_for(&self) -> std::time::Duration {
-        self.last_used.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+        self.last_use.idle_for()
     }
 
     /// Marks a use by this process: the sandbox becomes the default for calls without an id.
     pub fn touch(&self) {
-        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        self.used_here.store(true, Ordering::SeqCst);
+        self.last_use.touch();
     }
 
     /// Whether its interpreter is in memory (one whose lock is held counts: it is running,
@@ -119,7 +118,7 @@ impl Sandbox {
     }
 
     pub fn last_used_at(&self) -> chrono::DateTime<chrono::Utc> {
-        chrono::Utc::now() - chrono::Duration::from_std(self.idle_for()).unwrap_or_default()
+        self.last_use.at()
     }
 
     /// What the sandbox holds on disk: its files, packages and checkpoints (the disk quota's
@@ -384,8 +383,7 @@ impl Registry {
             closing: CancellationToken::new(),
             stopping: self.stopping.child_token(),
             slot: tokio::sync::Mutex::new(Slot::default()),
-            last_used: Mutex::new(Instant::now()),
-            used_here: AtomicBool::new(false),
+            last_use: LastUse::now(),
         }))
     }
 
@@ -539,7 +537,6 @@ impl Registry {
             }),
             ..Slot::default()
         };
-        let idle = (chrono::Utc::now() - meta.last_used).to_std().unwrap_or_default();
         let sb = Arc::new(Sandbox {
             id: id.to_string(),
             dirs,
@@ -553,8 +550,7 @@ impl Registry {
             closing: CancellationToken::new(),
             stopping: self.stopping.child_token(),
             slot: tokio::sync::Mutex::new(slot),
-            last_used: Mutex::new(Instant::now().checked_sub(idle).unwrap_or_else(Instant::now)),
-            used_here: AtomicBool::new(false),
+            last_use: LastUse::kept(meta.last_used),
             _owner: owner,
         });
         tracing::debug!("sandbox {id} is back (saved by an earlier run)");
@@ -613,7 +609,7 @@ impl Registry {
     pub fn recently_used(&self) -> Vec<String> {
         self.by_last_use()
             .into_iter()
-            .filter(|sb| sb.used_here.load(Ordering::SeqCst))
+            .filter(|sb| sb.last_use.here())
             .map(|sb| sb.id.clone())
             .collect()
     }
