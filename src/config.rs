@@ -4,7 +4,6 @@
 //! same values and tests can set them through the environment of the child process.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -72,7 +71,7 @@ pub struct Settings {
     #[arg(long = "upload-dir", value_name = "DIR", num_args = 0..)]
     pub upload_dir: Vec<PathBuf>,
 
-    /// Default per-call timeout in seconds (a call may ask for up to 300).
+    /// Default per-call timeout in seconds (a call may ask for up to `timeouts::MAX_CALL_SECONDS`).
     #[arg(long, env = "CODE_SANDBOX_TIMEOUT", default_value_t = 30)]
     pub default_timeout_seconds: u64,
 
@@ -264,9 +263,6 @@ pub const MAX_REQUEST_BYTES: usize = 160 << 20;
 /// Smallest result budget that still leaves room for a useful answer.
 const MIN_RESULT_BYTES: usize = 64 << 10;
 
-/// The longest a single call may run, whatever it asks for.
-pub const MAX_TIMEOUT: Duration = Duration::from_secs(300);
-
 impl Settings {
     /// Reads `.env` (if any) into the environment, then parses flags and variables.
     pub fn load() -> Self {
@@ -326,15 +322,9 @@ impl Settings {
         self.result_bytes.max(MIN_RESULT_BYTES)
     }
 
-    pub fn default_timeout(&self) -> Duration {
-        Duration::from_secs(self.default_timeout_seconds.clamp(1, MAX_TIMEOUT.as_secs()))
-    }
-
     /// The per-call time limit a new sandbox gets: what was asked, else the default, clamped.
     pub fn sandbox_timeout_seconds(&self, asked: Option<u64>) -> u64 {
-        asked
-            .unwrap_or(self.default_timeout().as_secs())
-            .clamp(1, MAX_TIMEOUT.as_secs())
+        crate::sandbox::timeouts::sandbox_default(asked, self.default_timeout_seconds)
     }
 
     /// Host folders `upload_file` may read from, canonicalised so later prefix checks are exact.

@@ -5,6 +5,7 @@
 //! Nothing here retries a request that could run code twice, and the key never appears in
 //! an error, a log line or a Debug print.
 
+use crate::sandbox::SandboxError;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -318,5 +319,10 @@ impl Client {
             .json()
             .await
             .map_err(|e| E2bError::Protocol(e.to_string()))
+    }
+}
+impl From<E2bError> for SandboxError {
+    fn from(e: E2bError) -> Self {
+        SandboxError::Backend(Box::new(e))
     }
 }

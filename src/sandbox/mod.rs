@@ -7,6 +7,7 @@ pub mod open_set;
 pub mod paths;
 pub mod retention;
 pub mod text_cap;
+pub mod timeouts;
 mod types;
 
 pub use types::*;

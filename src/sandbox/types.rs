@@ -278,6 +278,14 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// Something the server saved (a checkpoint's state) is damaged, incomplete or not usable
+    /// by this version; the cause is kept as the source.
+    #[error("{what} cannot be used: {source}. Make a new one")]
+    Damaged {
+        what: String,
+        #[source]
+        source: BoxError,
+    },
     /// The backend failed (the interpreter would not start, the remote service refused);
     /// the cause is kept as the source.
     #[error(transparent)]
@@ -285,6 +293,13 @@ pub enum SandboxError {
     /// The sandbox is closed, but its folder is still on disk (and still counted).
     #[error("{0}")]
     RemovalPending(String),
+}
+
+/// A worker thread that panicked or was cancelled: the backend's failure.
+impl From<tokio::task::JoinError> for SandboxError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        SandboxError::Backend(Box::new(e))
+    }
 }
 
 impl SandboxError {

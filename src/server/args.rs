@@ -3,9 +3,12 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use crate::sandbox::timeouts::MAX_CALL_SECONDS;
+
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct CreateSandboxArgs {
-    /// Default time limit for each call in this sandbox, in seconds (1 to 300; default 30).
+    /// Default time limit for each call in this sandbox, in seconds (default 30).
+    #[schemars(range(min = 1, max = MAX_CALL_SECONDS))]
     pub timeout_seconds: Option<u64>,
     /// Memory limit for the interpreter, in MiB (default 1024).
     pub memory_mb: Option<u64>,
@@ -32,7 +35,8 @@ pub struct ExecuteCodeArgs {
     pub code: String,
     /// Which sandbox; omitted means the most recent one (created if none is open).
     pub sandbox_id: Option<String>,
-    /// Time limit for this call in seconds (at most 300).
+    /// Time limit for this call in seconds (default: the sandbox's).
+    #[schemars(range(min = 1, max = MAX_CALL_SECONDS))]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -40,7 +44,8 @@ pub struct ExecuteCodeArgs {
 pub struct CreateRunCloseArgs {
     /// Python source to run in a fresh sandbox that is closed afterwards.
     pub code: String,
-    /// Time limit in seconds (at most 300).
+    /// Time limit in seconds (default: the server's, 30 unless CODE_SANDBOX_TIMEOUT says otherwise).
+    #[schemars(range(min = 1, max = MAX_CALL_SECONDS))]
     pub timeout_seconds: Option<u64>,
 }
 

@@ -3,7 +3,10 @@
 
 use base64::Engine as _;
 use rmcp::ErrorData;
-use rmcp::model::{ListResourcesResult, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
+use rmcp::model::{
+    ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource, ResourceContents,
+    ResourceTemplate,
+};
 
 use super::{SandboxServer, mime};
 use crate::sandbox::paths::WorkspacePath;
@@ -39,6 +42,11 @@ pub fn parse_uri(uri: &str) -> Result<(String, WorkspacePath), ErrorData> {
 }
 
 impl SandboxServer {
+    /// The one template: a file of a sandbox, by its id and path.
+    pub(super) fn resource_templates(&self) -> ListResourceTemplatesResult {
+        ListResourceTemplatesResult::with_all_items(vec![template()])
+    }
+
     /// One page of the sandboxes' files; the cursor is the offset of the next page.
     pub(super) async fn resources(&self, cursor: Option<String>) -> Result<ListResourcesResult, ErrorData> {
         let start = match cursor.as_deref() {

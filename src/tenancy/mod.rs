@@ -9,94 +9,9 @@ mod gate;
 mod local;
 mod owners;
 mod queue;
+mod shared;
 mod view;
-
-use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 
 pub use gate::{Admitted, FairGate, Refused};
 pub use local::LocalView;
-use owners::Owners;
-
-use crate::sandbox::Interpreter;
-
-/// What one principal may hold at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Quota {
-    pub sandboxes: usize,
-    pub memory_mb: u64,
-    pub disk_mb: u64,
-}
-
-/// Who a call comes from: one bearer token, or the single local user of a tokenless server.
-#[derive(Clone, Debug)]
-pub struct Principal {
-    pub name: Arc<str>,
-    pub quota: Quota,
-}
-
-/// Calls one principal may have waiting for a slot; more are refused rather than queued.
-const MAX_WAITING_PER_PRINCIPAL: usize = 64;
-
-pub struct Tenancy {
-    inner: Arc<dyn Interpreter>,
-    owners: Owners,
-    gate: Arc<FairGate>,
-    /// Creates (and forks) of one principal run one at a time, so two at once cannot both
-    /// pass the quota check.
-    creating: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>>,
-    /// Calls take their turn on their sandbox before a call slot.
-    queues: queue::SandboxQueues,
-    /// Sandboxes already counted in their principal's disk budget.
-    joined: Mutex<std::collections::HashSet<String>>,
-    default_memory_mb: u64,
-}
-
-impl Tenancy {
-    /// `owners_file`: where ownership is kept across restarts (`None`: memory only).
-    /// `call_slots`: calls that may run at once, shared fairly between principals.
-    pub fn new(
-        inner: Arc<dyn Interpreter>,
-        owners_file: Option<PathBuf>,
-        call_slots: usize,
-        default_memory_mb: u64,
-    ) -> Arc<Self> {
-        let owners = Owners::load(owners_file);
-        // Sandboxes that did not survive the restart (closed, expired) leave the list.
-        owners.retain(|id| inner.usage(id).is_ok());
-        Arc::new(Tenancy {
-            inner,
-            owners,
-            gate: FairGate::new(call_slots, MAX_WAITING_PER_PRINCIPAL),
-            creating: Mutex::new(HashMap::new()),
-            queues: queue::SandboxQueues::default(),
-            joined: Mutex::new(std::collections::HashSet::new()),
-            default_memory_mb,
-        })
-    }
-
-    /// The backend as `who` sees it.
-    pub fn view(self: &Arc<Self>, who: Principal) -> Arc<dyn Interpreter> {
-        Arc::new(view::View::new(self.clone(), who))
-    }
-
-    /// The owner of a sandbox, for logs.
-    pub fn owner_of(&self, id: &str) -> Option<Arc<str>> {
-        self.owners.owner_of(id)
-    }
-
-    /// Whether `id` was counted in its principal's disk budget already; marks it counted.
-    fn joined(&self, id: &str) -> bool {
-        !self
-            .joined
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string())
-    }
-
-    fn create_lock(&self, who: &Arc<str>) -> Arc<tokio::sync::Mutex<()>> {
-        let mut m = self.creating.lock().unwrap_or_else(|p| p.into_inner());
-        m.entry(who.clone()).or_default().clone()
-    }
-}
+pub use shared::{Principal, Quota, Tenancy};

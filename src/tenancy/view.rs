@@ -7,7 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
-use super::{Admitted, Principal, Refused, Tenancy};
+use super::gate::{Admitted, Refused};
+use super::shared::{Principal, Tenancy};
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
     Checkpoint, CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter, SandboxError,
@@ -20,6 +21,13 @@ const MIN_SANDBOX_MB: u64 = 256;
 pub struct View {
     t: Arc<Tenancy>,
     who: Principal,
+}
+
+impl Tenancy {
+    /// The backend as `who` sees it.
+    pub fn view(self: &Arc<Self>, who: Principal) -> Arc<dyn Interpreter> {
+        Arc::new(View::new(self.clone(), who))
+    }
 }
 
 impl View {

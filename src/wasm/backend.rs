@@ -7,13 +7,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
+use super::context::Context;
 use super::files::WasmFiles;
 use super::live::{self, Room};
+use super::programs::Programs;
 use super::registry::Registry;
-use super::runtime_cell::RuntimeCell;
 use super::spare::Spare;
-use super::vm::{self, MemoryBudget, Session, WASM32_MAX_BYTES};
-use super::{call, checkpoints, housekeeping, persist};
+use super::vm::{self, MemoryBudget, WASM32_MAX_BYTES};
+use super::{call, checkpoints, housekeeping, persist, recovery};
 use crate::config::Settings;
 use crate::runtime::Layout;
 use crate::sandbox::{
@@ -32,13 +33,8 @@ pub struct WasmBackend {
     spare: Spare,
     /// Bounds the calls running code at once, across sandboxes.
     calls: Arc<tokio::sync::Semaphore>,
-    runtime: Arc<RuntimeCell>,
-    registry: Arc<Registry>,
-    /// The cap on live interpreters (`CODE_SANDBOX_MAX_SANDBOXES`).
-    room: Room,
+    ctx: Arc<Context>,
     files: WasmFiles,
-    /// Guest memory of all sandboxes together.
-    memory: Arc<MemoryBudget>,
 }
 
 impl WasmBackend {
@@ -52,11 +48,11 @@ impl WasmBackend {
         let total = settings
             .total_memory_mb
             .map_or_else(vm::half_of_machine, |mb| mb.saturating_mul(1 << 20));
-        registry.recover_leftovers(&|kept| clamp_kept(&settings, total, kept));
+        recovery::recover(&registry, &|kept| clamp_kept(&settings, total, kept));
         let keep_bytes = settings.keep_bytes();
         tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
-        let runtime = RuntimeCell::new(layout, settings.fuel_per_call > 0, settings.warm_image);
-        runtime.start();
+        let programs = Programs::new(layout, settings.fuel_per_call > 0, settings.warm_image);
+        programs.start();
         housekeeping::start(
             &registry,
             (settings.idle_seconds > 0).then(|| Duration::from_secs(settings.idle_seconds)),
@@ -66,14 +62,16 @@ impl WasmBackend {
         let memory = MemoryBudget::new(total);
         memory.set_reclaim(live::reclaimer(&registry));
         let backend = WasmBackend {
-            memory,
-            room: Room::new(registry.clone(), settings.max_sandboxes),
+            ctx: Arc::new(Context {
+                memory,
+                room: Room::new(registry.clone(), settings.max_sandboxes),
+                programs,
+                registry: registry.clone(),
+            }),
             spare: Spare::default(),
             calls: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_calls.max(1))),
-            files: WasmFiles::new(registry.clone()),
+            files: WasmFiles::new(registry),
             settings,
-            runtime,
-            registry,
         };
         backend.warm_spare();
         Ok(backend)
@@ -82,8 +80,7 @@ impl WasmBackend {
     /// Starts a spare interpreter with the default limits in the background.
     fn warm_spare(&self) {
         let (limits, _) = self.limits(&CreateOptions::default());
-        self.spare
-            .warm(&self.runtime, &self.registry, limits, &self.memory);
+        self.spare.warm(&self.ctx, limits);
     }
 
     /// The pinned cache, then the user's own folder of wheels.
@@ -97,7 +94,7 @@ impl WasmBackend {
     fn limits(&self, opts: &CreateOptions) -> (Limits, Vec<String>) {
         let mut notes = Vec::new();
         let asked = opts.memory_mb.unwrap_or(self.settings.default_memory_mb);
-        let budget_mb = self.memory.limit() >> 20;
+        let budget_mb = self.ctx.memory.limit() >> 20;
         let most = (WASM32_MAX_BYTES >> 20).min(budget_mb).max(MIN_MEMORY_MB);
         let memory_mb = asked.clamp(MIN_MEMORY_MB, most);
         if memory_mb != asked {
@@ -144,38 +141,30 @@ impl Interpreter for WasmBackend {
 
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         let (limits, notes) = self.limits(&opts);
-        let interp = self.runtime.for_memory(limits.memory_mb).await?;
+        let program = self.ctx.programs.for_memory(limits.memory_mb).await?;
+        let registry = &self.ctx.registry;
         // Each new sandbox is listed with its interpreter lock held, so another sandbox making
         // room at the same moment counts it as live (see `live`).
-        let id = match self.spare.take(&limits, interp.image, &self.registry).await {
+        let id = match self.spare.take(&limits, program.image, registry).await {
             Some(sb) => {
                 let slot = sb.slot.lock().await;
-                self.registry.publish(sb.clone());
-                if let Err(e) = self.room.make(&sb.id).await {
+                registry.publish(sb.clone());
+                if let Err(e) = self.ctx.room.make(&sb.id).await {
                     drop(slot);
-                    self.registry.unpublish(&sb.id);
-                    self.spare.put_back(sb, interp.image).await;
+                    registry.unpublish(&sb.id);
+                    self.spare.put_back(sb, program.image).await;
                     return Err(e);
                 }
                 sb.id.clone()
             }
             None => {
-                let sb = self.registry.prepare(limits.clone())?;
+                let sb = registry.prepare(limits.clone())?;
                 let mut slot = sb.slot.lock().await;
-                self.registry.publish(sb.clone());
-                let started = match self.room.make(&sb.id).await {
-                    Ok(()) => Session::start(&interp, &sb.session_config(&self.memory))
-                        .await
-                        .map_err(call::session_error),
-                    Err(e) => Err(e),
-                };
-                match started {
-                    Ok(session) => slot.session = Some(session),
-                    Err(e) => {
-                        drop(slot);
-                        self.registry.remove(&sb.id);
-                        return Err(e);
-                    }
+                registry.publish(sb.clone());
+                if let Err(e) = self.ctx.ensure_session(&mut slot, &sb).await {
+                    drop(slot);
+                    registry.remove(&sb.id);
+                    return Err(e);
                 }
                 sb.id.clone()
             }
@@ -184,7 +173,7 @@ impl Interpreter for WasmBackend {
         Ok(SandboxInfo {
             sandbox_id: id,
             backend: "wasm".into(),
-            python_version: interp.files.python_version.clone(),
+            python_version: program.files.python_version.clone(),
             workspace: crate::sandbox::paths::WORKSPACE.into(),
             limits,
             notes,
@@ -192,33 +181,33 @@ impl Interpreter for WasmBackend {
     }
 
     async fn close(&self, id: &str) -> Result<(), SandboxError> {
-        self.registry.close(id).await
+        self.ctx.registry.close(id).await
     }
 
     async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
-        let sb = self.registry.get(id)?;
+        let sb = self.ctx.registry.get(id)?;
         Ok(sb.status().await)
     }
 
     async fn list(&self) -> Vec<SandboxStatus> {
         let mut out = Vec::new();
-        for sb in self.registry.by_last_use() {
+        for sb in self.ctx.registry.by_last_use() {
             out.push(sb.status().await);
         }
         out
     }
 
     async fn recently_used(&self) -> Vec<String> {
-        self.registry.recently_used()
+        self.ctx.registry.recently_used()
     }
 
     async fn suspend(&self, id: &str) -> Result<bool, SandboxError> {
-        let sb = self.registry.get(id)?;
+        let sb = self.ctx.registry.get(id)?;
         Ok(!sb.is_busy() && live::suspend(&sb, "its owner's memory quota was needed").await)
     }
 
     fn usage(&self, id: &str) -> Result<Usage, SandboxError> {
-        let sb = self.registry.get(id)?;
+        let sb = self.ctx.registry.get(id)?;
         Ok(Usage {
             memory_mb: sb.limits.memory_mb,
             live: sb.is_live(),
@@ -227,19 +216,20 @@ impl Interpreter for WasmBackend {
     }
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
-        let sb = self.registry.get(id)?;
-        let interp = self.runtime.for_memory(sb.limits.memory_mb).await?;
+        let sb = self.ctx.registry.get(id)?;
+        // Waits for the runtime before taking a call slot.
+        self.ctx.programs.get().await?;
         let _permit = self.calls.clone().try_acquire_owned().map_err(|_| {
             SandboxError::CallCapacity(format!(
                 "{} calls are already running code, the most allowed; wait for one to finish (or raise CODE_SANDBOX_MAX_CONCURRENT_CALLS)",
                 self.settings.max_concurrent_calls
             ))
         })?;
-        call::execute(&sb, &self.runtime, &interp, &self.memory, &self.room, code, opts).await
+        call::execute(&self.ctx, &sb, code, opts).await
     }
 
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
-        let interp = self.runtime.get().await?;
+        let program = self.ctx.programs.get().await?;
         let wheel_dirs = self.wheel_dirs();
         let pkg = |(name, version): (String, String)| crate::sandbox::Package { name, version };
         if name.trim() == "?" {
@@ -252,10 +242,10 @@ impl Interpreter for WasmBackend {
                         .map(pkg)
                         .collect(),
                 ),
-                built_in: Some(interp.files.packages.iter().cloned().map(pkg).collect()),
+                built_in: Some(program.files.packages.iter().cloned().map(pkg).collect()),
             });
         }
-        let sb = self.registry.get(id)?;
+        let sb = self.ctx.registry.get(id)?;
         // Holding the interpreter's lock keeps installs and runs in one sandbox in order.
         let mut slot = sb.slot.lock().await;
         if sb.closing.is_cancelled() {
@@ -263,8 +253,8 @@ impl Interpreter for WasmBackend {
             return Err(SandboxError::NotFound(sb.id.clone()));
         }
         let request = name.to_string();
-        let runtime_packages = interp.files.packages.clone();
-        let python = interp.files.python_version.clone();
+        let runtime_packages = program.files.packages.clone();
+        let python = program.files.python_version.clone();
         let dirs = sb.dirs.clone();
         let quota = sb.quota.clone();
         let outcome = tokio::task::spawn_blocking(move || {
@@ -280,8 +270,7 @@ impl Interpreter for WasmBackend {
                 },
             )
         })
-        .await
-        .map_err(|e| SandboxError::Backend(Box::new(e)))?
+        .await?
         .map_err(|e| SandboxError::Package(Box::new(e)))?;
         if !outcome.installed.is_empty()
             && let Some(session) = slot.session.as_mut()
@@ -307,24 +296,22 @@ impl Interpreter for WasmBackend {
     }
 
     async fn fork(&self, id: &str) -> Result<SandboxInfo, SandboxError> {
-        let from = self.registry.get(id)?;
-        let runtime = self.runtime.for_memory(from.limits.memory_mb).await?;
-        let into = self.registry.reserve(from.limits.clone())?;
+        let from = self.ctx.registry.get(id)?;
+        let program = self.ctx.programs.for_memory(from.limits.memory_mb).await?;
+        let into = self.ctx.registry.reserve(from.limits.clone())?;
         // In the same budget as its original (a principal's) before any file is copied, so
         // the copy is checked against it.
         if let Some(group) = from.quota.parent() {
             into.quota.move_under(group);
         }
-        if let Err(e) =
-            checkpoints::fork(&from, &into, &self.runtime, &runtime, &self.memory, &self.room).await
-        {
-            self.registry.remove(&into.id);
+        if let Err(e) = checkpoints::fork(&self.ctx, &from, &into).await {
+            self.ctx.registry.remove(&into.id);
             return Err(e);
         }
         Ok(SandboxInfo {
             sandbox_id: into.id.clone(),
             backend: "wasm".into(),
-            python_version: runtime.files.python_version.clone(),
+            python_version: program.files.python_version.clone(),
             workspace: crate::sandbox::paths::WORKSPACE.into(),
             limits: into.limits.clone(),
             notes: Vec::new(),
@@ -332,16 +319,15 @@ impl Interpreter for WasmBackend {
     }
 
     async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
-        let sb = self.registry.get(id)?;
-        let runtime = self.runtime.for_memory(sb.limits.memory_mb).await?;
-        checkpoints::checkpoint(&sb, &self.runtime, &runtime, &self.memory, &self.room, name).await
+        let sb = self.ctx.registry.get(id)?;
+        checkpoints::checkpoint(&self.ctx, &sb, name).await
     }
 
     async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
-        let sb = self.registry.get(id)?;
+        let sb = self.ctx.registry.get(id)?;
         let wanted = checkpoints::image_of(&sb, checkpoint).await;
-        let images = self.runtime.images_for(wanted.as_deref()).await?;
-        checkpoints::restore(&sb, images, &self.memory, &self.room, checkpoint).await
+        let images = self.ctx.programs.images_for(wanted.as_deref()).await?;
+        checkpoints::restore(&self.ctx, &sb, images, checkpoint).await
     }
 
     fn files(&self) -> &dyn SandboxFiles {
@@ -349,22 +335,23 @@ impl Interpreter for WasmBackend {
     }
 
     fn stop_running(&self) {
-        self.registry.stop_running();
+        self.ctx.registry.stop_running();
     }
 
     fn join_disk_group(&self, id: &str, group: &str, limit_bytes: u64) {
-        if let Err(e) = self.registry.join_disk_group(id, group, limit_bytes) {
+        if let Err(e) = self.ctx.registry.join_disk_group(id, group, limit_bytes) {
             tracing::debug!("sandbox {id} joins no disk budget: {e}");
         }
     }
 
     async fn shutdown(&self) {
-        self.runtime.stop();
-        self.spare.stop(&self.registry).await;
-        if self.registry.persist.is_some() {
+        self.ctx.programs.stop();
+        self.spare.stop(&self.ctx.registry).await;
+        if self.ctx.registry.persist.is_some() {
             // Kept for the next start: each interpreter's state is saved beside its files,
             // all at once (the client may not wait long).
             let saves: Vec<_> = self
+                .ctx
                 .registry
                 .all()
                 .into_iter()
@@ -388,8 +375,8 @@ impl Interpreter for WasmBackend {
             }
             return;
         }
-        self.registry.close_all().await;
-        let registry = self.registry.clone();
+        self.ctx.registry.close_all().await;
+        let registry = self.ctx.registry.clone();
         let left = tokio::task::spawn_blocking(move || registry.retry_leftovers())
             .await
             .unwrap_or(0);

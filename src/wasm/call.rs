@@ -8,13 +8,11 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::live::Room;
-use super::persist;
-use super::registry::{Sandbox, Slot};
+use super::context::Context;
+use super::folders::{LOST, STATE};
+use super::record::Sandbox;
 use super::results::{self, AfterCall};
-use super::runtime_cell::RuntimeCell;
-use super::vm::{CompiledRuntime, MemoryBudget, Session, TurnOutput};
-use crate::config::MAX_TIMEOUT;
+use super::vm::{Session, TurnOutput};
 use crate::sandbox::{ExecOptions, Execution, LimitKind, ProgressFn, SandboxError};
 
 /// The after-call hook, as the spare's warm-up runs it (a call passes the time it has left).
@@ -63,18 +61,12 @@ impl Drop for CallGuard {
 
 /// Runs `code` in `sb`, starting a fresh interpreter first when the last one is gone.
 pub async fn execute(
+    ctx: &Context,
     sb: &Arc<Sandbox>,
-    cell: &Arc<RuntimeCell>,
-    interp: &Arc<CompiledRuntime>,
-    memory: &Arc<MemoryBudget>,
-    room: &Room,
     code: &str,
     opts: ExecOptions,
 ) -> Result<Execution, SandboxError> {
-    let timeout = opts
-        .timeout
-        .unwrap_or(Duration::from_secs(sb.limits.timeout_seconds))
-        .clamp(Duration::from_millis(100), MAX_TIMEOUT);
+    let timeout = sb.limits.call_timeout(opts.timeout);
     let mut call = CallGuard::default();
     let stop = stop_token(
         &mut call,
@@ -90,7 +82,7 @@ pub async fn execute(
     if sb.abandoned.swap(false, Ordering::SeqCst) {
         slot.reset("the previous call was abandoned while its code ran".into());
     }
-    let fresh = ensure_session(&mut slot, sb, cell, interp, memory, room).await?;
+    let before = ctx.ensure_session(&mut slot, sb).await?;
     let Some(session) = slot.session.as_mut() else {
         return Err(SandboxError::Backend(
             "the interpreter could not be started".into(),
@@ -111,7 +103,7 @@ pub async fn execute(
     }
     call.finish();
     let ended = out.status.is_err();
-    let mut ex = results::execution(out, fresh, timeout.as_secs_f64());
+    let mut ex = results::execution(out, before, timeout.as_secs_f64());
     if let Some(why) = after_call.reset_reason() {
         ex.state_lost = true;
         ex.notes.push(format!(
@@ -183,46 +175,8 @@ const STOPPED_BY_SHUTDOWN: &str = "the server shut down while a call was running
 fn record_stopped_by_shutdown(sb: &Sandbox) {
     let dir = sb.saved_dir();
     let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(dir.join(super::registry::LOST), STOPPED_BY_SHUTDOWN);
-    let _ = std::fs::remove_file(dir.join(super::registry::STATE));
-}
-
-/// Starts an interpreter when the slot has none. When the last one was lost, returns
-/// `Some(why)` so the result can say the state is fresh.
-/// A suspended interpreter is brought back from its saved state first. Either takes a place
-/// among the live interpreters, suspending the least recently used idle one if need be.
-pub(super) async fn ensure_session(
-    slot: &mut Slot,
-    sb: &Sandbox,
-    cell: &Arc<RuntimeCell>,
-    interp: &Arc<CompiledRuntime>,
-    memory: &Arc<MemoryBudget>,
-    room: &Room,
-) -> Result<Option<Option<String>>, SandboxError> {
-    if slot.session.is_none() {
-        room.make(&sb.id).await?;
-    }
-    if slot.session.is_none() && slot.saved {
-        let wanted = persist::saved_image(sb).await;
-        persist::resume(sb, slot, cell.images_for(wanted.as_deref()).await?, memory).await?;
-    }
-    if slot.session.is_some() {
-        return Ok(None);
-    }
-    let session = Session::start(interp, &sb.session_config(memory))
-        .await
-        .map_err(session_error)?;
-    slot.session = Some(session);
-    Ok(std::mem::take(&mut slot.lost).then(|| slot.lost_reason.take()))
-}
-
-/// A session that could not start: a full memory budget is the caller's to retry, anything
-/// else the backend's failure.
-pub(super) fn session_error(e: super::vm::SessionError) -> SandboxError {
-    match e {
-        e @ super::vm::SessionError::BudgetFull => SandboxError::MemoryBusy(e.to_string()),
-        other => SandboxError::Backend(Box::new(other)),
-    }
+    let _ = std::fs::write(dir.join(LOST), STOPPED_BY_SHUTDOWN);
+    let _ = std::fs::remove_file(dir.join(STATE));
 }
 
 fn report_progress(session: &Session, report: ProgressFn) -> tokio::task::JoinHandle<()> {

@@ -8,25 +8,22 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::files::blocking;
-use super::live::Room;
+use super::context::Context;
+use super::errors::blocking;
+use super::folders::{
+    CHECKPOINT_PACKAGES as PACKAGES, CHECKPOINT_SIZE as SIZE, CHECKPOINT_WORKSPACE as WORKSPACE, STATE,
+};
 use super::persist;
-use super::registry::{Sandbox, Slot};
+use super::record::{Sandbox, Slot};
 use super::remove_tree;
-use super::runtime_cell::RuntimeCell;
-use super::vm::{CompiledRuntime, MemoryBudget, SavedState, Session};
+use super::vm::{Program, SavedState};
 use crate::disk_quota::{ENTRY_COST, tree_cost};
 use crate::sandbox::{Checkpoint, SandboxError};
 
-const STATE: &str = "state.bin";
-const WORKSPACE: &str = "workspace";
-const PACKAGES: &str = "site-packages";
-/// What the checkpoint adds to the disk quota, as counted when it was made.
-const SIZE: &str = "bytes";
 const MAX_NAME: usize = 64;
 
 fn folder(sb: &Sandbox) -> PathBuf {
-    sb.dirs.scratch.join("checkpoints")
+    sb.dirs.checkpoints()
 }
 
 /// A checkpoint name the user chose, or the next free `checkpoint-N`.
@@ -55,35 +52,6 @@ fn name_for(sb: &Sandbox, asked: Option<&str>) -> Result<String, SandboxError> {
             .find(|n| !dir.join(n).exists())
             .unwrap_or_else(|| "checkpoint".into())),
     }
-}
-
-/// The sandbox's checkpoints, oldest first.
-pub fn list(sb: &Sandbox) -> Vec<Checkpoint> {
-    let mut out: Vec<(std::time::SystemTime, Checkpoint)> = std::fs::read_dir(folder(sb))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| {
-            let md = e.path().join(STATE).metadata().ok()?;
-            let bytes = std::fs::read_to_string(e.path().join(SIZE))
-                .ok()?
-                .trim()
-                .parse()
-                .ok()?;
-            let when = md.modified().ok()?;
-            let created: chrono::DateTime<chrono::Utc> = when.into();
-            Some((
-                when,
-                Checkpoint {
-                    name: e.file_name().to_string_lossy().into_owned(),
-                    created_at: created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    bytes,
-                },
-            ))
-        })
-        .collect();
-    out.sort_by_key(|(t, _)| *t);
-    out.into_iter().map(|(_, c)| c).collect()
 }
 
 /// Copies a tree without following links; the cost it adds, as the disk quota counts it.
@@ -120,33 +88,20 @@ fn io_error(what: &str) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
 }
 
 /// The state of the sandbox's interpreter (starting one first if it has none).
-async fn capture(
-    slot: &mut Slot,
-    sb: &Sandbox,
-    cell: &Arc<RuntimeCell>,
-    runtime: &Arc<CompiledRuntime>,
-    memory: &Arc<MemoryBudget>,
-    room: &Room,
-) -> Result<SavedState, SandboxError> {
-    super::call::ensure_session(slot, sb, cell, runtime, memory, room).await?;
+async fn capture(ctx: &Context, slot: &mut Slot, sb: &Sandbox) -> Result<SavedState, SandboxError> {
+    ctx.ensure_session(slot, sb).await?;
     let Some(session) = slot.session.as_mut() else {
         return Err(SandboxError::Backend(
             "the interpreter could not be started".into(),
         ));
     };
-    session.capture().await.map_err(|e| match e {
-        super::vm::SessionError::OpenFiles(_) => SandboxError::InvalidArgument(e.to_string()),
-        other => SandboxError::Backend(Box::new(other)),
-    })
+    Ok(session.capture().await?)
 }
 
 /// Saves the sandbox's variables, imports and files under a name.
 pub async fn checkpoint(
+    ctx: &Context,
     sb: &Arc<Sandbox>,
-    cell: &Arc<RuntimeCell>,
-    runtime: &Arc<CompiledRuntime>,
-    memory: &Arc<MemoryBudget>,
-    room: &Room,
     asked: Option<&str>,
 ) -> Result<Checkpoint, SandboxError> {
     let mut slot = sb.slot.lock().await;
@@ -154,7 +109,7 @@ pub async fn checkpoint(
         return Err(SandboxError::NotFound(sb.id.clone()));
     }
     let name = name_for(sb, asked)?;
-    let state = capture(&mut slot, sb, cell, runtime, memory, room)
+    let state = capture(ctx, &mut slot, sb)
         .await?
         .owned_by(persist::owner_of_checkpoint(&sb.id, &name));
     let dir = folder(sb).join(&name);
@@ -210,23 +165,26 @@ pub async fn checkpoint(
 /// The image the checkpoint `name` was made from, if it exists and can be read: restoring it
 /// waits for that image only.
 pub async fn image_of(sb: &Sandbox, name: &str) -> Option<String> {
-    let found = list(sb).into_iter().find(|c| c.name == name.trim())?;
+    let found = sb
+        .dirs
+        .list_checkpoints()
+        .into_iter()
+        .find(|c| c.name == name.trim())?;
     persist::image_of(folder(sb).join(found.name).join(STATE)).await
 }
 
 /// Puts the sandbox's variables, imports and files back as they were at `name`.
 pub async fn restore(
+    ctx: &Context,
     sb: &Arc<Sandbox>,
-    images: Vec<Arc<CompiledRuntime>>,
-    memory: &Arc<MemoryBudget>,
-    room: &Room,
+    images: Vec<Arc<Program>>,
     name: &str,
 ) -> Result<Checkpoint, SandboxError> {
     let mut slot = sb.slot.lock().await;
     if sb.closing.is_cancelled() {
         return Err(SandboxError::NotFound(sb.id.clone()));
     }
-    let known = list(sb);
+    let known = sb.dirs.list_checkpoints();
     let Some(found) = known.iter().find(|c| c.name == name.trim()).cloned() else {
         let names: Vec<&str> = known.iter().map(|c| c.name.as_str()).collect();
         return Err(SandboxError::InvalidArgument(format!(
@@ -244,19 +202,17 @@ pub async fn restore(
     let owner = persist::owner_of_checkpoint(&sb.id, &found.name);
     let (state, image) = {
         let dir = dir.clone();
+        let (found, sb2) = (found.clone(), sb.clone());
         blocking(move || {
-            persist::read_saved(&dir.join(STATE), &images, &owner)
-                .map_err(|e| SandboxError::InvalidArgument(format!("the checkpoint cannot be restored: {e}")))
+            persist::read_saved(&dir.join(STATE), &images, &owner).map_err(|e| SandboxError::Damaged {
+                what: format!("checkpoint '{}' of sandbox {}", found.name, sb2.id),
+                source: Box::new(e),
+            })
         })
         .await?
     };
     // The new interpreter first, so a failure leaves the sandbox as it was.
-    if slot.session.is_none() {
-        room.make(&sb.id).await?;
-    }
-    let session = Session::start_from(&image, &sb.session_config(memory), &state, false)
-        .await
-        .map_err(super::call::session_error)?;
+    let session = ctx.start_from(sb, &image, &state, false).await?;
     let sb2 = sb.clone();
     blocking(move || {
         let before = tree_cost(&sb2.dirs.workspace) + tree_cost(&sb2.dirs.site_packages);
@@ -281,33 +237,23 @@ pub async fn restore(
         Ok(())
     })
     .await?;
-    slot.session = Some(session);
-    slot.lost = false;
-    slot.lost_reason = None;
-    slot.saved = false;
+    slot.replace(session);
     sb.touch();
     Ok(found)
 }
 
 /// Starts `into` as a copy of `from`: its state (with generators of its own) and its files.
-pub async fn fork(
-    from: &Arc<Sandbox>,
-    into: &Arc<Sandbox>,
-    cell: &Arc<RuntimeCell>,
-    runtime: &Arc<CompiledRuntime>,
-    memory: &Arc<MemoryBudget>,
-    room: &Room,
-) -> Result<(), SandboxError> {
+pub async fn fork(ctx: &Context, from: &Arc<Sandbox>, into: &Arc<Sandbox>) -> Result<(), SandboxError> {
     let mut slot = from.slot.lock().await;
     if from.closing.is_cancelled() {
         return Err(SandboxError::NotFound(from.id.clone()));
     }
-    let state = capture(&mut slot, from, cell, runtime, memory, room).await?;
-    let image = slot
-        .session
-        .as_ref()
-        .map(|s| s.runtime().clone())
-        .unwrap_or_else(|| runtime.clone());
+    let state = capture(ctx, &mut slot, from).await?;
+    let Some(image) = slot.session.as_ref().map(|s| s.program().clone()) else {
+        return Err(SandboxError::Backend(
+            "the interpreter could not be started".into(),
+        ));
+    };
     let (src, dst) = (from.clone(), into.clone());
     blocking(move || {
         let mut cost = 0;
@@ -322,10 +268,6 @@ pub async fn fork(
     .await?;
     drop(slot);
     let mut into_slot = into.slot.lock().await;
-    room.make(&into.id).await?;
-    let session = Session::start_from(&image, &into.session_config(memory), &state, true)
-        .await
-        .map_err(super::call::session_error)?;
-    into_slot.session = Some(session);
+    into_slot.session = Some(ctx.start_from(into, &image, &state, true).await?);
     Ok(())
 }

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 
+use super::errors::blocking;
 use super::registry::Registry;
 use crate::disk_quota::{DiskQuota, ENTRY_COST};
 use crate::sandbox::paths::WorkspacePath;
@@ -217,15 +218,6 @@ fn write_reserved(
         quota.forget_entry(&old);
     }
     Ok(bytes.len() as u64)
-}
-
-/// Runs file work off the async threads.
-pub(super) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
-) -> Result<T, SandboxError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| SandboxError::Backend(Box::new(e)))?
 }
 
 #[async_trait]

@@ -14,7 +14,8 @@
 use std::sync::Arc;
 
 use super::persist;
-use super::registry::{Registry, Sandbox};
+use super::record::Sandbox;
+use super::registry::Registry;
 use crate::sandbox::SandboxError;
 
 /// Live interpreters other than `me`'s, and the idle ones among them, least recently used

@@ -4,7 +4,7 @@
 //! `execute_code`), [`checkpoints`] (fork, checkpoint, restore), [`spare`] (a pre-started interpreter) and [`housekeeping`] (idle and
 //! leftover cleanup); [`registry`] owns the open sandboxes and their folders, [`files`] the
 //! host-side file tools, [`results`] turns a turn's output into a tool result,
-//! [`runtime_cell`] installs and compiles the interpreter in the background. [`vm`] is the one
+//! [`programs`] installs and compiles the interpreter in the background. [`vm`] is the one
 //! part that touches wasmtime.
 //!
 //! Glossary: a *turn* is one run of source in the interpreter (a call is the code's turn plus
@@ -17,15 +17,20 @@
 mod backend;
 mod call;
 mod checkpoints;
+mod context;
+mod errors;
 mod files;
+mod folders;
 mod housekeeping;
 mod keep;
 mod live;
 mod persist;
+mod programs;
+mod record;
+mod recovery;
 mod registry;
 mod remove_tree;
 mod results;
-mod runtime_cell;
 mod spare;
 mod vm;
 
@@ -34,6 +39,6 @@ pub use backend::WasmBackend;
 /// The interpreter without the server around it: for `cargo xtask` (installing the runtime,
 /// and the bench's in-process baselines).
 pub mod direct {
-    pub use super::runtime_cell::{InstallError, install_and_load, prepare_warm_image};
-    pub use super::vm::{CompiledRuntime, Ended, Image, Session, SessionConfig, TurnOutput, WarmError};
+    pub use super::programs::{InstallError, install_and_load, prepare_warm_image};
+    pub use super::vm::{Ended, Image, Program, Session, SessionConfig, TurnOutput, WarmError};
 }

@@ -9,8 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::registry::{STATE, Sandbox, Slot};
-use super::vm::{CompiledRuntime, MemoryBudget, SavedState, Session, SessionError, StateError};
+use super::errors::blocking;
+use super::folders::STATE;
+use super::record::{Sandbox, Slot};
+use super::vm::{MemoryBudget, Program, SavedState, Session, SessionError, StateError};
 use crate::sandbox::SandboxError;
 
 /// Why a saved state could not be used, for the note the next call carries.
@@ -37,11 +39,11 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
                 tracing::info!("not saving sandbox {}: {e}", sb.id);
                 return Ok(());
             }
-            Err(e) => return Err(SandboxError::Backend(Box::new(e))),
+            Err(e) => return Err(e.into()),
         };
         let state = state.owned_by(owner_of_sandbox(&sb.id));
         let sb2 = sb.clone();
-        super::files::blocking(move || write_state(&sb2, &state)).await?;
+        blocking(move || write_state(&sb2, &state)).await?;
         sb.saved_executions.store(executions, Ordering::SeqCst);
     }
     let _ = sb.write_meta();
@@ -80,9 +82,9 @@ pub fn owner_of_checkpoint(id: &str, name: &str) -> String {
 /// from.
 pub fn read_saved(
     path: &Path,
-    images: &[Arc<CompiledRuntime>],
+    images: &[Arc<Program>],
     owner: &str,
-) -> Result<(SavedState, Arc<CompiledRuntime>), StateError> {
+) -> Result<(SavedState, Arc<Program>), StateError> {
     let state = SavedState::read_file(path, |id| images.iter().any(|i| i.id == id))?;
     state.check_owner(owner)?;
     let image = images
@@ -96,7 +98,7 @@ pub fn read_saved(
 /// The image the state file at `path` (a sandbox's or a checkpoint's) was made from, if it can
 /// be read at all: bringing it back waits for that image only.
 pub async fn image_of(path: std::path::PathBuf) -> Option<String> {
-    super::files::blocking(move || Ok(SavedState::image_of(&path).ok()))
+    blocking(move || Ok(SavedState::image_of(&path).ok()))
         .await
         .ok()
         .flatten()
@@ -113,21 +115,16 @@ pub async fn saved_image(sb: &Sandbox) -> Option<String> {
 pub async fn resume(
     sb: &Sandbox,
     slot: &mut Slot,
-    images: Vec<Arc<CompiledRuntime>>,
+    images: Vec<Arc<Program>>,
     memory: &Arc<MemoryBudget>,
 ) -> Result<(), SandboxError> {
     let path = sb.saved_dir().join(STATE);
     let owner = owner_of_sandbox(&sb.id);
-    let read = super::files::blocking(move || {
-        read_saved(&path, &images, &owner).map_err(|e| {
-            tracing::warn!("a saved state could not be used: {e}");
-            SandboxError::InvalidArgument(e.to_string())
-        })
-    })
-    .await;
+    let read = blocking(move || Ok(read_saved(&path, &images, &owner))).await?;
     let (state, image) = match read {
         Ok(found) => found,
-        Err(_) => {
+        Err(e) => {
+            tracing::warn!("the saved state of sandbox {} could not be used: {e}", sb.id);
             lost(
                 slot,
                 "its saved state was damaged, incomplete, made by another version of the runtime or not its own".into(),

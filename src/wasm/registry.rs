@@ -1,179 +1,22 @@
-//! The sandboxes of this server, live or kept: their folders, limits, and interpreters.
+//! The sandboxes of this server, live or kept: listing, making and removing them, and the
+//! disk budgets they share. (One sandbox is a [`Sandbox`]; taking over kept ones after a
+//! restart is `recovery`'s.)
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::vm::{MemoryBudget, Session, SessionConfig};
+use super::folders::Dirs;
+use super::record::{Meta, Parts, Sandbox, Slot};
 use crate::disk_quota::{DiskQuota, tree_cost};
 use crate::runtime::Layout;
 use crate::sandbox::last_use::LastUse;
 use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::retention::{Gone, Why};
-use crate::sandbox::{Limits, SandboxError, SandboxState, SandboxStatus};
-
-/// Host folders of one sandbox. The workspace is what users see; scratch holds the private
-/// /tmp and the installed packages.
-#[derive(Clone, Debug)]
-pub struct Dirs {
-    pub workspace: PathBuf,
-    pub scratch: PathBuf,
-    pub tmp: PathBuf,
-    pub site_packages: PathBuf,
-}
-
-/// The interpreter of a sandbox, or none after a reset.
-#[derive(Default)]
-pub struct Slot {
-    pub session: Option<Session>,
-    /// The last interpreter ended abnormally; the next call reports `state_lost`.
-    pub lost: bool,
-    /// Why, when the host reset it (not a timeout or crash the call itself reported).
-    pub lost_reason: Option<String>,
-    /// The interpreter is suspended: its state is saved in the sandbox's folder and is
-    /// restored before the next use.
-    pub saved: bool,
-}
-
-pub struct Sandbox {
-    pub id: String,
-    pub dirs: Dirs,
-    /// Shared by the guest's file calls and the host-side file tools.
-    pub quota: Arc<DiskQuota>,
-    pub limits: Limits,
-    pub created_at: chrono::DateTime<chrono::Utc>,
-    pub executions: AtomicU64,
-    pub busy: AtomicBool,
-    /// A call's future was dropped while the guest ran: the interpreter is mid-turn.
-    pub abandoned: AtomicBool,
-    /// Cancelled when the sandbox closes, stopping a call that is running in it.
-    pub closing: CancellationToken,
-    /// Cancelled when the server shuts down (a child of the registry's), stopping a running
-    /// call so its client gets an answer before the process ends.
-    pub stopping: CancellationToken,
-    pub slot: tokio::sync::Mutex<Slot>,
-    /// When it was last used, and whether by this process (only such a sandbox is the default
-    /// for a call without an id).
-    last_use: LastUse,
-    /// The executions count when the state was last saved, so unchanged sandboxes are not
-    /// saved again.
-    pub saved_executions: AtomicU64,
-    /// An exclusive lock on the sandbox's `owner.lock`, held while this server owns it: another
-    /// server on the same home never opens, saves over or deletes it.
-    _owner: Option<std::fs::File>,
-}
-
-/// What is kept beside a sandbox's saved state, to list it again after a restart.
-#[derive(serde::Serialize, serde::Deserialize)]
-pub struct Meta {
-    pub limits: Limits,
-    pub created_at: chrono::DateTime<chrono::Utc>,
-    pub executions: u64,
-    pub last_used: chrono::DateTime<chrono::Utc>,
-}
-
-impl Slot {
-    /// Drops the interpreter for a reason the next call reports with `state_lost`.
-    pub fn reset(&mut self, why: String) {
-        self.session = None;
-        self.lost = true;
-        self.lost_reason = Some(why);
-    }
-}
-
-impl Sandbox {
-    /// The host folders and limits an interpreter of this sandbox gets.
-    pub fn session_config(&self, memory: &Arc<MemoryBudget>) -> SessionConfig {
-        SessionConfig {
-            workspace: self.dirs.workspace.clone(),
-            tmp: self.dirs.tmp.clone(),
-            site_packages: self.dirs.site_packages.clone(),
-            quota: self.quota.clone(),
-            memory_bytes: self.limits.memory_mb << 20,
-            memory_budget: memory.clone(),
-            output_bytes: self.limits.output_bytes as usize,
-        }
-    }
-
-    pub fn idle_for(&self) -> std::time::Duration {
-        self.last_use.idle_for()
-    }
-
-    /// Marks a use by this process: the sandbox becomes the default for calls without an id.
-    pub fn touch(&self) {
-        self.last_use.touch();
-    }
-
-    /// Whether its interpreter is in memory (one whose lock is held counts: it is running,
-    /// starting, or being suspended).
-    pub fn is_live(&self) -> bool {
-        self.slot.try_lock().map_or(true, |slot| slot.session.is_some())
-    }
-
-    pub fn is_busy(&self) -> bool {
-        self.busy.load(Ordering::SeqCst)
-    }
-
-    pub fn last_used_at(&self) -> chrono::DateTime<chrono::Utc> {
-        self.last_use.at()
-    }
-
-    /// What the sandbox holds on disk: its files, packages and checkpoints (the disk quota's
-    /// count) and its saved state.
-    pub fn kept_bytes(&self) -> u64 {
-        let state = std::fs::metadata(self.saved_dir().join(STATE)).map_or(0, |m| m.len());
-        self.quota.used().saturating_add(state)
-    }
-
-    /// Where the interpreter's state and the metadata are saved.
-    pub fn saved_dir(&self) -> PathBuf {
-        self.dirs.scratch.join("saved")
-    }
-
-    /// Records the sandbox's limits and use beside its files (atomically).
-    pub fn write_meta(&self) -> std::io::Result<()> {
-        let meta = Meta {
-            limits: self.limits.clone(),
-            created_at: self.created_at,
-            executions: self.executions.load(Ordering::SeqCst),
-            last_used: self.last_used_at(),
-        };
-        let dir = self.saved_dir();
-        std::fs::create_dir_all(&dir)?;
-        let tmp = dir.join(".meta.json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec(&meta).map_err(std::io::Error::other)?)?;
-        std::fs::rename(&tmp, dir.join(META))
-    }
-
-    pub async fn status(&self) -> SandboxStatus {
-        let state = if self.busy.load(Ordering::SeqCst) {
-            SandboxState::Busy
-        } else {
-            match self.slot.try_lock() {
-                Err(_) => SandboxState::Busy,
-                Ok(slot) if slot.saved => SandboxState::Paused,
-                Ok(slot) if slot.session.is_none() && slot.lost => SandboxState::Reset,
-                Ok(_) => SandboxState::Ready,
-            }
-        };
-        let disk_bytes = self.quota.used();
-        SandboxStatus {
-            sandbox_id: self.id.clone(),
-            state,
-            created_at: self.created_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            executions: self.executions.load(Ordering::SeqCst),
-            last_used_at: self
-                .last_used_at()
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            disk_bytes,
-            limits: self.limits.clone(),
-            checkpoints: super::checkpoints::list(self),
-        }
-    }
-}
+use crate::sandbox::{Limits, SandboxError};
 
 struct Inner {
     open: OpenSet<Sandbox>,
@@ -204,49 +47,6 @@ struct Leftover {
     id: String,
     dirs: Dirs,
     quota: Option<Arc<DiskQuota>>,
-}
-
-const OWNER: &str = "owner.pid";
-const OWNER_LOCK: &str = "owner.lock";
-const META: &str = "meta.json";
-/// Beside a sandbox's saved state: why its variables were lost (a call the shutdown stopped),
-/// for the note its next call carries after a restart.
-pub const LOST: &str = "lost.txt";
-pub const STATE: &str = "state.bin";
-
-/// Takes the exclusive lock on a sandbox's `owner.lock`; `None` when another process holds it.
-fn take_ownership(scratch: &Path) -> Option<std::fs::File> {
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(scratch.join(OWNER_LOCK))
-        .ok()?;
-    f.try_lock().ok()?;
-    Some(f)
-}
-
-fn process_alive(pid: u32) -> bool {
-    // A killed server stays a zombie until its parent reaps it; it holds nothing by then.
-    #[cfg(target_os = "linux")]
-    if let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        && stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-    {
-        return false;
-    }
-    #[cfg(unix)]
-    {
-        // Signal 0 checks existence without sending anything.
-        let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = pid;
-        true
-    }
 }
 
 /// 128 random bits: ids must be unguessable, since in remote mode they are all that names a
@@ -352,38 +152,25 @@ impl Registry {
     /// Makes a sandbox's folders without listing it: a spare, warmed before anyone asks.
     pub fn prepare(&self, limits: Limits) -> Result<Arc<Sandbox>, SandboxError> {
         let id = new_id();
-        let scratch = self.layout.scratch_dir().join(&id);
-        let dirs = Dirs {
-            workspace: self.layout.sandboxes_dir().join(&id),
-            tmp: scratch.join("tmp"),
-            site_packages: scratch.join("site-packages"),
-            scratch,
-        };
+        let dirs = Dirs::of(&self.layout, &id);
         for d in [&dirs.workspace, &dirs.tmp, &dirs.site_packages] {
             if let Err(e) = make_dir(d) {
                 let _ = remove_dirs(&dirs);
                 return Err(e);
             }
         }
-        // Stamped with our pid, so a later server can tell our folders from a dead one's, and
-        // locked, so no other server touches them while we run.
-        let _ = std::fs::write(dirs.scratch.join(OWNER), std::process::id().to_string());
-        let owner = take_ownership(&dirs.scratch);
-        Ok(Arc::new(Sandbox {
-            saved_executions: AtomicU64::new(0),
-            _owner: owner,
+        let owner = dirs.claim();
+        Ok(Sandbox::new(Parts {
             id,
             dirs,
             quota: Arc::new(DiskQuota::within(limits.disk_bytes, self.host_disk.clone())),
             limits,
             created_at: chrono::Utc::now(),
-            executions: AtomicU64::new(0),
-            busy: AtomicBool::new(false),
-            abandoned: AtomicBool::new(false),
-            closing: CancellationToken::new(),
-            stopping: self.stopping.child_token(),
-            slot: tokio::sync::Mutex::new(Slot::default()),
+            executions: 0,
+            slot: Slot::default(),
             last_use: LastUse::now(),
+            owner,
+            stopping: self.stopping.child_token(),
         }))
     }
 
@@ -442,121 +229,43 @@ impl Registry {
         let _ = self.close(id).await;
     }
 
-    /// Folders left by servers that are gone (stopped, crashed or killed). With persistence,
-    /// sandboxes used within the retention period are listed again under their ids, to be
-    /// restored on first use; the rest are removed. Folders a running server owns (it holds
-    /// their lock) are left alone.
-    ///
-    /// `clamp` bounds the limits read from a kept sandbox's metadata to what a request could
-    /// have asked for: that file is on disk, where it could have been edited.
-    pub fn recover_leftovers(&self, clamp: &dyn Fn(Limits) -> Limits) {
-        let Ok(rd) = std::fs::read_dir(self.layout.sandboxes_dir()) else {
-            return;
-        };
-        for entry in rd.flatten() {
-            let id = entry.file_name().to_string_lossy().into_owned();
-            if !id.starts_with("sbx-") || self.lock().open.contains(&id) {
-                continue;
-            }
-            let scratch = self.layout.scratch_dir().join(&id);
-            let owner = if scratch.join(OWNER_LOCK).exists() {
-                match take_ownership(&scratch) {
-                    Some(lock) => Some(lock),
-                    None => continue,
-                }
-            } else {
-                let pid = std::fs::read_to_string(scratch.join(OWNER))
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u32>().ok());
-                let orphan = match pid {
-                    Some(pid) => !process_alive(pid),
-                    // A folder a starting server has not stamped yet is left for a minute.
-                    None => entry
-                        .metadata()
-                        .and_then(|m| m.modified())
-                        .map(|t| t.elapsed().unwrap_or_default().as_secs() > 60)
-                        .unwrap_or(false),
-                };
-                if !orphan {
-                    continue;
-                }
-                None
-            };
-            let dirs = Dirs {
-                workspace: entry.path(),
-                tmp: scratch.join("tmp"),
-                site_packages: scratch.join("site-packages"),
-                scratch,
-            };
-            if let Some(retain) = self.persist {
-                let meta: Option<Meta> = std::fs::read(dirs.scratch.join("saved").join(META))
-                    .ok()
-                    .and_then(|b| serde_json::from_slice(&b).ok());
-                match meta {
-                    Some(m) if (chrono::Utc::now() - m.last_used).to_std().unwrap_or_default() < retain => {
-                        if owner.is_some() {
-                            let m = Meta {
-                                limits: clamp(m.limits),
-                                ..m
-                            };
-                            self.adopt(&id, dirs, m, owner);
-                        }
-                        continue;
-                    }
-                    Some(_) => {
-                        tracing::info!("removing {id}: unused for longer than CODE_SANDBOX_RETAIN_DAYS");
-                        self.gone.record(&id, Why::Retention);
-                    }
-                    None => tracing::info!("removing {id}, left by a server that is gone"),
-                }
-            } else {
-                tracing::info!("removing {id}, left by a server that is gone");
-            }
-            let _ = self.remove_or_keep(&id, dirs, None);
-        }
-    }
-
-    /// Lists a sandbox a stopped server kept, under its own id.
-    /// (Its `owner.lock`, held from now on, is what keeps other servers away: no pid is
-    /// stamped, which would be a write per kept sandbox on the way to the first answer.)
-    fn adopt(&self, id: &str, dirs: Dirs, meta: Meta, owner: Option<std::fs::File>) {
-        // Counted later, off the start-up path (`measure_kept`): a thousand kept sandboxes must
-        // not delay the first answer.
-        let quota = Arc::new(DiskQuota::within(meta.limits.disk_bytes, self.host_disk.clone()));
-        let saved_dir = dirs.scratch.join("saved");
-        let lost_why = std::fs::read_to_string(saved_dir.join(LOST)).ok();
-        let saved = lost_why.is_none() && saved_dir.join(STATE).is_file();
-        let slot = Slot {
-            saved,
-            lost: !saved,
-            lost_reason: (!saved).then(|| {
-                lost_why.map(|w| w.trim().to_string()).unwrap_or_else(|| {
-                    "the server stopped before it could save the interpreter's state (its files are kept)"
-                        .to_string()
-                })
-            }),
-            ..Slot::default()
-        };
-        let sb = Arc::new(Sandbox {
+    /// Lists a sandbox a stopped server kept, under its own id; its disk is counted later,
+    /// by [`Registry::measure_kept`], off the start-up path.
+    pub fn adopt(&self, id: &str, dirs: Dirs, meta: Meta, owner: Option<std::fs::File>) {
+        let sb = Sandbox::new(Parts {
             id: id.to_string(),
+            slot: Slot::kept(&dirs),
             dirs,
-            quota,
+            quota: Arc::new(DiskQuota::within(meta.limits.disk_bytes, self.host_disk.clone())),
             limits: meta.limits,
             created_at: meta.created_at,
-            executions: AtomicU64::new(meta.executions),
-            saved_executions: AtomicU64::new(meta.executions),
-            busy: AtomicBool::new(false),
-            abandoned: AtomicBool::new(false),
-            closing: CancellationToken::new(),
-            stopping: self.stopping.child_token(),
-            slot: tokio::sync::Mutex::new(slot),
+            executions: meta.executions,
             last_use: LastUse::kept(meta.last_used),
-            _owner: owner,
+            owner,
+            stopping: self.stopping.child_token(),
         });
         tracing::debug!("sandbox {id} is back (saved by an earlier run)");
         let mut inner = self.lock();
         inner.unmeasured.push(sb.clone());
         inner.open.insert(sb.id.clone(), sb);
+    }
+
+    pub fn is_open(&self, id: &str) -> bool {
+        self.lock().open.contains(id)
+    }
+
+    /// Remembers that the server deleted `id` by itself, and why.
+    pub fn record_gone(&self, id: &str, why: Why) {
+        self.gone.record(id, why);
+    }
+
+    /// Removes the folders of a sandbox that is not listed (left by an earlier server).
+    pub fn remove_unlisted(&self, id: &str, dirs: Dirs) {
+        let _ = self.remove_or_keep(id, dirs, None);
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
     }
 
     /// Counts the disk of the sandboxes kept from before a restart (their files, packages and
@@ -609,7 +318,7 @@ impl Registry {
     pub fn recently_used(&self) -> Vec<String> {
         self.by_last_use()
             .into_iter()
-            .filter(|sb| sb.last_use.here())
+            .filter(|sb| sb.used_here())
             .map(|sb| sb.id.clone())
             .collect()
     }
@@ -641,9 +350,7 @@ impl Registry {
     async fn remove_closed(self: &Arc<Self>, sb: Arc<Sandbox>) -> Result<(), SandboxError> {
         let (id, dirs, quota) = (sb.id.clone(), sb.dirs.clone(), sb.quota.clone());
         let me = self.clone();
-        tokio::task::spawn_blocking(move || me.remove_or_keep(&id, dirs, Some(quota)))
-            .await
-            .map_err(|e| SandboxError::Backend(Box::new(e)))?
+        tokio::task::spawn_blocking(move || me.remove_or_keep(&id, dirs, Some(quota))).await?
     }
 
     pub async fn close_all(self: &Arc<Self>) {

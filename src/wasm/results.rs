@@ -3,7 +3,9 @@
 
 use serde::Deserialize;
 
+use super::record::Before;
 use super::vm::{Ended, TurnOutput};
+use crate::sandbox::timeouts::MAX_CALL_SECONDS;
 use crate::sandbox::{Execution, Image, LimitKind, PyError};
 
 /// A message the guest prelude sent through the door.
@@ -124,7 +126,7 @@ fn ended_error(ended: &Ended, timeout_s: f64) -> (Option<LimitKind>, PyError) {
             e(
                 "TimeoutError",
                 format!(
-                    "the code ran past the {timeout_s:.0} s limit and was stopped; pass a larger timeout_seconds (at most 300) or make it faster"
+                    "the code ran past the {timeout_s:.0} s limit and was stopped; pass a larger timeout_seconds (at most {MAX_CALL_SECONDS}) or make it faster"
                 ),
             ),
         ),
@@ -161,17 +163,17 @@ fn ended_error(ended: &Ended, timeout_s: f64) -> (Option<LimitKind>, PyError) {
     }
 }
 
-/// Builds the execution record. `state_lost_before` says the interpreter was fresh because
+/// Builds the execution record. `before` says the interpreter was fresh because
 /// an earlier call ended the previous one (with the reason, when the host knows it).
-pub fn execution(out: TurnOutput, state_lost_before: Option<Option<String>>, timeout_s: f64) -> Execution {
+pub fn execution(out: TurnOutput, before: Before, timeout_s: f64) -> Execution {
     let mut ex = Execution {
         stdout: out.stdout.text,
         stderr: out.stderr.text,
         duration_ms: out.duration.as_millis() as u64,
-        state_lost: state_lost_before.is_some(),
+        state_lost: before != Before::Kept,
         ..Default::default()
     };
-    if let Some(reason) = state_lost_before {
+    if let Before::Lost { why: reason } = before {
         let why = reason
             .map(|r| format!(" (it was reset because {r})"))
             .unwrap_or_default();

@@ -8,9 +8,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::call::AFTER_CALL;
-use super::registry::{Registry, Sandbox};
-use super::runtime_cell::RuntimeCell;
-use super::vm::{Image, MemoryBudget, Session};
+use super::context::Context;
+use super::record::Sandbox;
+use super::registry::Registry;
+use super::vm::{Image, Session};
 use crate::sandbox::Limits;
 
 /// Let the call that took the last spare run first: on two cores, warming beside it would
@@ -31,26 +32,21 @@ pub struct Spare {
 
 impl Spare {
     /// Starts a spare interpreter with `limits` in the background, unless one is ready.
-    pub fn warm(
-        &self,
-        runtime: &Arc<RuntimeCell>,
-        registry: &Arc<Registry>,
-        limits: Limits,
-        memory: &Arc<MemoryBudget>,
-    ) {
-        let (slot, stopping) = (self.slot.clone(), self.stopping.clone());
-        let (runtime, registry, memory) = (runtime.clone(), registry.clone(), memory.clone());
+    pub fn warm(&self, ctx: &Arc<Context>, limits: Limits) {
+        let (slot, stopping, ctx) = (self.slot.clone(), self.stopping.clone(), ctx.clone());
         tokio::spawn(async move {
             tokio::time::sleep(DELAY).await;
             let mut slot = slot.lock().await;
             if slot.is_some() || stopping.load(Ordering::SeqCst) {
                 return;
             }
-            let Ok(interp) = runtime.for_memory(limits.memory_mb).await else {
+            let Ok(program) = ctx.programs.for_memory(limits.memory_mb).await else {
                 return;
             };
-            let Ok(sb) = registry.prepare(limits) else { return };
-            match Session::start(&interp, &sb.session_config(&memory)).await {
+            let Ok(sb) = ctx.registry.prepare(limits) else {
+                return;
+            };
+            match Session::start(&program, &sb.session_config(&ctx.memory)).await {
                 Ok(mut session) => {
                     // Walk the paths a first call takes (compile, echo, door, figure check) so
                     // their pages are faulted in now, not while the user waits; leave no `_`.
@@ -59,11 +55,11 @@ impl Spare {
                         session.turn(code, Duration::from_secs(10), None, &quiet).await;
                     }
                     sb.slot.lock().await.session = Some(session);
-                    *slot = Some((sb, interp.image));
+                    *slot = Some((sb, program.image));
                 }
                 Err(e) => {
                     tracing::warn!("could not warm a spare sandbox: {e}");
-                    registry.discard(&sb);
+                    ctx.registry.discard(&sb);
                 }
             }
         });

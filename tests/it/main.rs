@@ -12,6 +12,7 @@ mod figures;
 mod host_safety;
 mod isolation;
 mod keeping;
+mod layers;
 mod lifecycle;
 mod limits;
 mod packages;

@@ -3,4 +3,5 @@
 //! need through the same code the `cargo xtask` commands run.
 
 pub mod bundle;
+pub mod layers;
 pub mod npm;

@@ -1,9 +1,7 @@
 //! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept]`,
-//! `cargo xtask bundle`.
+//! `cargo xtask bundle`, `cargo xtask layers [--all]`.
 
 mod bench;
-mod bench_kept;
-mod bench_remote;
 
 use std::path::PathBuf;
 
@@ -11,7 +9,7 @@ use clap::{Parser, Subcommand};
 use mcp_code_sandbox::config::Settings;
 use mcp_code_sandbox::runtime::{Layout, Stage};
 use mcp_code_sandbox::wasm::direct::{install_and_load, prepare_warm_image};
-use xtask::bundle;
+use xtask::{bundle, layers};
 
 #[derive(Parser)]
 struct Cli {
@@ -46,6 +44,12 @@ enum Task {
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle,
+    /// Print the module graph of `src/` and `xtask/src/` and any import circle in it.
+    Layers {
+        /// Print every module's imports, not only the circles.
+        #[arg(long)]
+        all: bool,
+    },
 }
 
 /// Builds the release server binary (the bench and the bundle use it); its path.
@@ -114,6 +118,29 @@ fn main() -> anyhow::Result<()> {
             let bin = release_binary()?;
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(bundle::run(&root(), &bin, &settings.home_dir()))?;
+        }
+        Task::Layers { all } => {
+            let mut circles = 0;
+            for (dir, name) in [("src", "mcp_code_sandbox"), ("xtask/src", "xtask")] {
+                let graph = layers::read(&root().join(dir), name)?;
+                if all {
+                    for (module, uses) in &graph.edges {
+                        let uses: Vec<String> = uses.iter().map(|u| layers::show(u)).collect();
+                        println!("{dir}: {} -> {}", layers::show(module), uses.join(", "));
+                    }
+                }
+                for circle in graph.circles() {
+                    circles += 1;
+                    println!("{dir}: import circle:");
+                    for (a, b) in circle {
+                        println!("    {} -> {}", layers::show(&a), layers::show(&b));
+                    }
+                }
+            }
+            anyhow::ensure!(
+                circles == 0,
+                "{circles} import circle(s); see docs/ARCHITECTURE.md"
+            );
         }
     }
     Ok(())

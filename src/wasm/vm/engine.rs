@@ -77,7 +77,7 @@ pub enum Image {
 }
 
 /// The compiled interpreter, ready to instantiate many times.
-pub struct CompiledRuntime {
+pub struct Program {
     pub engine: Engine,
     pub pre: InstancePre<GuestState>,
     pub files: RuntimeFiles,
@@ -193,7 +193,7 @@ fn link(engine: &Engine, module: &Module) -> Result<InstancePre<GuestState>, Eng
     linker.instantiate_pre(module).map_err(link)
 }
 
-impl CompiledRuntime {
+impl Program {
     /// Builds the engine, loads (or compiles) the module, links WASI and the door, and starts
     /// the epoch ticker.
     pub fn load(layout: &Layout, files: RuntimeFiles, metered: bool) -> Result<Arc<Self>, EngineError> {
@@ -207,7 +207,7 @@ impl CompiledRuntime {
             &files.module_sha256[..16],
             engine_key(&engine)
         );
-        Ok(Arc::new(CompiledRuntime {
+        Ok(Arc::new(Program {
             engine,
             pre,
             files,
@@ -220,7 +220,7 @@ impl CompiledRuntime {
 
     /// The same runtime started from another image of it, on the same engine.
     pub fn with_image(&self, module: &Module, image: Image, id: String) -> Result<Arc<Self>, EngineError> {
-        Ok(Arc::new(CompiledRuntime {
+        Ok(Arc::new(Program {
             engine: self.engine.clone(),
             pre: link(&self.engine, module)?,
             files: self.files.clone(),

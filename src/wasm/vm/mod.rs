@@ -5,7 +5,7 @@
 //! disk-quota shadows in [`guest_fs`], wasmtime-wasi's own) are generic over the Store's data
 //! and reach their parts through projections; [`session`] puts them together into one
 //! interpreter that runs turns. Everything above this module sees only [`Session`],
-//! [`CompiledRuntime`] and plain data.
+//! [`Program`] and plain data.
 
 mod door;
 pub(super) mod engine;
@@ -13,13 +13,17 @@ mod guest_fs;
 mod guest_memory;
 mod memory_budget;
 mod output;
+mod preopens;
 mod saved_state;
 mod session;
 mod state;
+mod turn;
 mod warm_image;
 
-pub use engine::{CompiledRuntime, EngineError, Image};
+pub use engine::{EngineError, Image, Program};
 pub use memory_budget::{MemoryBudget, Reclaim, WASM32_MAX_BYTES, half_of_machine};
+pub use preopens::SessionConfig;
 pub use saved_state::{SavedState, StateError};
-pub use session::{Ended, Session, SessionConfig, SessionError, TurnOutput};
+pub use session::{Session, SessionError};
+pub use turn::{Ended, TurnOutput};
 pub use warm_image::{WarmError, build_or_load as warm_image, verify_cached as verify_warm_image};

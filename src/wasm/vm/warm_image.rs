@@ -19,8 +19,9 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::{Module, Val};
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-use super::engine::{self, CompiledRuntime, DENSE_IMAGE_BYTES, Image, WASMTIME_VERSION};
-use super::session::{PRELUDE, Session, SessionConfig};
+use super::engine::{self, DENSE_IMAGE_BYTES, Image, Program, WASMTIME_VERSION};
+use super::preopens::SessionConfig;
+use super::session::{PRELUDE, Session};
 use crate::runtime::Layout;
 
 pub const WARM_UP: &str = include_str!("../../../runtime/guest/warm_up.py");
@@ -74,7 +75,7 @@ struct Meta {
 
 /// The cache name of the warm image for `plain`: the runtime, the prelude, the warm-up, the
 /// preopen layout, wasmtime's version and the engine's settings (fuel included).
-fn key(plain: &CompiledRuntime) -> String {
+fn key(plain: &Program) -> String {
     let mut h = Sha256::new();
     for part in [
         plain.files.module_sha256.as_bytes(),
@@ -98,7 +99,7 @@ struct Paths {
     meta: PathBuf,
 }
 
-fn paths(layout: &Layout, plain: &CompiledRuntime) -> Paths {
+fn paths(layout: &Layout, plain: &Program) -> Paths {
     let base = layout.cache_dir().join(format!("warm-{}", key(plain)));
     Paths {
         cwasm: base.with_extension("cwasm"),
@@ -116,7 +117,7 @@ fn sha256_of(path: &Path) -> Result<String, WarmError> {
 }
 
 /// The cached image, if a whole and intact one is there; a damaged one is deleted.
-fn load_cached(plain: &CompiledRuntime, p: &Paths) -> Option<Arc<CompiledRuntime>> {
+fn load_cached(plain: &Program, p: &Paths) -> Option<Arc<Program>> {
     let raw = std::fs::read(&p.meta).ok()?;
     let damaged = |why: &str| {
         tracing::warn!(
@@ -151,7 +152,7 @@ fn load_cached(plain: &CompiledRuntime, p: &Paths) -> Option<Arc<CompiledRuntime
 
 /// Whether the cached image for `plain` still has the SHA-256 it was built with; a damaged
 /// one is deleted (so the next `build_or_load` rebuilds it).
-pub fn verify_cached(plain: &CompiledRuntime, layout: &Layout) -> bool {
+pub fn verify_cached(plain: &Program, layout: &Layout) -> bool {
     let p = paths(layout, plain);
     let Some(meta) = std::fs::read(&p.meta)
         .ok()
@@ -172,10 +173,7 @@ pub fn verify_cached(plain: &CompiledRuntime, layout: &Layout) -> bool {
 }
 
 /// The warm image for `plain`: from the cache, or built now (about a minute of compiling).
-pub async fn build_or_load(
-    plain: &Arc<CompiledRuntime>,
-    layout: &Layout,
-) -> Result<Arc<CompiledRuntime>, WarmError> {
+pub async fn build_or_load(plain: &Arc<Program>, layout: &Layout) -> Result<Arc<Program>, WarmError> {
     let p = paths(layout, plain);
     tracing::debug!("warm image cache entry: {}", p.meta.display());
     if let Some(rt) = load_cached(plain, &p) {
@@ -191,12 +189,12 @@ pub async fn build_or_load(
 }
 
 async fn build(
-    plain: &Arc<CompiledRuntime>,
+    plain: &Arc<Program>,
     layout: &Layout,
     dir: &Path,
     p: &Paths,
     started: Instant,
-) -> Result<Arc<CompiledRuntime>, WarmError> {
+) -> Result<Arc<Program>, WarmError> {
     let cfg = SessionConfig::throwaway(dir, WARM_UP_MEMORY).map_err(io(dir))?;
     let mut session = Session::start(plain, &cfg).await?;
     let out = session

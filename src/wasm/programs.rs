@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::vm::{self, CompiledRuntime, EngineError, Image, WarmError};
+use super::vm::{self, EngineError, Image, Program, WarmError};
 use crate::runtime::{self, Layout, RuntimeError, Stage};
 use crate::sandbox::SandboxError;
 
@@ -17,7 +17,7 @@ use crate::sandbox::SandboxError;
 pub enum State {
     Idle,
     Installing(String),
-    Ready(Arc<CompiledRuntime>),
+    Ready(Arc<Program>),
     Failed(String),
 }
 
@@ -29,13 +29,13 @@ pub enum InstallError {
     Engine(#[from] EngineError),
 }
 
-pub struct RuntimeCell {
+pub struct Programs {
     layout: Layout,
     metered: bool,
     /// Build (or load) a warm image once the plain one is ready.
     warm_enabled: bool,
     /// The warm image, once built; sandboxes use the plain one until then.
-    warm: Mutex<Option<Arc<CompiledRuntime>>>,
+    warm: Mutex<Option<Arc<Program>>>,
     /// Whether the attempt at the warm image is over (built, loaded, failed or off).
     warm_settled: watch::Sender<bool>,
     /// Updated with `send_replace`: a plain `send` is dropped while nobody is subscribed, which
@@ -67,24 +67,21 @@ pub fn install_and_load(
     from: Option<&std::path::Path>,
     metered: bool,
     progress: &dyn Fn(Stage),
-) -> Result<Arc<CompiledRuntime>, InstallError> {
+) -> Result<Arc<Program>, InstallError> {
     let files = runtime::install(layout, from, progress)?;
     progress(Stage::Compiling);
-    let interp = CompiledRuntime::load(layout, files, metered)?;
+    let program = Program::load(layout, files, metered)?;
     // The wheel cache is a convenience: without it the interpreter still works.
     if let Err(e) = crate::wheels::catalog::fetch(layout, &|m| tracing::info!("wheels: {m}")) {
         tracing::warn!("the package cache could not be filled ({e}); install_package will offer less");
     }
     progress(Stage::Ready);
-    Ok(interp)
+    Ok(program)
 }
 
 /// Builds (or loads) the warm image for `plain` and waits for it, on a thread of its own: for
 /// xtask and the tests, which have no server to build it in the background.
-pub fn prepare_warm_image(
-    plain: &Arc<CompiledRuntime>,
-    layout: &Layout,
-) -> Result<Arc<CompiledRuntime>, WarmError> {
+pub fn prepare_warm_image(plain: &Arc<Program>, layout: &Layout) -> Result<Arc<Program>, WarmError> {
     let (plain, layout) = (plain.clone(), layout.clone());
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -97,10 +94,10 @@ pub fn prepare_warm_image(
     .unwrap_or_else(|_| Err(WarmError::WarmUp("the warm-up thread panicked".into())))
 }
 
-impl RuntimeCell {
+impl Programs {
     pub fn new(layout: Layout, metered: bool, warm_enabled: bool) -> Arc<Self> {
         let (tx, _) = watch::channel(State::Idle);
-        Arc::new(RuntimeCell {
+        Arc::new(Programs {
             layout,
             metered,
             warm_enabled,
@@ -130,15 +127,15 @@ impl RuntimeCell {
                 tx.send_replace(State::Installing(stage.to_string()));
             };
             let state = match install_and_load(&me.layout, None, me.metered, &progress) {
-                Ok(interp) => {
+                Ok(program) => {
                     if me.warm_enabled {
                         let mut task = me.warm_task.lock().unwrap_or_else(|p| p.into_inner());
                         if matches!(*task, WarmTask::NotStarted) {
-                            let build = handle.spawn(me.clone().build_warm(interp.clone()));
+                            let build = handle.spawn(me.clone().build_warm(program.clone()));
                             *task = WarmTask::Running(build.abort_handle());
                         }
                     }
-                    State::Ready(interp)
+                    State::Ready(program)
                 }
                 Err(e) => {
                     tracing::error!("runtime installation failed: {e}");
@@ -173,7 +170,7 @@ impl RuntimeCell {
         )
     }
 
-    async fn build_warm(self: Arc<Self>, plain: Arc<CompiledRuntime>) {
+    async fn build_warm(self: Arc<Self>, plain: Arc<Program>) {
         tracing::info!("preparing the warm image (numpy, pandas, matplotlib imported)");
         for attempt in 0..2 {
             match vm::warm_image(&plain, &self.layout).await {
@@ -210,7 +207,7 @@ impl RuntimeCell {
     pub async fn images_for(
         self: &Arc<Self>,
         wanted: Option<&str>,
-    ) -> Result<Vec<Arc<CompiledRuntime>>, SandboxError> {
+    ) -> Result<Vec<Arc<Program>>, SandboxError> {
         let plain = self.get().await?;
         let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let now: Vec<_> = warm.into_iter().chain([plain]).collect();
@@ -221,7 +218,7 @@ impl RuntimeCell {
     }
 
     /// Every image, once the warm one is settled: a saved state may need either.
-    async fn images_settled(self: &Arc<Self>) -> Result<Vec<Arc<CompiledRuntime>>, SandboxError> {
+    async fn images_settled(self: &Arc<Self>) -> Result<Vec<Arc<Program>>, SandboxError> {
         let plain = self.get().await?;
         let mut rx = self.warm_settled.subscribe();
         let _ = tokio::time::timeout(WARM_WAIT, rx.wait_for(|done| *done)).await;
@@ -231,7 +228,7 @@ impl RuntimeCell {
 
     /// The image a sandbox with `memory_mb` of memory starts from: the warm one when it is
     /// ready and leaves the sandbox room to work, else the plain one.
-    pub async fn for_memory(self: &Arc<Self>, memory_mb: u64) -> Result<Arc<CompiledRuntime>, SandboxError> {
+    pub async fn for_memory(self: &Arc<Self>, memory_mb: u64) -> Result<Arc<Program>, SandboxError> {
         let plain = self.get().await?;
         let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
         Ok(match warm {
@@ -241,7 +238,7 @@ impl RuntimeCell {
     }
 
     /// The interpreter, waiting a little for an installation in progress.
-    pub async fn get(self: &Arc<Self>) -> Result<Arc<CompiledRuntime>, SandboxError> {
+    pub async fn get(self: &Arc<Self>) -> Result<Arc<Program>, SandboxError> {
         if let State::Ready(i) = &*self.tx.borrow() {
             return Ok(i.clone());
         }
@@ -279,7 +276,7 @@ impl RuntimeCell {
 /// Room a sandbox started from a warm image keeps beyond the image itself.
 const WARM_HEADROOM: u64 = 64 << 20;
 
-fn fits(rt: &CompiledRuntime, memory_mb: u64) -> bool {
+fn fits(rt: &Program, memory_mb: u64) -> bool {
     match rt.image {
         Image::Plain => true,
         Image::Warm { memory_bytes, .. } => memory_bytes + WARM_HEADROOM <= memory_mb << 20,

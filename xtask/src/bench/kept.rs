@@ -12,8 +12,9 @@ use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-use crate::bench::{Row, call, median, ms, private_home, tree_bytes, wait_for_warm};
-use crate::bench_remote::{connect, p99, start_http};
+use super::harness::{call, private_home, proc_bytes, tree_bytes, wait_for_warm};
+use super::remote::{connect, p99, start_http};
+use super::table::{Row, median, ms};
 
 const KEPT: usize = 1000;
 const CLIENTS: usize = 50;
@@ -21,7 +22,7 @@ const STEP: &str = "import pandas as pd\ndf = pd.DataFrame({'a': range(100)})\ni
 
 /// The server's proportional set size (shared pages split between their users), in MiB.
 fn pss_mib(pid: u32) -> Option<f64> {
-    crate::bench::proc_bytes(pid, "smaps_rollup", "Pss:").map(|b| b as f64 / (1 << 20) as f64)
+    proc_bytes(pid, "smaps_rollup", "Pss:").map(|b| b as f64 / (1 << 20) as f64)
 }
 
 fn kept_bytes(home: &Path) -> u64 {
@@ -63,7 +64,7 @@ async fn first_result(bin: &Path, home: &Path) -> anyhow::Result<(Duration, Dura
 }
 
 /// One call of the round-robin load: its time, and whether its sandbox had to be resumed.
-async fn timed_step(c: &crate::bench_remote::Client, id: &str) -> anyhow::Result<(Duration, bool)> {
+async fn timed_step(c: &super::remote::Client, id: &str) -> anyhow::Result<(Duration, bool)> {
     let before = call(c, "get_sandbox_status", json!({"sandbox_id": id})).await?;
     let resumed = before["state"] == "paused";
     let t = Instant::now();

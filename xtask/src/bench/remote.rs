@@ -13,7 +13,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::bench::{Row, call, median, new_sandbox, private_home, spawn, wait_for_warm};
+use super::harness::{call, new_sandbox, private_home, spawn, wait_for_warm};
+use super::table::{Row, median};
 
 pub(crate) type Client = RunningService<RoleClient, ()>;
 

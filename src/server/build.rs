@@ -1,0 +1,40 @@
+//! Making a server: every tool family's router combined and annotated, for one local client
+//! over stdio or for remote mode.
+
+use std::sync::Arc;
+
+use super::annotations;
+use super::handler::SandboxServer;
+use super::tools;
+use crate::config::Settings;
+use crate::sandbox::Interpreter;
+use crate::tenancy::Tenancy;
+
+impl SandboxServer {
+    /// The server for one local client over stdio: every sandbox is that client's.
+    pub fn new(backend: Arc<dyn Interpreter>, settings: Arc<Settings>) -> Self {
+        let mut tool_router = tools::router();
+        let open_world = backend.backend() != "wasm";
+        for route in tool_router.map.values_mut() {
+            annotations::annotate(&mut route.attr, open_world);
+        }
+        SandboxServer {
+            backend,
+            settings,
+            tool_router: Arc::new(tool_router),
+            tenancy: None,
+            host_uploads: true,
+        }
+    }
+
+    /// The server for remote mode: each call sees only its principal's sandboxes, and host
+    /// uploads are off unless the operator turned them on.
+    pub fn remote(backend: Arc<dyn Interpreter>, settings: Arc<Settings>, tenancy: Arc<Tenancy>) -> Self {
+        let host_uploads = settings.http_host_uploads;
+        SandboxServer {
+            tenancy: Some(tenancy),
+            host_uploads,
+            ..SandboxServer::new(backend, settings)
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! The MCP server itself: one value per client session, holding the backend it acts on, and
+//! its answers to the protocol's requests (tools through their router, resources).
+
+use std::sync::Arc;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, ListResourceTemplatesResult,
+    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer};
+use rmcp::{ServerHandler, tool_handler};
+
+use crate::config::Settings;
+use crate::sandbox::Interpreter;
+use crate::tenancy::Tenancy;
+
+#[derive(Clone)]
+pub struct SandboxServer {
+    pub(super) backend: Arc<dyn Interpreter>,
+    pub(super) settings: Arc<Settings>,
+    pub(super) tool_router: Arc<ToolRouter<SandboxServer>>,
+    /// Remote mode: each call acts through its principal's view of the backend.
+    pub(super) tenancy: Option<Arc<Tenancy>>,
+    /// Whether `upload_file` may read `source_path` from this machine's disk.
+    pub(super) host_uploads: bool,
+}
+
+const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state between calls. \
+Use execute_code to run code (a sandbox is created on first use); variables and imports persist. \
+numpy, pandas, scipy, matplotlib, scikit-learn, sympy and more are already installed. \
+Files live in /home/user: write_file / upload_file put data in, read_file / list_files get results out. \
+The sandbox has no network and no access to the user's files except what is uploaded.";
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for SandboxServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("mcp-code-sandbox", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.dispatch(request, context).await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.for_caller(&context)?
+            .resources(request.and_then(|r| r.cursor))
+            .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(self.resource_templates())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        Ok(self.for_caller(&context)?.resource(&request.uri).await?.into())
+    }
+}

@@ -1,0 +1,221 @@
+//! The code tools: execute_code, install_package, create_run_close; and shaping an
+//! execution into a result within the budget.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, ProgressNotificationParam, RequestMetaObject};
+use rmcp::{Peer, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::timeouts;
+use crate::sandbox::{CreateOptions, ExecOptions, Execution, ProgressFn, SandboxError};
+use crate::server::exec_result::{Keep, OVERFLOW_DIR, RawFigure, shape};
+use crate::server::reply::add_note;
+use rmcp::model::JsonObject;
+use rmcp::{tool, tool_router};
+
+use super::shared::{ToolResult, attempt};
+use crate::server::SandboxServer;
+use crate::server::args::*;
+use crate::server::outputs::*;
+use crate::server::reply::{fail, ok, parse};
+use crate::server::schema;
+
+/// Largest source `execute_code` accepts: refused before the interpreter sees it.
+const MAX_CODE: usize = 10 << 20;
+
+fn check_code(code: &str) -> Result<(), SandboxError> {
+    if code.len() > MAX_CODE {
+        return Err(SandboxError::InvalidArgument(format!(
+            "the code is {} bytes, over the {} byte limit; write large data to a file with write_file or upload_file and read it from the code",
+            code.len(),
+            MAX_CODE
+        )));
+    }
+    Ok(())
+}
+
+/// Options of a call that runs code: its time limit, the client's cancellation, progress.
+fn exec_options(
+    timeout: Option<Duration>,
+    ct: CancellationToken,
+    meta: &RequestMetaObject,
+    peer: &Peer<RoleServer>,
+) -> ExecOptions {
+    ExecOptions {
+        timeout,
+        cancel: Some(ct),
+        progress: progress_reporter(meta, peer),
+    }
+}
+
+/// Sends MCP progress notifications when the client gave a progress token.
+fn progress_reporter(meta: &RequestMetaObject, peer: &Peer<RoleServer>) -> Option<ProgressFn> {
+    let token = meta.get_progress_token()?;
+    let peer = peer.clone();
+    Some(Arc::new(move |elapsed: f64, last_line: String| {
+        let mut message = format!("running for {elapsed:.0} s");
+        if !last_line.is_empty() {
+            message.push_str(&format!("; last output: {last_line}"));
+        }
+        let param = ProgressNotificationParam::new(token.clone(), elapsed).with_message(message);
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let _ = peer.notify_progress(param).await;
+        });
+    }))
+}
+
+/// A fresh folder for one call's overflow: sortable by time, unique within the process.
+fn overflow_folder() -> WorkspacePath {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
+    WorkspacePath::root()
+        .join(OVERFLOW_DIR)
+        .join(&format!("{stamp}-{n}"))
+}
+
+impl SandboxServer {
+    /// Shapes an execution into a result within the budget, saving what did not fit in the
+    /// sandbox (when `keep`) so the result can point at it.
+    async fn exec_result(
+        &self,
+        id: String,
+        mut ex: Execution,
+        notes: Vec<String>,
+        keep: bool,
+    ) -> CallToolResult {
+        let budget = self.settings.result_budget();
+        let keep = if keep {
+            Keep::In {
+                sandbox_id: id.clone(),
+                folder: overflow_folder(),
+            }
+        } else {
+            Keep::Nowhere
+        };
+        let images = std::mem::take(&mut ex.images);
+        let sid = id.clone();
+        // Decoding and re-encoding figures is CPU work: off the protocol's threads.
+        let shaped = tokio::task::spawn_blocking(move || {
+            let figures = images.into_iter().map(RawFigure::new).collect();
+            shape(sid, ex, figures, notes, &keep, budget)
+        })
+        .await;
+        let shaped = match shaped {
+            Ok(s) => s,
+            Err(e) => return fail(format!("the result could not be prepared: {e}")),
+        };
+        let mut result = shaped.result;
+        for f in shaped.overflow {
+            if let Err(e) = self.backend.files().write(&id, &f.path, f.bytes).await {
+                add_note(
+                    &mut result,
+                    &format!("{} could not be saved: {e}", f.path.guest()),
+                );
+            }
+        }
+        result
+    }
+}
+
+#[tool_router(router = code_tools, vis = "pub(super)")]
+impl SandboxServer {
+    #[tool(
+        description = "Run Python code in a sandbox. Variables, imports and files persist between calls. Returns stdout, stderr, the value of a final expression, any error with its traceback, and matplotlib figures as images.",
+        input_schema = schema::input::<ExecuteCodeArgs>(),
+        output_schema = schema::output::<ExecResult>()
+    )]
+    async fn execute_code(
+        &self,
+        args: JsonObject,
+        ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> ToolResult {
+        let a: ExecuteCodeArgs = attempt!(parse("execute_code", args));
+        attempt!(check_code(&a.code));
+        let timeout = attempt!(timeouts::asked(a.timeout_seconds));
+        let (id, notes) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let ex = attempt!(
+            self.backend
+                .execute(&id, &a.code, exec_options(timeout, ct, &meta, &peer))
+                .await
+        );
+        Ok(self.exec_result(id, ex, notes, true).await)
+    }
+
+    #[tool(
+        description = "Install a pure-Python package into a sandbox from the local wheel cache (there is no network); its dependencies come along. Many packages (numpy, pandas, matplotlib, scipy, scikit-learn, ...) are built in already. Pass package_name '?' to list what can be installed.",
+        input_schema = schema::input::<InstallPackageArgs>(),
+        output_schema = schema::output::<InstallResult>()
+    )]
+    async fn install_package(&self, args: JsonObject) -> ToolResult {
+        let a: InstallPackageArgs = attempt!(parse("install_package", args));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let out = attempt!(self.backend.install_package(&id, &a.package_name).await);
+        let list = |ps: &[crate::sandbox::Package]| {
+            ps.iter()
+                .map(|p| format!("{} {}", p.name, p.version))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let text = if let Some(av) = &out.available {
+            format!(
+                "Installable ({}): {}\nAlready built in ({}): {}",
+                av.len(),
+                list(av),
+                out.built_in.as_ref().map_or(0, Vec::len),
+                out.built_in.as_deref().map(list).unwrap_or_default()
+            )
+        } else if out.already_available {
+            format!(
+                "{} is already available in the sandbox; just import it.",
+                a.package_name.trim()
+            )
+        } else {
+            format!("Installed {}. Import it in execute_code.", list(&out.installed))
+        };
+        Ok(ok(
+            &InstallResult {
+                sandbox_id: id,
+                outcome: out,
+            },
+            text,
+        ))
+    }
+
+    #[tool(
+        description = "Create a fresh sandbox, run code in it once, and close it. For one-off snippets that need no state.",
+        input_schema = schema::input::<CreateRunCloseArgs>(),
+        output_schema = schema::output::<ExecResult>()
+    )]
+    async fn create_run_close(
+        &self,
+        args: JsonObject,
+        ct: CancellationToken,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+    ) -> ToolResult {
+        let a: CreateRunCloseArgs = attempt!(parse("create_run_close", args));
+        attempt!(check_code(&a.code));
+        let timeout = attempt!(timeouts::asked(a.timeout_seconds));
+        let info = attempt!(self.backend.create(CreateOptions::default()).await);
+        let id = info.sandbox_id;
+        let ex = self
+            .backend
+            .execute(&id, &a.code, exec_options(timeout, ct, &meta, &peer))
+            .await;
+        let result = match ex {
+            Ok(ex) => self.exec_result(id.clone(), ex, Vec::new(), false).await,
+            Err(e) => fail(e),
+        };
+        if let Err(e) = self.backend.close(&id).await {
+            tracing::warn!("create_run_close could not close {id}: {e}");
+        }
+        Ok(result)
+    }
+}

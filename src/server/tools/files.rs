@@ -1,0 +1,228 @@
+//! The file tools: list_files, read_file, write_file, upload_file.
+
+use base64::Engine as _;
+
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{FileKind, SandboxError};
+use crate::server::{mime, resources, upload};
+
+use super::shared::page_of;
+use rmcp::model::{ContentBlock, JsonObject};
+use rmcp::{tool, tool_router};
+
+use super::shared::{ToolResult, attempt};
+use crate::server::SandboxServer;
+use crate::server::args::*;
+use crate::server::outputs::*;
+use crate::server::reply::{fail, ok, parse, size_of};
+use crate::server::schema;
+
+/// Most entries one `list_files` page holds (fewer when long names would pass the budget).
+const LIST_PAGE: usize = 1000;
+
+/// Largest `write_file` content.
+const MAX_WRITE: usize = 50 << 20;
+
+#[tool_router(router = file_tools, vis = "pub(super)")]
+impl SandboxServer {
+    #[tool(
+        description = "List the files in a sandbox folder (default: the workspace /home/user).",
+        input_schema = schema::input::<ListFilesArgs>(),
+        output_schema = schema::output::<ListResult>()
+    )]
+    async fn list_files(&self, args: JsonObject) -> ToolResult {
+        let a: ListFilesArgs = attempt!(parse("list_files", args));
+        let path = attempt!(WorkspacePath::parse(a.path.as_deref().unwrap_or("")));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let mut entries = attempt!(self.backend.files().list(&id, &path).await);
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        let total = entries.len();
+        let offset = a.offset.unwrap_or(0).min(total as u64) as usize;
+        let fixed = 4096 + path.relative().len() * 2;
+        let (page, next_offset) = page_of(entries, offset, LIST_PAGE, fixed, self.settings.result_budget());
+        let next = offset + page.len();
+        let mut text = format!("{} ({total} entries)\n", path.guest());
+        if offset > 0 {
+            text.push_str(&format!("  (from entry {offset})\n"));
+        }
+        for e in &page {
+            let suffix = if e.kind == FileKind::Directory { "/" } else { "" };
+            text.push_str(&format!("  {}{suffix}  {} bytes\n", e.name, e.size));
+        }
+        if let Some(n) = next_offset {
+            text.push_str(&format!(
+                "... {} more entries: call list_files with offset={n} for the next page\n",
+                total - next
+            ));
+        }
+        Ok(ok(
+            &ListResult {
+                sandbox_id: id,
+                path: path.relative(),
+                total: total as u64,
+                offset: offset as u64,
+                next_offset,
+                entries: page,
+            },
+            text,
+        ))
+    }
+
+    #[tool(
+        description = "Read a file from a sandbox. Text comes back as `content`, other bytes as `content_base64`.",
+        input_schema = schema::input::<ReadFileArgs>(),
+        output_schema = schema::output::<ReadResult>()
+    )]
+    async fn read_file(&self, args: JsonObject) -> ToolResult {
+        let a: ReadFileArgs = attempt!(parse("read_file", args));
+        let path = attempt!(WorkspacePath::parse_file(&a.file_path));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let budget = self.settings.result_budget();
+        let too_large = |size: u64| {
+            fail(format!(
+                "'{}' is {size} bytes, too large to return within the {budget} byte result limit (CODE_SANDBOX_RESULT_BYTES). Read a part of it with execute_code (for example pandas' nrows, or f.read(100000)), or look at it in code",
+                path.relative()
+            ))
+        };
+        // The size is checked before the file is read, so a huge file costs nothing.
+        let bytes = match self.backend.files().read(&id, &path, budget as u64).await {
+            Ok(b) => b,
+            Err(SandboxError::TooLarge { size, .. }) => return Ok(too_large(size)),
+            Err(e) => return Ok(fail(e)),
+        };
+        let size = bytes.len() as u64;
+        let (content, content_base64, text) = match String::from_utf8(bytes) {
+            Ok(s) => (Some(s.clone()), None, s),
+            Err(e) => {
+                let b64 = base64::engine::general_purpose::STANDARD.encode(e.as_bytes());
+                (
+                    None,
+                    Some(b64),
+                    format!(
+                        "'{}' is binary ({size} bytes); its bytes are in content_base64.",
+                        path.relative()
+                    ),
+                )
+            }
+        };
+        let mime = mime::guess(&path.relative());
+        let image = content_base64.clone().filter(|_| mime::is_image(mime));
+        let mut reply = ok(
+            &ReadResult {
+                sandbox_id: id.clone(),
+                path: path.relative(),
+                size,
+                content,
+                content_base64,
+            },
+            text,
+        );
+        if let Some(b64) = image {
+            // Pictures are shown as pictures, and named as a resource the client can reopen.
+            reply.content.push(ContentBlock::image(b64, mime));
+            reply.content.push(ContentBlock::text(format!(
+                "resource: {}",
+                resources::uri(&id, &path.relative())
+            )));
+        }
+        // Text comes back twice (for the model and as structured content), base64 is larger
+        // than the bytes: what the budget cannot hold is refused, not cut.
+        if size_of(&reply) > budget {
+            return Ok(too_large(size));
+        }
+        Ok(reply)
+    }
+
+    #[tool(
+        description = "Write a text file into a sandbox (replacing it atomically; folders are created).",
+        input_schema = schema::input::<WriteFileArgs>(),
+        output_schema = schema::output::<WriteResult>()
+    )]
+    async fn write_file(&self, args: JsonObject) -> ToolResult {
+        let a: WriteFileArgs = attempt!(parse("write_file", args));
+        let path = attempt!(WorkspacePath::parse_file(&a.file_path));
+        if a.content.len() > MAX_WRITE {
+            return Ok(fail(format!(
+                "the content is {} bytes, over the {MAX_WRITE} byte limit of write_file",
+                a.content.len()
+            )));
+        }
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let n = attempt!(
+            self.backend
+                .files()
+                .write(&id, &path, a.content.into_bytes())
+                .await
+        );
+        Ok(ok(
+            &WriteResult {
+                sandbox_id: id,
+                path: path.relative(),
+                bytes_written: n,
+            },
+            format!("Wrote {n} bytes to {}.", path.guest()),
+        ))
+    }
+
+    #[tool(
+        description = "Copy a file into a sandbox: a host file from an allowed folder (source_path), or bytes given as content_base64.",
+        input_schema = schema::input::<UploadFileArgs>(),
+        output_schema = schema::output::<WriteResult>()
+    )]
+    async fn upload_file(&self, args: JsonObject) -> ToolResult {
+        let a: UploadFileArgs = attempt!(parse("upload_file", args));
+        let (bytes, default_name) = match (&a.source_path, &a.content_base64) {
+            (Some(_), Some(_)) => return Ok(fail("give either source_path or content_base64, not both")),
+            (None, None) => {
+                return Ok(fail(
+                    "give source_path (a host file) or content_base64 (the bytes)",
+                ));
+            }
+            (Some(_), None) if !self.host_uploads => {
+                return Ok(fail(
+                    "upload_file with source_path is off on this remote server: paths would name files on the server, not on your machine. Send the bytes as content_base64 instead (the server's operator can allow server paths with CODE_SANDBOX_HTTP_HOST_UPLOADS=true)",
+                ));
+            }
+            (Some(src), None) => {
+                let roots = self.settings.upload_roots();
+                let src = src.clone();
+                attempt!(
+                    tokio::task::spawn_blocking(move || upload::read_allowed(&src, &roots))
+                        .await
+                        .map_err(SandboxError::from)
+                        .and_then(|r| r)
+                )
+            }
+            (None, Some(b64)) => {
+                if b64.len() as u64 > upload::MAX_UPLOAD * 4 / 3 + 4 {
+                    return Ok(fail(format!(
+                        "content_base64 is over the {} byte upload limit",
+                        upload::MAX_UPLOAD
+                    )));
+                }
+                let bytes = attempt!(
+                    base64::engine::general_purpose::STANDARD
+                        .decode(b64.trim())
+                        .map_err(|e| format!("content_base64 is not valid base64: {e}"))
+                );
+                (bytes, String::new())
+            }
+        };
+        let dest = match (&a.destination_path, default_name.is_empty()) {
+            (Some(d), _) => d.clone(),
+            (None, false) => default_name,
+            (None, true) => return Ok(fail("destination_path is needed with content_base64")),
+        };
+        let path = attempt!(WorkspacePath::parse_file(&dest));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let n = attempt!(self.backend.files().write(&id, &path, bytes).await);
+        Ok(ok(
+            &WriteResult {
+                sandbox_id: id,
+                path: path.relative(),
+                bytes_written: n,
+            },
+            format!("Uploaded {n} bytes to {}.", path.guest()),
+        ))
+    }
+}

@@ -1,0 +1,22 @@
+//! The thirteen tools, by family: [`sandboxes`] (create, close, status), [`code`] (run code,
+//! install packages), [`files`] (list, read, write, upload) and [`state`] (fork, checkpoint,
+//! restore). Each tool parses its arguments, resolves the sandbox, calls the backend through
+//! the traits, and shapes the reply; the work itself lives in the backend.
+
+mod code;
+mod files;
+mod sandboxes;
+mod shared;
+mod state;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+
+use super::SandboxServer;
+
+/// Every tool, the families' routers combined.
+pub fn router() -> ToolRouter<SandboxServer> {
+    SandboxServer::sandbox_tools()
+        + SandboxServer::code_tools()
+        + SandboxServer::file_tools()
+        + SandboxServer::state_tools()
+}

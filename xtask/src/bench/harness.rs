@@ -1,0 +1,113 @@
+//! Driving the real server from the bench: starting it, calling tools through rmcp's client,
+//! homes of its own, and what the kernel says a process holds.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+/// A client of the server under measurement.
+pub type Client = RunningService<RoleClient, ()>;
+
+pub async fn spawn(bin: &Path, home: &Path) -> anyhow::Result<RunningService<RoleClient, ()>> {
+    let mut cmd = tokio::process::Command::new(bin);
+    // Measured servers start clean: none takes over another's saved sandboxes.
+    cmd.env("CODE_SANDBOX_HOME", home)
+        .env("RUST_LOG", "warn")
+        .env("CODE_SANDBOX_PERSIST", "false");
+    Ok(().serve(TokioChildProcess::new(cmd)?).await?)
+}
+
+/// Waits until new sandboxes start from the warm image (it loads in the background).
+pub async fn wait_for_warm(c: &RunningService<RoleClient, ()>) -> anyhow::Result<()> {
+    for _ in 0..100 {
+        let v = call(
+            c,
+            "create_run_close",
+            json!({"code": "import sys\n'pandas' in sys.modules"}),
+        )
+        .await?;
+        if v["result"] == "True" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Ok(())
+}
+
+pub async fn new_sandbox(c: &RunningService<RoleClient, ()>) -> anyhow::Result<String> {
+    let v = call(c, "create_sandbox", json!({})).await?;
+    Ok(v["sandbox_id"].as_str().unwrap_or_default().to_string())
+}
+
+/// A home of its own that shares the installed runtime and caches.
+pub fn private_home(home: &Path, tag: &str) -> anyhow::Result<PathBuf> {
+    let h = std::env::temp_dir().join(format!("mcs-bench-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&h)?;
+    for d in ["runtime", "cache", "wheels"] {
+        let _ = std::os::unix::fs::symlink(home.join(d), h.join(d));
+    }
+    Ok(h)
+}
+
+/// Size of everything below `p`, in bytes.
+pub fn tree_bytes(p: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![p.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
+pub async fn call(c: &RunningService<RoleClient, ()>, tool: &str, args: Value) -> anyhow::Result<Value> {
+    let Value::Object(o) = args else {
+        anyhow::bail!("args")
+    };
+    let r = c
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(o))
+        .await?;
+    if r.is_error == Some(true) {
+        anyhow::bail!("{tool} failed: {:?}", r.content);
+    }
+    Ok(r.structured_content.unwrap_or(Value::Null))
+}
+
+/// A `KEY: N kB` line of one of a process's files under /proc, in bytes.
+pub fn proc_bytes(pid: u32, file: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/{file}")).ok()?;
+    let kb: u64 = text
+        .lines()
+        .find(|l| l.starts_with(key))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    proc_bytes(pid, "status", "VmRSS:")
+}
+
+/// Private resident memory (clean and dirty): pages only this process holds, so an image
+/// mapped copy-on-write by many sandboxes counts once, in the page cache, not per sandbox.
+pub fn private_bytes(pid: u32) -> Option<u64> {
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    let kb: u64 = rollup
+        .lines()
+        .filter(|l| l.starts_with("Private_Clean:") || l.starts_with("Private_Dirty:"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    Some(kb * 1024)
+}

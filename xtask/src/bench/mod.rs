@@ -1,0 +1,85 @@
+//! `cargo xtask bench`: medians over many runs, each beside a baseline measured in the same
+//! process, so the ratios mean something on a noisy machine.
+//!
+//! The entry points here run the parts: [`stdio`] (one server's round trips and speed),
+//! [`pandas`] (the data stack), [`persistence`], [`memory`], [`remote`] and [`kept`], all
+//! through [`harness`], printed by [`table`] beside [`baselines`].
+
+mod baselines;
+mod harness;
+mod kept;
+mod memory;
+mod pandas;
+mod persistence;
+mod remote;
+mod stdio;
+mod table;
+
+use std::path::PathBuf;
+
+use mcp_code_sandbox::runtime::Layout;
+use mcp_code_sandbox::wasm::direct::{SessionConfig, install_and_load};
+
+use self::baselines::WasiPython;
+use self::table::print_table;
+
+/// Only the remote-mode rows (`cargo xtask bench --remote`).
+pub async fn run_remote(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
+    install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
+    eprintln!("bench: remote mode (HTTP beside stdio, throughput)");
+    let (rows, note) = remote::rows(&bin, &home).await?;
+    print_table(rows);
+    println!("\n{note}");
+    Ok(())
+}
+
+/// Only the kept-sandbox rows (`cargo xtask bench --kept`).
+pub async fn run_kept(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
+    install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
+    eprintln!("bench: 1,000 kept sandboxes (start, listing, 50 clients, eviction)");
+    let (rows, note) = kept::rows(&bin, &home).await?;
+    print_table(rows);
+    println!("\n{note}");
+    Ok(())
+}
+
+/// Every row but the kept-sandbox ones (`cargo xtask bench [--fuel]`).
+pub async fn run(bin: PathBuf, home: PathBuf, fuel: bool) -> anyhow::Result<()> {
+    let layout = Layout::new(&home);
+    let program = install_and_load(&layout, None, false, &|s| eprintln!("runtime: {s}"))?;
+    let scratch = std::env::temp_dir().join(format!("mcs-bench-{}", std::process::id()));
+    let cfg = SessionConfig::throwaway(&scratch, 1 << 30)?;
+    let ip = stdio::in_process(&program, &cfg).await?;
+    let wp = WasiPython::measure();
+
+    let mut rows = stdio::rows(&bin, &home, &ip, &wp).await?;
+    if fuel {
+        eprintln!("bench: fuel metering (compiles the metered module once)");
+        let metered = install_and_load(&layout, None, true, &|s| eprintln!("runtime (metered): {s}"))?;
+        rows.push(stdio::fuel_row(&metered, &cfg, ip.cpu).await?);
+    }
+    rows.extend(pandas::rows(&bin, &home, &wp).await?);
+    eprintln!("bench: fork, checkpoint, restore, save and restart");
+    let persistence_note = persistence::rows(&bin, &home, &mut rows).await?;
+    eprintln!("bench: remote mode (HTTP beside stdio, throughput)");
+    let (remote_rows, remote_note) = remote::rows(&bin, &home).await?;
+    rows.extend(remote_rows);
+    let pandas_memory = pandas::memory_note(&bin, &home).await?;
+    let memory = memory::note(&bin, &home, ip.numpy_bytes).await?;
+    let _ = std::fs::remove_dir_all(&scratch);
+
+    print_table(rows);
+    if !wp.ran() {
+        println!(
+            "\nwasi-python's own host: skipped (its Python package and wasmtime-py are not importable here)."
+        );
+    }
+    for note in memory
+        .into_iter()
+        .chain([persistence_note, remote_note])
+        .chain(pandas_memory)
+    {
+        println!("\n{note}");
+    }
+    Ok(())
+}

@@ -1,0 +1,149 @@
+//! The persistence rows: fork, checkpoint, restore, saving at shutdown and the first call
+//! after a restart, for sandboxes with pandas in use; and what a saved sandbox takes on disk.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+
+use super::harness::{call, new_sandbox, private_home, tree_bytes, wait_for_warm};
+use super::table::{Row, median};
+
+/// Fork, checkpoint, restore, saving at shutdown and the first call after a restart, for
+/// sandboxes with pandas in use; and what a saved sandbox takes on disk.
+pub async fn rows(bin: &Path, home: &Path, rows: &mut Vec<Row>) -> anyhow::Result<String> {
+    let use_pandas = "import pandas as pd, numpy as np\ndf = pd.DataFrame({'a': np.arange(100_000)})\ndf['b'] = df.a * 2\nint(df.b.sum())";
+    let h = private_home(home, "persist")?;
+    let start = |h: PathBuf| async move {
+        let mut cmd = tokio::process::Command::new(bin);
+        cmd.env("CODE_SANDBOX_HOME", &h).env("RUST_LOG", "warn");
+        let t = TokioChildProcess::new(cmd)?;
+        let pid = t.id();
+        anyhow::Ok((().serve(t).await?, pid))
+    };
+    let (c, pid) = start(h.clone()).await?;
+    wait_for_warm(&c).await?;
+    let id = new_sandbox(&c).await?;
+    call(&c, "execute_code", json!({"sandbox_id": id, "code": use_pandas})).await?;
+    let (mut forks, mut cps, mut restores) = (Vec::new(), Vec::new(), Vec::new());
+    call(
+        &c,
+        "checkpoint_sandbox",
+        json!({"sandbox_id": id, "name": "first"}),
+    )
+    .await?;
+    let mut checkpoint_bytes = 0;
+    for i in 0..10 {
+        let t = Instant::now();
+        let v = call(&c, "fork_sandbox", json!({"sandbox_id": id})).await?;
+        forks.push(t.elapsed());
+        let fid = v["sandbox_id"].as_str().unwrap_or_default().to_string();
+        call(&c, "close_sandbox", json!({"sandbox_id": fid})).await?;
+        call(
+            &c,
+            "execute_code",
+            json!({"sandbox_id": id, "code": format!("df['c{i}'] = df.a + {i}")}),
+        )
+        .await?;
+        let t = Instant::now();
+        let v = call(
+            &c,
+            "checkpoint_sandbox",
+            json!({"sandbox_id": id, "name": format!("cp{i}")}),
+        )
+        .await?;
+        cps.push(t.elapsed());
+        checkpoint_bytes = v["checkpoint"]["bytes"].as_u64().unwrap_or(0);
+        let t = Instant::now();
+        call(
+            &c,
+            "restore_sandbox",
+            json!({"sandbox_id": id, "checkpoint": "first"}),
+        )
+        .await?;
+        restores.push(t.elapsed());
+    }
+    call(&c, "close_sandbox", json!({"sandbox_id": id})).await?;
+    for (what, ts) in [
+        ("fork_sandbox of a sandbox with a pandas DataFrame in use", forks),
+        ("checkpoint_sandbox of it", cps),
+        ("restore_sandbox of it", restores),
+    ] {
+        rows.push(Row {
+            what: what.into(),
+            ours: median(ts),
+            baseline: None,
+            runs: 10,
+        });
+    }
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let sid = new_sandbox(&c).await?;
+        call(&c, "execute_code", json!({"sandbox_id": sid, "code": use_pandas})).await?;
+        ids.push(sid);
+    }
+    let t = Instant::now();
+    if let Some(pid) = pid {
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()?;
+        // Gone, or a zombie waiting for us: either way it has finished saving.
+        while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            !s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        }) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let save_all = t.elapsed();
+    drop(c);
+    rows.push(Row {
+        what: "SIGTERM -> exit, saving 10 sandboxes with pandas in use".into(),
+        ours: save_all,
+        baseline: None,
+        runs: 1,
+    });
+    let state_bytes = tree_bytes(&h.join("scratch").join(&ids[0]).join("saved"));
+    let t = Instant::now();
+    let (c, _) = start(h.clone()).await?;
+    call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": ids[0], "code": "int(df.b.sum())"}),
+    )
+    .await?;
+    let first_after_restart = t.elapsed();
+    let mut firsts = Vec::new();
+    for sid in &ids[1..] {
+        let t = Instant::now();
+        call(
+            &c,
+            "execute_code",
+            json!({"sandbox_id": sid, "code": "int(df.b.sum())"}),
+        )
+        .await?;
+        firsts.push(t.elapsed());
+    }
+    let _ = c.cancel().await;
+    rows.push(Row {
+        what: "server start -> first result in a saved pandas sandbox (restored on first use)".into(),
+        ours: first_after_restart,
+        baseline: None,
+        runs: 1,
+    });
+    rows.push(Row {
+        what: "first call in each other saved sandbox (restore + run)".into(),
+        ours: median(firsts),
+        baseline: None,
+        runs: 9,
+    });
+    let _ = std::fs::remove_dir_all(&h);
+    Ok(format!(
+        "Saved on disk, beyond the sandbox's files: {:.2} MiB of interpreter state per pandas sandbox; a checkpoint of one (state, files and packages) {:.2} MiB.",
+        state_bytes as f64 / 1048576.0,
+        checkpoint_bytes as f64 / 1048576.0
+    ))
+}
