@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::lock::Locked;
 use cap_std::fs::Metadata;
 
 /// What one directory entry (file, folder or link) costs, like a file system block.
@@ -117,7 +118,7 @@ impl DiskQuota {
 
     /// The budget these bytes also count against, if any.
     pub fn parent(&self) -> Option<Arc<DiskQuota>> {
-        self.parent.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.parent.locked().clone()
     }
 
     /// Counts this quota's bytes against `parent` from now on instead of its old one. What it
@@ -125,7 +126,7 @@ impl DiskQuota {
     /// and the next reservation will be refused until enough are gone.
     pub fn move_under(&self, parent: Arc<DiskQuota>) {
         let u = self.usage();
-        let mut slot = self.parent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self.parent.locked();
         if let Some(old) = slot.as_ref() {
             if Arc::ptr_eq(old, &parent) {
                 return;
@@ -137,7 +138,7 @@ impl DiskQuota {
     }
 
     fn usage(&self) -> std::sync::MutexGuard<'_, Usage> {
-        self.usage.lock().unwrap_or_else(|p| p.into_inner())
+        self.usage.locked()
     }
 
     pub fn limit(&self) -> u64 {

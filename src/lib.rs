@@ -9,6 +9,7 @@ pub mod app;
 pub mod config;
 pub mod disk_quota;
 pub mod e2b;
+pub mod lock;
 pub mod remote;
 pub mod runtime;
 pub mod sandbox;

@@ -13,6 +13,7 @@ use super::client::{Client, Remote};
 use super::entry::{Activity, Entry};
 use super::kept;
 use crate::config::Settings;
+use crate::lock::Locked;
 use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::retention::{Gone, RECENT, Why};
 use crate::sandbox::{Limits, SandboxError};
@@ -96,7 +97,7 @@ impl Fleet {
     }
 
     pub fn lock(&self) -> std::sync::MutexGuard<'_, OpenSet<Entry>> {
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
+        self.open.locked()
     }
 
     pub fn lookup(&self, id: &str) -> Result<Arc<Entry>, SandboxError> {

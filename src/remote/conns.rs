@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::lock::Locked;
 use axum::Router;
 use axum::serve::Listener;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -103,7 +104,7 @@ pub async fn serve<L>(
                         r.status(),
                         http::StatusCode::UNAUTHORIZED | http::StatusCode::FORBIDDEN
                     ) {
-                        probation.lock().unwrap_or_else(|p| p.into_inner()).take();
+                        probation.locked().take();
                     }
                     r
                 })

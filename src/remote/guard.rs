@@ -18,6 +18,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use super::tokens::TokenBook;
+use crate::lock::Locked;
 use crate::tenancy::Principal;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -99,7 +100,7 @@ impl Guard {
             Some(m) => Some(m.sessions.read().await.keys().map(|k| k.to_string()).collect()),
             None => None,
         };
-        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.sessions.locked();
         if let Some(live) = live {
             s.retain(|id, _| live.contains(id));
         }
@@ -189,7 +190,7 @@ impl Guard {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
             return true;
         };
-        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.sessions.locked();
         match s.get_mut(id) {
             Some((owner, used)) if *owner == who.name => {
                 *used = Instant::now();
@@ -202,13 +203,13 @@ impl Guard {
     }
 
     fn bind(&self, id: &str, who: &Principal) {
-        let mut s = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.sessions.locked();
         s.retain(|_, (_, used)| used.elapsed() < BINDING_IDLE);
         s.insert(id.to_string(), (who.name.clone(), Instant::now()));
     }
 
     fn unbind(&self, id: &str) {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.sessions.locked().remove(id);
     }
 }
 

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
+use crate::lock::Locked;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -49,11 +50,7 @@ struct Running(Arc<InFlight>, (String, String));
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.0
-            .ids
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.1);
+        self.0.ids.locked().remove(&self.1);
         if self.0.running.fetch_sub(1, Ordering::SeqCst) == 1 {
             self.0.idle.notify_waiters();
         }
@@ -64,12 +61,7 @@ impl InFlight {
     /// Counts a call in; `None` when a call with the same id is still in flight in the session.
     fn enter(self: &Arc<Self>, session: &str, id: &serde_json::Value) -> Option<Running> {
         let key = (session.to_string(), id.to_string());
-        if !self
-            .ids
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.clone())
-        {
+        if !self.ids.locked().insert(key.clone()) {
             return None;
         }
         self.running.fetch_add(1, Ordering::SeqCst);

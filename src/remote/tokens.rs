@@ -12,6 +12,7 @@ use rand::RngCore as _;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::lock::Locked;
 use crate::tenancy::{Principal, Quota};
 
 #[derive(Debug, thiserror::Error)]
@@ -132,11 +133,7 @@ impl TokenBook {
     /// How many principals the file names now.
     pub fn len(&self) -> usize {
         self.refresh();
-        self.loaded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entries
-            .len()
+        self.loaded.locked().entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -146,7 +143,7 @@ impl TokenBook {
     /// Re-reads the file if it changed since the last read (one `stat` per request).
     fn refresh(&self) {
         let now = stamp(&self.file);
-        let mut l = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let mut l = self.loaded.locked();
         if now == l.stamp && now.is_some() {
             return;
         }
@@ -171,7 +168,7 @@ impl TokenBook {
     pub fn authenticate(&self, token: &str) -> Option<Principal> {
         self.refresh();
         let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let l = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let l = self.loaded.locked();
         let mut found = None;
         for e in &l.entries {
             if bool::from(e.hash.ct_eq(&presented)) {

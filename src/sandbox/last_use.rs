@@ -2,6 +2,7 @@
 //! sandboxes by it, picks the default for calls without an id by it (never one only kept from
 //! before a restart), and evicts by it.
 
+use crate::lock::Locked;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -31,12 +32,12 @@ impl LastUse {
 
     /// A use by this process.
     pub fn touch(&self) {
-        *self.at.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *self.at.locked() = Instant::now();
         self.here.store(true, Ordering::SeqCst);
     }
 
     pub fn idle_for(&self) -> Duration {
-        self.at.lock().unwrap_or_else(|p| p.into_inner()).elapsed()
+        self.at.locked().elapsed()
     }
 
     pub fn at(&self) -> chrono::DateTime<chrono::Utc> {

@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::lock::Locked;
 use crate::sandbox::SandboxError;
 
 /// Most deletions remembered.
@@ -82,7 +83,7 @@ impl Gone {
     }
 
     pub fn record(&self, id: &str, why: Why) {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries = self.entries.locked();
         entries.insert(id.to_string(), Entry { at: Utc::now(), why });
         if entries.len() > KEEP {
             let mut by_age: Vec<(String, DateTime<Utc>)> =
@@ -101,7 +102,7 @@ impl Gone {
 
     /// The error for a sandbox the server deleted, if it did.
     pub fn error(&self, id: &str) -> Option<SandboxError> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = self.entries.locked();
         let e = entries.get(id)?;
         Some(SandboxError::Deleted {
             id: id.to_string(),

@@ -75,7 +75,7 @@ impl SandboxServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let started = Instant::now();
         let tool = request.name.to_string();
-        let asked_sandbox = request
+        let mut sandbox = request
             .arguments
             .as_ref()
             .and_then(|a| a.get("sandbox_id"))
@@ -91,25 +91,25 @@ impl SandboxServer {
                 let tcc = rmcp::handler::server::tool::ToolCallContext::new(&server, request, context);
                 // A bug that panics must still answer the call, or the client waits forever.
                 let call = std::panic::AssertUnwindSafe(router.call(tcc));
-                match futures_util::FutureExt::catch_unwind(call).await {
+                let (r, acted) = ACTED_ON
+                    .scope(std::cell::RefCell::new(None), async {
+                        let r = futures_util::FutureExt::catch_unwind(call).await;
+                        (r, ACTED_ON.with(|a| a.borrow_mut().take()))
+                    })
+                    .await;
+                sandbox = acted.or(sandbox);
+                match r {
                     Ok(r) => r,
                     Err(panic) => Ok(CallToolResponse::Complete(panicked(&tool, panic.as_ref()))),
                 }
             }
             Err(e) => Err(e),
         };
-        let (outcome, sandbox) = match &result {
-            _ if ct.is_cancelled() => (Outcome::Cancelled, asked_sandbox),
-            Ok(CallToolResponse::Complete(r)) => (
-                if r.is_error == Some(true) {
-                    Outcome::ToolError
-                } else {
-                    Outcome::Ok
-                },
-                sandbox_of(r).or(asked_sandbox),
-            ),
-            Ok(_) => (Outcome::Ok, asked_sandbox),
-            Err(_) => (Outcome::Rejected, asked_sandbox),
+        let outcome = match &result {
+            _ if ct.is_cancelled() => Outcome::Cancelled,
+            Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => Outcome::ToolError,
+            Ok(_) => Outcome::Ok,
+            Err(_) => Outcome::Rejected,
         };
         tracing::info!(
             target: "mcp_code_sandbox::call",
@@ -137,10 +137,13 @@ fn panicked(tool: &str, panic: &(dyn std::any::Any + Send)) -> CallToolResult {
     ))
 }
 
-fn sandbox_of(r: &CallToolResult) -> Option<String> {
-    r.structured_content
-        .as_ref()
-        .and_then(|s| s.get("sandbox_id"))
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
+tokio::task_local! {
+    /// The sandbox the tool call running on this task acted on, for its log line.
+    static ACTED_ON: std::cell::RefCell<Option<String>>;
+}
+
+/// Records the sandbox the current tool call acts on (its log line names it). Outside a call,
+/// nothing.
+pub(super) fn acted_on(id: &str) {
+    let _ = ACTED_ON.try_with(|a| *a.borrow_mut() = Some(id.to_string()));
 }

@@ -9,7 +9,7 @@
 use base64::Engine as _;
 use rmcp::model::{CallToolResult, ContentBlock, Resource};
 
-use super::figures::{Figure, MAX_SIDE};
+use super::figures::{self, Figure, MAX_SIDE};
 use super::outputs::ExecResult;
 use super::reply::size_of;
 use crate::sandbox::paths::{WORKSPACE, WorkspacePath};
@@ -43,17 +43,37 @@ pub struct Overflow {
     pub mime: &'static str,
 }
 
-/// A figure as it came from the backend, decoded once if it can be.
+/// A figure as it came from the backend. It is decoded only when it must be resized (its
+/// header says it is larger than [`MAX_SIDE`], or it does not fit as it is), and then once.
 pub struct RawFigure {
     pub image: Image,
-    pub decoded: Option<Figure>,
+    /// The long side its PNG header gives, when it has one.
+    header_side: Option<u32>,
+    decoded: std::sync::OnceLock<Option<Figure>>,
 }
 
 impl RawFigure {
-    /// Decodes the picture; CPU work, so callers run it off the async threads.
     pub fn new(image: Image) -> RawFigure {
-        let decoded = Figure::decode(&image.data).ok();
-        RawFigure { image, decoded }
+        let header_side = figures::png_long_side(&image.data);
+        RawFigure {
+            image,
+            header_side,
+            decoded: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The decoded picture; CPU work, so callers run it off the async threads.
+    fn decoded(&self) -> Option<&Figure> {
+        self.decoded
+            .get_or_init(|| Figure::decode(&self.image.data).ok())
+            .as_ref()
+    }
+
+    /// The PNG as the guest drew it, when it can be shown unchanged: a PNG no larger than
+    /// figures are shown, within `room`.
+    fn as_drawn(&self, fits: impl Fn(&[u8]) -> bool) -> Option<Vec<u8>> {
+        (self.header_side.is_some_and(|s| s <= MAX_SIDE) && fits(&self.image.data))
+            .then(|| self.image.data.clone())
     }
 }
 
@@ -235,23 +255,26 @@ fn shape_with(
         let name = format!("figure-{}.png", k + 1);
         let fits = |png: &[u8], room: usize| b64_len(png.len()) + 64 <= room;
         // (PNG shown, whether it is smaller than the figure at its usual size)
-        let shown: Option<(Vec<u8>, bool)> = match &fig.decoded {
-            Some(f) if inline.is_empty() => {
-                // The first figure always comes inline, shrunk if need be.
-                let usual = f.long_side().min(MAX_SIDE);
-                f.fit(room.saturating_sub(64) / 4 * 3)
+        let shown: Option<(Vec<u8>, bool)> = match fig.as_drawn(|png| fits(png, room)) {
+            Some(png) => Some((png, false)),
+            None => match fig.decoded() {
+                Some(f) if inline.is_empty() => {
+                    // The first figure always comes inline, shrunk if need be.
+                    let usual = f.long_side().min(MAX_SIDE);
+                    f.fit(room.saturating_sub(64) / 4 * 3)
+                        .ok()
+                        .flatten()
+                        .map(|(png, side)| (png, side < usual))
+                }
+                Some(f) => f
+                    .encode(f.long_side().min(MAX_SIDE))
                     .ok()
-                    .flatten()
-                    .map(|(png, side)| (png, side < usual))
-            }
-            Some(f) => f
-                .encode(f.long_side().min(MAX_SIDE))
-                .ok()
-                .filter(|png| fits(png, room))
-                .map(|png| (png, false)),
-            None => Some(fig.image.data.clone())
-                .filter(|png| fits(png, room))
-                .map(|png| (png, false)),
+                    .filter(|png| fits(png, room))
+                    .map(|png| (png, false)),
+                None => Some(fig.image.data.clone())
+                    .filter(|png| fits(png, room))
+                    .map(|png| (png, false)),
+            },
         };
         match shown {
             Some((png, shrunk)) => {
@@ -266,7 +289,7 @@ fn shape_with(
                         ));
                     }
                 }
-                let mime = if fig.decoded.is_some() {
+                let mime = if fig.header_side.is_some() || fig.decoded().is_some() {
                     "image/png".to_string()
                 } else {
                     fig.image.mime_type.clone()

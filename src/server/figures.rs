@@ -24,6 +24,17 @@ pub enum FigureError {
     Encode(#[source] image::ImageError),
 }
 
+/// The long side a PNG's header gives (its IHDR chunk), without decoding it; `None` for bytes
+/// that do not start as a PNG does.
+pub fn png_long_side(png: &[u8]) -> Option<u32> {
+    const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+    if png.len() < 24 || &png[..8] != SIGNATURE || &png[12..16] != b"IHDR" {
+        return None;
+    }
+    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+    Some(be(&png[16..20]).max(be(&png[20..24])))
+}
+
 /// A decoded figure, ready to be encoded at any size at most its own.
 pub struct Figure {
     image: DynamicImage,
@@ -125,6 +136,18 @@ mod tests {
         assert!(out.len() <= 300_000);
         assert!(dims(&out).0 >= MIN_SIDE);
         assert!(f.fit(1000).unwrap().is_none(), "nothing fits 1000 bytes");
+    }
+
+    #[test]
+    fn the_header_gives_the_long_side_without_decoding() {
+        assert_eq!(png_long_side(&png(640, 480, false)), Some(640));
+        assert_eq!(png_long_side(&png(300, 2000, false)), Some(2000));
+        assert_eq!(png_long_side(b"not a png at all, though long enough"), None);
+        assert_eq!(
+            png_long_side(&png(640, 480, false)[..20]),
+            None,
+            "a cut-off header"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::lock::Locked;
 use tokio::sync::oneshot;
 
 /// Why a call was not admitted.
@@ -86,7 +87,7 @@ impl FairGate {
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is a few counters; a panic elsewhere cannot leave it half-updated in a
         // way worse than refusing every call, so a poisoned lock is used as is.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Waits for a slot for `who`. Cancel-safe: dropping the future gives up the place.

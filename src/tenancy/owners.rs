@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::lock::Locked;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -43,7 +44,7 @@ impl Owners {
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<(String, Arc<str>)>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+        self.entries.locked()
     }
 
     pub fn owner_of(&self, id: &str) -> Option<Arc<str>> {

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::lock::Locked;
 use crate::sandbox::SandboxError;
 
 /// Calls that may wait for one sandbox while another runs in it.
@@ -40,7 +41,7 @@ impl SandboxQueues {
     /// Waits for `id`'s turn, or refuses when too many calls already wait for it.
     pub async fn turn(&self, id: &str) -> Result<Turn, SandboxError> {
         let line = {
-            let mut lines = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+            let mut lines = self.lines.locked();
             // Lines nobody holds or waits on are dropped as others come and go.
             lines.retain(|_, l| Arc::strong_count(l) > 1 || l.turn.try_lock().is_err());
             lines

@@ -9,6 +9,7 @@ use super::gate::FairGate;
 use super::owners::Owners;
 use super::queue;
 
+use crate::lock::Locked;
 use crate::sandbox::Interpreter;
 
 /// What one principal may hold at once.
@@ -73,15 +74,11 @@ impl Tenancy {
 
     /// Whether `id` was counted in its principal's disk budget already; marks it counted.
     pub(super) fn joined(&self, id: &str) -> bool {
-        !self
-            .joined
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.to_string())
+        !self.joined.locked().insert(id.to_string())
     }
 
     pub(super) fn create_lock(&self, who: &Arc<str>) -> Arc<tokio::sync::Mutex<()>> {
-        let mut m = self.creating.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.creating.locked();
         m.entry(who.clone()).or_default().clone()
     }
 }

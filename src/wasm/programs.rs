@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::vm::{self, EngineError, Image, Program, WarmError};
+use crate::lock::Locked;
 use crate::runtime::{self, Layout, RuntimeError, Stage};
 use crate::sandbox::SandboxError;
 
@@ -112,7 +113,7 @@ impl Programs {
     /// Starts installing in the background unless that is under way or done.
     pub fn start(self: &Arc<Self>) {
         {
-            let mut started = self.started.lock().unwrap_or_else(|p| p.into_inner());
+            let mut started = self.started.locked();
             if *started {
                 return;
             }
@@ -129,7 +130,7 @@ impl Programs {
             let state = match install_and_load(&me.layout, None, me.metered, &progress) {
                 Ok(program) => {
                     if me.warm_enabled {
-                        let mut task = me.warm_task.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut task = me.warm_task.locked();
                         if matches!(*task, WarmTask::NotStarted) {
                             let build = handle.spawn(me.clone().build_warm(program.clone()));
                             *task = WarmTask::Running(build.abort_handle());
@@ -140,7 +141,7 @@ impl Programs {
                 Err(e) => {
                     tracing::error!("runtime installation failed: {e}");
                     // Allow a later call to try again (the network may be back).
-                    *me.started.lock().unwrap_or_else(|p| p.into_inner()) = false;
+                    *me.started.locked() = false;
                     State::Failed(e.to_string())
                 }
             };
@@ -150,7 +151,7 @@ impl Programs {
 
     /// Stops a warm-image build under way (the next start builds it again) and starts none.
     pub fn stop(&self) {
-        let mut task = self.warm_task.lock().unwrap_or_else(|p| p.into_inner());
+        let mut task = self.warm_task.locked();
         if let WarmTask::Running(build) = &*task
             && !build.is_finished()
         {
@@ -164,10 +165,7 @@ impl Programs {
 
     /// Whether shutdown has begun (a build cut off then is no failure to report).
     fn stopping(&self) -> bool {
-        matches!(
-            *self.warm_task.lock().unwrap_or_else(|p| p.into_inner()),
-            WarmTask::Stopped
-        )
+        matches!(*self.warm_task.locked(), WarmTask::Stopped)
     }
 
     async fn build_warm(self: Arc<Self>, plain: Arc<Program>) {
@@ -176,7 +174,7 @@ impl Programs {
             match vm::warm_image(&plain, &self.layout).await {
                 Ok(warm) => {
                     tracing::info!("warm image ready: new sandboxes start from it");
-                    *self.warm.lock().unwrap_or_else(|p| p.into_inner()) = Some(warm);
+                    *self.warm.locked() = Some(warm);
                     self.warm_settled.send_replace(true);
                 }
                 Err(_) if self.stopping() => break,
@@ -195,7 +193,7 @@ impl Programs {
             if intact || attempt == 1 {
                 break;
             }
-            *self.warm.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            *self.warm.locked() = None;
         }
         self.warm_settled.send_replace(true);
     }
@@ -209,7 +207,7 @@ impl Programs {
         wanted: Option<&str>,
     ) -> Result<Vec<Arc<Program>>, SandboxError> {
         let plain = self.get().await?;
-        let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let warm = self.warm.locked().clone();
         let now: Vec<_> = warm.into_iter().chain([plain]).collect();
         if wanted.is_some_and(|w| now.iter().any(|i| i.id == w)) {
             return Ok(now);
@@ -222,7 +220,7 @@ impl Programs {
         let plain = self.get().await?;
         let mut rx = self.warm_settled.subscribe();
         let _ = tokio::time::timeout(WARM_WAIT, rx.wait_for(|done| *done)).await;
-        let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let warm = self.warm.locked().clone();
         Ok(warm.into_iter().chain([plain]).collect())
     }
 
@@ -230,7 +228,7 @@ impl Programs {
     /// ready and leaves the sandbox room to work, else the plain one.
     pub async fn for_memory(self: &Arc<Self>, memory_mb: u64) -> Result<Arc<Program>, SandboxError> {
         let plain = self.get().await?;
-        let warm = self.warm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let warm = self.warm.locked().clone();
         Ok(match warm {
             Some(w) if fits(&w, memory_mb) => w,
             _ => plain,

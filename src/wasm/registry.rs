@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::folders::Dirs;
 use super::record::{Meta, Parts, Sandbox, Slot};
 use crate::disk_quota::{DiskQuota, tree_cost};
+use crate::lock::Locked;
 use crate::runtime::Layout;
 use crate::sandbox::last_use::LastUse;
 use crate::sandbox::open_set::OpenSet;
@@ -106,14 +107,11 @@ impl Registry {
                 let message = format!(
                     "sandbox '{id}' is closed, but its folder could not be removed yet ({e}); the server retries every 30 s and counts its disk meanwhile"
                 );
-                self.leftovers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(Leftover {
-                        id: id.to_string(),
-                        dirs,
-                        quota,
-                    });
+                self.leftovers.locked().push(Leftover {
+                    id: id.to_string(),
+                    dirs,
+                    quota,
+                });
                 Err(SandboxError::RemovalPending(message))
             }
         }
@@ -121,8 +119,7 @@ impl Registry {
 
     /// Tries again to remove folders that could not be removed before; returns how many remain.
     pub fn retry_leftovers(&self) -> usize {
-        let pending: Vec<Leftover> =
-            std::mem::take(&mut *self.leftovers.lock().unwrap_or_else(|p| p.into_inner()));
+        let pending: Vec<Leftover> = std::mem::take(&mut *self.leftovers.locked());
         for l in pending {
             match remove_dirs(&l.dirs) {
                 Ok(()) => {
@@ -131,14 +128,14 @@ impl Registry {
                         q.release(q.used());
                     }
                 }
-                Err(_) => self.leftovers.lock().unwrap_or_else(|p| p.into_inner()).push(l),
+                Err(_) => self.leftovers.locked().push(l),
             }
         }
-        self.leftovers.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.leftovers.locked().len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.locked()
     }
 
     /// Makes the folders of a new sandbox and lists it. How many are kept is bounded by disk
@@ -289,8 +286,7 @@ impl Registry {
         let sb = self.get(id)?;
         let budget = self
             .disk_groups
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .entry(group.to_string())
             .or_insert_with(|| Arc::new(DiskQuota::principal(limit, self.host_disk.clone())))
             .clone();

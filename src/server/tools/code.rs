@@ -4,29 +4,27 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ProgressNotificationParam, RequestMetaObject};
-use rmcp::{Peer, RoleServer};
-use tokio_util::sync::CancellationToken;
+use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, RequestMetaObject};
+use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer, tool, tool_router};
 
+use super::shared::{ToolResult, attempt};
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::timeouts;
 use crate::sandbox::{CreateOptions, ExecOptions, Execution, ProgressFn, SandboxError};
-use crate::server::exec_result::{Keep, OVERFLOW_DIR, RawFigure, shape};
-use crate::server::reply::add_note;
-use rmcp::model::JsonObject;
-use rmcp::{tool, tool_router};
-
-use super::shared::{ToolResult, attempt};
 use crate::server::SandboxServer;
 use crate::server::args::*;
+use crate::server::calls::acted_on;
+use crate::server::exec_result::{Keep, OVERFLOW_DIR, RawFigure, shape};
 use crate::server::outputs::*;
-use crate::server::reply::{fail, ok, parse};
+use crate::server::reply::{add_note, fail, ok, parse};
 use crate::server::schema;
 
 /// Largest source `execute_code` accepts: refused before the interpreter sees it.
 const MAX_CODE: usize = 10 << 20;
 
-fn check_code(code: &str) -> Result<(), SandboxError> {
+/// The code and time limit a request gave, checked; the time limit to run with.
+fn checked(code: &str, timeout_seconds: Option<u64>) -> Result<Option<Duration>, SandboxError> {
     if code.len() > MAX_CODE {
         return Err(SandboxError::InvalidArgument(format!(
             "the code is {} bytes, over the {} byte limit; write large data to a file with write_file or upload_file and read it from the code",
@@ -34,20 +32,15 @@ fn check_code(code: &str) -> Result<(), SandboxError> {
             MAX_CODE
         )));
     }
-    Ok(())
+    timeouts::asked(timeout_seconds)
 }
 
 /// Options of a call that runs code: its time limit, the client's cancellation, progress.
-fn exec_options(
-    timeout: Option<Duration>,
-    ct: CancellationToken,
-    meta: &RequestMetaObject,
-    peer: &Peer<RoleServer>,
-) -> ExecOptions {
+fn exec_options(timeout: Option<Duration>, context: &RequestContext<RoleServer>) -> ExecOptions {
     ExecOptions {
         timeout,
-        cancel: Some(ct),
-        progress: progress_reporter(meta, peer),
+        cancel: Some(context.ct.clone()),
+        progress: progress_reporter(&context.meta, &context.peer),
     }
 }
 
@@ -129,20 +122,13 @@ impl SandboxServer {
         input_schema = schema::input::<ExecuteCodeArgs>(),
         output_schema = schema::output::<ExecResult>()
     )]
-    async fn execute_code(
-        &self,
-        args: JsonObject,
-        ct: CancellationToken,
-        meta: RequestMetaObject,
-        peer: Peer<RoleServer>,
-    ) -> ToolResult {
+    async fn execute_code(&self, args: JsonObject, context: RequestContext<RoleServer>) -> ToolResult {
         let a: ExecuteCodeArgs = attempt!(parse("execute_code", args));
-        attempt!(check_code(&a.code));
-        let timeout = attempt!(timeouts::asked(a.timeout_seconds));
+        let timeout = attempt!(checked(&a.code, a.timeout_seconds));
         let (id, notes) = attempt!(self.resolve(a.sandbox_id, true).await);
         let ex = attempt!(
             self.backend
-                .execute(&id, &a.code, exec_options(timeout, ct, &meta, &peer))
+                .execute(&id, &a.code, exec_options(timeout, &context))
                 .await
         );
         Ok(self.exec_result(id, ex, notes, true).await)
@@ -193,21 +179,15 @@ impl SandboxServer {
         input_schema = schema::input::<CreateRunCloseArgs>(),
         output_schema = schema::output::<ExecResult>()
     )]
-    async fn create_run_close(
-        &self,
-        args: JsonObject,
-        ct: CancellationToken,
-        meta: RequestMetaObject,
-        peer: Peer<RoleServer>,
-    ) -> ToolResult {
+    async fn create_run_close(&self, args: JsonObject, context: RequestContext<RoleServer>) -> ToolResult {
         let a: CreateRunCloseArgs = attempt!(parse("create_run_close", args));
-        attempt!(check_code(&a.code));
-        let timeout = attempt!(timeouts::asked(a.timeout_seconds));
+        let timeout = attempt!(checked(&a.code, a.timeout_seconds));
         let info = attempt!(self.backend.create(CreateOptions::default()).await);
         let id = info.sandbox_id;
+        acted_on(&id);
         let ex = self
             .backend
-            .execute(&id, &a.code, exec_options(timeout, ct, &meta, &peer))
+            .execute(&id, &a.code, exec_options(timeout, &context))
             .await;
         let result = match ex {
             Ok(ex) => self.exec_result(id.clone(), ex, Vec::new(), false).await,

@@ -10,6 +10,7 @@ use rmcp::{tool, tool_router};
 use super::shared::{ToolResult, attempt};
 use crate::server::SandboxServer;
 use crate::server::args::*;
+use crate::server::calls::acted_on;
 use crate::server::outputs::*;
 use crate::server::reply::{fail, ok, parse};
 use crate::server::schema;
@@ -53,6 +54,7 @@ impl SandboxServer {
                 })
                 .await
         );
+        acted_on(&info.sandbox_id);
         let mut text = format!(
             "Created sandbox {} (Python {}, {} backend). Working folder: {}. Memory: {} MiB.",
             info.sandbox_id, info.python_version, info.backend, info.workspace, info.limits.memory_mb

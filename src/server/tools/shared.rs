@@ -6,6 +6,7 @@ use rmcp::model::CallToolResult;
 
 use crate::sandbox::{CreateOptions, SandboxError};
 use crate::server::SandboxServer;
+use crate::server::calls::acted_on;
 use crate::server::reply::size_of;
 
 pub type ToolResult = Result<CallToolResult, ErrorData>;
@@ -55,9 +56,11 @@ impl SandboxServer {
         create: bool,
     ) -> Result<(String, Vec<String>), SandboxError> {
         if let Some(id) = id.filter(|s| !s.trim().is_empty()) {
+            acted_on(&id);
             return Ok((id, Vec::new()));
         }
         if let Some(id) = self.backend.most_recent().await {
+            acted_on(&id);
             return Ok((id, Vec::new()));
         }
         if !create {
@@ -66,6 +69,7 @@ impl SandboxServer {
             ));
         }
         let info = self.backend.create(CreateOptions::default()).await?;
+        acted_on(&info.sandbox_id);
         let note = format!("Created sandbox {} for this call.", info.sandbox_id);
         Ok((info.sandbox_id, vec![note]))
     }

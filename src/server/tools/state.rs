@@ -7,6 +7,7 @@ use rmcp::{tool, tool_router};
 use super::shared::{ToolResult, attempt};
 use crate::server::SandboxServer;
 use crate::server::args::*;
+use crate::server::calls::acted_on;
 use crate::server::outputs::*;
 use crate::server::reply::{fail, ok, parse};
 use crate::server::schema;
@@ -36,6 +37,7 @@ impl SandboxServer {
         let a: SandboxIdArgs = attempt!(parse("fork_sandbox", args));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
         let info = attempt!(self.backend.fork(&id).await);
+        acted_on(&info.sandbox_id);
         let text = format!(
             "Sandbox {} is a copy of {id} (variables, imports and files).",
             info.sandbox_id

@@ -11,6 +11,7 @@ use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 
+use crate::lock::Locked;
 use crate::sandbox::text_cap::HeadTail;
 
 pub use crate::sandbox::text_cap::Captured;
@@ -30,7 +31,7 @@ impl Capture {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HeadTail> {
         // A poisoned lock only means a panic elsewhere mid-push; the bytes are still usable.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.locked()
     }
 
     /// The last complete or partial line written so far (at most 200 characters).
