@@ -15,8 +15,11 @@ use super::results::{self, AfterCall};
 use super::vm::{Session, TurnOutput};
 use crate::sandbox::{ExecOptions, Execution, LimitKind, ProgressFn, SandboxError};
 
-/// The after-call hook, as the spare's warm-up runs it (a call passes the time it has left).
-pub const AFTER_CALL: &str = "__code_sandbox_after__()";
+/// The after-call turn's source: figures the code left open drawn within `left`, then the
+/// health check. A statement, not an expression, so a replaced displayhook echoes nothing.
+pub fn after_call_source(left: Duration) -> String {
+    format!("if True: __code_sandbox_after__({:.3})", left.as_secs_f64())
+}
 /// Past the call's own time, what figure drawing may take before the interpreter is stopped
 /// (the guest stops starting new figures at the call's deadline itself).
 const DRAWING_GRACE: Duration = Duration::from_secs(1);
@@ -200,7 +203,7 @@ async fn run_after_call(
     fuel: Option<u64>,
     stop: &CancellationToken,
 ) -> TurnOutput {
-    let code = format!("if True: __code_sandbox_after__({:.3})", left.as_secs_f64());
+    let code = after_call_source(left);
     session.turn(&code, left + DRAWING_GRACE, fuel, stop).await
 }
 

@@ -39,6 +39,7 @@ pub use backend::WasmBackend;
 /// The interpreter without the server around it: for `cargo xtask` (installing the runtime,
 /// and the bench's in-process baselines).
 pub mod direct {
+    pub use super::call::after_call_source;
     pub use super::programs::{InstallError, install_and_load, prepare_warm_image};
     pub use super::vm::{Ended, Image, Program, Session, SessionConfig, TurnOutput, WarmError};
 }

