@@ -120,12 +120,7 @@ fn sha256_of(path: &Path) -> Result<String, WarmError> {
 fn load_cached(plain: &Program, p: &Paths) -> Option<Arc<Program>> {
     let raw = std::fs::read(&p.meta).ok()?;
     let damaged = |why: &str| {
-        tracing::warn!(
-            "the cached warm image {} is unusable ({why}); rebuilding it",
-            p.cwasm.display()
-        );
-        let _ = std::fs::remove_file(&p.meta);
-        let _ = std::fs::remove_file(&p.cwasm);
+        discard(p, why);
         None
     };
     let Ok(meta) = serde_json::from_slice::<Meta>(&raw) else {
@@ -163,13 +158,18 @@ pub fn verify_cached(plain: &Program, layout: &Layout) -> bool {
     if sha256_of(&p.cwasm).is_ok_and(|sha| sha == meta.cwasm_sha256) {
         return true;
     }
+    discard(&p, "it does not match its SHA-256");
+    false
+}
+
+/// Deletes a cached image that cannot be used, saying why, so the next start rebuilds it.
+fn discard(p: &Paths, why: &str) {
     tracing::warn!(
-        "the cached warm image {} does not match its SHA-256; rebuilding it",
+        "the cached warm image {} is unusable ({why}); rebuilding it",
         p.cwasm.display()
     );
     let _ = std::fs::remove_file(&p.meta);
     let _ = std::fs::remove_file(&p.cwasm);
-    false
 }
 
 /// The warm image for `plain`: from the cache, or built now (about a minute of compiling).
