@@ -26,7 +26,7 @@ fn init_logging() {
 fn main() -> ExitCode {
     let settings = Settings::load();
     init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let async_rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("mcp-code-sandbox: could not start the async runtime: {e}");
@@ -36,10 +36,10 @@ fn main() -> ExitCode {
     let result = match settings.command.clone() {
         Some(Command::InstallRuntime { from }) => install_runtime(&settings, from),
         Some(Command::Token { action }) => token(&settings, action),
-        None | Some(Command::Serve) => runtime.block_on(serve(settings)),
+        None | Some(Command::Serve) => async_rt.block_on(serve(settings)),
     };
     // Give blocking file tasks a moment to finish instead of cutting them off mid-way.
-    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+    async_rt.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -117,18 +117,11 @@ impl Slot {
     }
 }
 
-/// What a sandbox is made of; see [`Sandbox::new`].
-pub struct Parts {
-    pub id: String,
-    pub dirs: Dirs,
-    pub quota: Arc<DiskQuota>,
-    pub limits: Limits,
-    pub created_at: chrono::DateTime<chrono::Utc>,
-    pub executions: u64,
-    pub slot: Slot,
-    pub last_use: LastUse,
-    pub owner: Option<std::fs::File>,
-    pub stopping: CancellationToken,
+/// Where a sandbox comes from: made now with these limits, or kept by an earlier run of the
+/// server with this record (its limits already bounded by today's settings).
+pub enum Origin {
+    New(Limits),
+    Kept(Meta),
 }
 
 impl Meta {
@@ -140,22 +133,41 @@ impl Meta {
 }
 
 impl Sandbox {
-    pub fn new(p: Parts) -> Arc<Sandbox> {
+    /// The one place a sandbox is made. `owner` is the lock on its folders; `stopping` is
+    /// cancelled at shutdown.
+    pub fn new(
+        id: String,
+        dirs: Dirs,
+        quota: Arc<DiskQuota>,
+        origin: Origin,
+        owner: Option<std::fs::File>,
+        stopping: CancellationToken,
+    ) -> Arc<Sandbox> {
+        let (limits, created_at, executions, slot, last_use) = match origin {
+            Origin::New(limits) => (limits, chrono::Utc::now(), 0, Slot::default(), LastUse::now()),
+            Origin::Kept(m) => (
+                m.limits,
+                m.created_at,
+                m.executions,
+                Slot::kept(&dirs),
+                LastUse::kept(m.last_used),
+            ),
+        };
         Arc::new(Sandbox {
-            id: p.id,
-            dirs: p.dirs,
-            quota: p.quota,
-            limits: p.limits,
-            created_at: p.created_at,
-            executions: AtomicU64::new(p.executions),
-            saved_executions: AtomicU64::new(p.executions),
+            id,
+            dirs,
+            quota,
+            limits,
+            created_at,
+            executions: AtomicU64::new(executions),
+            saved_executions: AtomicU64::new(executions),
             busy: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             closing: CancellationToken::new(),
-            stopping: p.stopping,
-            slot: tokio::sync::Mutex::new(p.slot),
-            last_use: p.last_use,
-            _owner: p.owner,
+            stopping,
+            slot: tokio::sync::Mutex::new(slot),
+            last_use,
+            _owner: owner,
         })
     }
 

@@ -10,11 +10,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::folders::Dirs;
-use super::record::{Meta, Parts, Sandbox, Slot};
+use super::record::{Meta, Origin, Sandbox};
 use crate::disk_quota::{DiskQuota, tree_cost};
 use crate::lock::Locked;
 use crate::runtime::Layout;
-use crate::sandbox::last_use::LastUse;
 use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::retention::{Gone, Why};
 use crate::sandbox::{Limits, SandboxError};
@@ -157,18 +156,16 @@ impl Registry {
             }
         }
         let owner = dirs.claim();
-        Ok(Sandbox::new(Parts {
+        let quota = Arc::new(DiskQuota::within(limits.disk_bytes, self.host_disk.clone()));
+        let stopping = self.stopping.child_token();
+        Ok(Sandbox::new(
             id,
             dirs,
-            quota: Arc::new(DiskQuota::within(limits.disk_bytes, self.host_disk.clone())),
-            limits,
-            created_at: chrono::Utc::now(),
-            executions: 0,
-            slot: Slot::default(),
-            last_use: LastUse::now(),
+            quota,
+            Origin::New(limits),
             owner,
-            stopping: self.stopping.child_token(),
-        }))
+            stopping,
+        ))
     }
 
     /// Lists a prepared sandbox, as the newest and most recently used.
@@ -229,18 +226,9 @@ impl Registry {
     /// Lists a sandbox a stopped server kept, under its own id; its disk is counted later,
     /// by [`Registry::measure_kept`], off the start-up path.
     pub fn adopt(&self, id: &str, dirs: Dirs, meta: Meta, owner: Option<std::fs::File>) {
-        let sb = Sandbox::new(Parts {
-            id: id.to_string(),
-            slot: Slot::kept(&dirs),
-            dirs,
-            quota: Arc::new(DiskQuota::within(meta.limits.disk_bytes, self.host_disk.clone())),
-            limits: meta.limits,
-            created_at: meta.created_at,
-            executions: meta.executions,
-            last_use: LastUse::kept(meta.last_used),
-            owner,
-            stopping: self.stopping.child_token(),
-        });
+        let quota = Arc::new(DiskQuota::within(meta.limits.disk_bytes, self.host_disk.clone()));
+        let stopping = self.stopping.child_token();
+        let sb = Sandbox::new(id.to_string(), dirs, quota, Origin::Kept(meta), owner, stopping);
         tracing::debug!("sandbox {id} is back (saved by an earlier run)");
         let mut inner = self.lock();
         inner.unmeasured.push(sb.clone());

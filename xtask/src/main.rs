@@ -41,6 +41,9 @@ enum Task {
         /// Measure only kept sandboxes (1,000 of them: start, listing, 50 clients, eviction).
         #[arg(long)]
         kept: bool,
+        /// Measure only a first install: the bundle started on an empty home (minutes).
+        #[arg(long)]
+        fresh: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle,
@@ -99,12 +102,19 @@ fn main() -> anyhow::Result<()> {
             let n = mcp_code_sandbox::wheels::catalog::fetch(&layout, &|m| eprintln!("{m}"))?;
             eprintln!("{n} wheels fetched; cache at {}", layout.wheels_dir().display());
         }
-        Task::Bench { fuel, remote, kept } => {
+        Task::Bench {
+            fuel,
+            remote,
+            kept,
+            fresh,
+        } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
             let bin = release_binary()?;
             let rt = tokio::runtime::Runtime::new()?;
-            if kept {
+            if fresh {
+                rt.block_on(bench::run_fresh(root(), bin, settings.home_dir()))?;
+            } else if kept {
                 rt.block_on(bench::run_kept(bin, settings.home_dir()))?;
             } else if remote {
                 rt.block_on(bench::run_remote(bin, settings.home_dir()))?;

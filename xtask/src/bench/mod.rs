@@ -6,6 +6,7 @@
 //! through [`harness`], printed by [`table`] beside [`baselines`].
 
 mod baselines;
+mod fresh;
 mod harness;
 mod kept;
 mod memory;
@@ -38,6 +39,16 @@ pub async fn run_kept(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
     install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
     eprintln!("bench: 1,000 kept sandboxes (start, listing, 50 clients, eviction)");
     let (rows, note) = kept::rows(&bin, &home).await?;
+    print_table(rows);
+    println!("\n{note}");
+    Ok(())
+}
+
+/// Only the first-install rows (`cargo xtask bench --fresh`): the bundle from an empty home.
+pub async fn run_fresh(root: PathBuf, bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
+    install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
+    let bundle = xtask::bundle::ensure_current(&root, &bin, &home).await?;
+    let (rows, note) = fresh::rows(&bundle).await?;
     print_table(rows);
     println!("\n{note}");
     Ok(())

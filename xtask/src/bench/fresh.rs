@@ -1,0 +1,162 @@
+//! The rows of a first install (`cargo xtask bench --fresh`): the MCP Bundle unpacked and
+//! started with an empty `CODE_SANDBOX_HOME`, as Claude Desktop starts it, timed to its first
+//! `1+1`, its first pandas plot and full speed (new sandboxes on the warm image), with the disk
+//! the home then holds and the bundle's size. Beside them, the same server on the home it has
+//! just filled, started again.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
+use serde_json::json;
+
+use super::harness::{Client, call, tree_bytes};
+use super::table::Row;
+
+const PLOT: &str = "import pandas as pd, matplotlib.pyplot as plt\npd.DataFrame({'x': range(10), 'y': [i * i for i in range(10)]}).plot(x='x', y='y')\nplt.show()";
+/// How long a first install may take before the bench gives up.
+const PATIENCE: Duration = Duration::from_secs(900);
+
+/// What the first start measured, for the rows and the note.
+struct FirstStart {
+    first_result: Duration,
+    first_plot: Duration,
+    full_speed: Duration,
+    /// Calls that came back with an error before the first result, and what the last said.
+    refusals: usize,
+    last_refusal: Option<String>,
+}
+
+pub async fn rows(bundle: &Path) -> anyhow::Result<(Vec<Row>, String)> {
+    let dir = std::env::temp_dir().join(format!("mcs-bench-fresh-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (extension, home) = (dir.join("extension"), dir.join("home"));
+    std::fs::create_dir_all(&home)?;
+    unpack(bundle, &extension)?;
+    let bin = extension
+        .join("server")
+        .join(format!("mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX));
+
+    eprintln!("bench: a first start from an empty home (minutes: it compiles the runtime)");
+    let first = first_start(&bin, &home).await?;
+    let disk = tree_bytes(&home);
+    eprintln!("bench: the same server started again on the home it filled");
+    let mut again = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let c = start(&bin, &home).await?;
+        call(&c, "execute_code", json!({"code": "1+1"})).await?;
+        again.push(t.elapsed());
+        let _ = c.cancel().await;
+    }
+    let again = super::table::median(again);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let baseline = || Some(("the same server started again, home filled".to_string(), again));
+    let rows = vec![
+        Row {
+            what: "first install (bundle, empty home) -> first `1+1` result".into(),
+            ours: first.first_result,
+            baseline: baseline(),
+            runs: 1,
+        },
+        Row {
+            what: "first install -> first pandas plot".into(),
+            ours: first.first_plot,
+            baseline: baseline(),
+            runs: 1,
+        },
+        Row {
+            what: "first install -> full speed (new sandboxes on the warm image)".into(),
+            ours: first.full_speed,
+            baseline: baseline(),
+            runs: 1,
+        },
+    ];
+    let bundle_mb = std::fs::metadata(bundle).map_or(0, |m| m.len()) >> 20;
+    let mut note = format!(
+        "First install: CODE_SANDBOX_HOME holds {} MiB once everything is built; the bundle is {bundle_mb} MiB.",
+        disk >> 20
+    );
+    if first.refusals > 0 {
+        note.push_str(&format!(
+            " Before the first result, {} call(s) came back with an error; the last said: {}",
+            first.refusals,
+            first.last_refusal.unwrap_or_default()
+        ));
+    }
+    Ok((rows, note))
+}
+
+/// The server as Claude Desktop starts it from the unpacked bundle: its own binary, a home of
+/// its own, the bundle's default settings.
+async fn start(bin: &Path, home: &Path) -> anyhow::Result<Client> {
+    let mut cmd = tokio::process::Command::new(bin);
+    cmd.env("CODE_SANDBOX_HOME", home)
+        .env("RUST_LOG", "warn")
+        .env("CODE_SANDBOX_PERSIST", "true");
+    Ok(().serve(TokioChildProcess::new(cmd)?).await?)
+}
+
+async fn first_start(bin: &Path, home: &Path) -> anyhow::Result<FirstStart> {
+    let t = Instant::now();
+    let c = start(bin, home).await?;
+    let (mut refusals, mut last_refusal) = (0, None);
+    // A person asks for `1+1` and, when told to wait, asks again.
+    let first_result = loop {
+        anyhow::ensure!(t.elapsed() < PATIENCE, "no result within {PATIENCE:?}");
+        match call(&c, "execute_code", json!({"code": "1+1"})).await {
+            Ok(v) if v["result"] == "2" => break t.elapsed(),
+            Ok(v) => anyhow::bail!("1+1 gave {v}"),
+            Err(e) => {
+                refusals += 1;
+                last_refusal = Some(e.to_string());
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    };
+    let plotted = call(&c, "execute_code", json!({"code": PLOT})).await?;
+    anyhow::ensure!(
+        plotted["images"].as_u64().unwrap_or(0) >= 1,
+        "no figure came back: {plotted}"
+    );
+    let first_plot = t.elapsed();
+    let full_speed = loop {
+        anyhow::ensure!(
+            t.elapsed() < PATIENCE,
+            "the warm image was not in use within {PATIENCE:?}"
+        );
+        let v = call(
+            &c,
+            "create_run_close",
+            json!({"code": "import sys\n'pandas' in sys.modules"}),
+        )
+        .await?;
+        if v["result"] == "True" {
+            break t.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let _ = c.cancel().await;
+    Ok(FirstStart {
+        first_result,
+        first_plot,
+        full_speed,
+        refusals,
+        last_refusal,
+    })
+}
+
+/// Unpacks the bundle (a zip) into `to`, keeping the server's executable bit.
+fn unpack(bundle: &Path, to: &Path) -> anyhow::Result<()> {
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(bundle)?)?;
+    zip.extract(to)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = to.join("server").join("mcp-code-sandbox");
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
+}
