@@ -125,10 +125,13 @@ pub async fn resume(
         Ok(found) => found,
         Err(e) => {
             tracing::warn!("the saved state of sandbox {} could not be used: {e}", sb.id);
-            lost(
-                slot,
-                "its saved state was damaged, incomplete, made by another version of the runtime or not its own".into(),
-            );
+            let why = match e {
+                StateError::OtherImage => {
+                    "its saved state was made from an interpreter image this server no longer has (the image was rebuilt, or the runtime changed)"
+                }
+                _ => "its saved state was damaged, incomplete or not its own",
+            };
+            lost(slot, why.into());
             return Ok(());
         }
     };

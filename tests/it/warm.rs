@@ -126,6 +126,10 @@ async fn small_sandboxes_and_the_off_switch_use_the_plain_image() {
     off.stop().await;
 }
 
+/// A damaged warm image is rebuilt, and a rebuild is another image: the warm-up draws its
+/// hash secret and random state afresh, so its memory differs. A sandbox saved on the old
+/// image must come back whole or say it lost its variables; its saved pages must never be laid
+/// over the new image's memory.
 #[tokio::test]
 async fn a_damaged_cached_image_is_detected_and_rebuilt() {
     let shared = runtime_home();
@@ -135,37 +139,63 @@ async fn a_damaged_cached_image_is_detected_and_rebuilt() {
     for d in ["runtime", "wheels"] {
         std::os::unix::fs::symlink(shared.join(d), home.join(d)).unwrap();
     }
-    let mut damaged = 0;
+    let mut warm_images = Vec::new();
     for entry in std::fs::read_dir(shared.join("cache")).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let to = cache.join(&name);
-        if name.starts_with("warm-") && name.ends_with(".cwasm") {
-            // A partial write: the first megabyte of the real image.
-            let bytes = std::fs::read(entry.path()).unwrap();
-            std::fs::write(&to, &bytes[..1 << 20]).unwrap();
-            damaged += 1;
-        } else if name.starts_with("warm-") {
+        if name.starts_with("warm-") && name.ends_with(".json") {
             // The metadata is rewritten by the rebuild: a copy, not a link to the shared file.
             std::fs::copy(entry.path(), &to).unwrap();
         } else {
-            // The plain module is only read: a link is enough.
+            // Only read here (the damage below replaces the link, never writes through it).
             std::fs::hard_link(entry.path(), &to)
                 .or_else(|_| std::fs::copy(entry.path(), &to).map(|_| ()))
                 .unwrap();
+            if name.starts_with("warm-") && name.ends_with(".cwasm") {
+                warm_images.push((entry.path(), to));
+            }
         }
     }
     assert!(
-        damaged > 0,
+        !warm_images.is_empty(),
         "a warm image in the shared cache (cargo xtask fetch-runtime builds it)"
     );
+    let persist = [
+        ("CODE_SANDBOX_HOME", home.to_str().unwrap()),
+        ("CODE_SANDBOX_PERSIST", "true"),
+    ];
 
-    let s = Server::start_with(&[("CODE_SANDBOX_HOME", home.to_str().unwrap())]).await;
+    // A sandbox on the intact image, saved when its server stops.
+    let s = Server::start_with(&persist).await;
+    wait_for_warm(&s, Duration::from_secs(120)).await;
+    let id = s.create().await;
+    let v = s.run_ok(&id, "import sys\nx = 42\n'pandas' in sys.modules").await;
+    assert_eq!(v["result"], "True", "the sandbox started from the warm image");
+    crate::persistence::signal_and_wait(s, libc::SIGTERM).await;
+
+    for (original, copy) in &warm_images {
+        // A partial write: the first megabyte of the real image.
+        let bytes = std::fs::read(original).unwrap();
+        std::fs::remove_file(copy).unwrap();
+        std::fs::write(copy, &bytes[..1 << 20]).unwrap();
+    }
+    let s = Server::start_with(&persist).await;
     let v = s.ok("create_run_close", json!({"code": "1+1"})).await;
     assert_eq!(
         v["result"], "2",
         "the plain image serves while the warm one is rebuilt"
     );
     wait_for_warm(&s, Duration::from_secs(900)).await;
+    let (failed, v) = s.exec(&id, "x").await;
+    if failed || v["result"] != "42" {
+        assert_eq!(
+            v["state_lost"], true,
+            "the saved sandbox came back neither whole nor marked lost: {v}"
+        );
+        assert!(v["notes"].to_string().contains("reset"), "and says why: {v}");
+    }
+    let v = s.run_ok(&id, "1+1").await;
+    assert_eq!(v["result"], "2", "the sandbox works on the rebuilt image");
     s.stop().await;
     let rebuilt = std::fs::read_dir(&cache)
         .unwrap()

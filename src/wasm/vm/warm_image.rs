@@ -71,6 +71,12 @@ struct Meta {
     clock_offset_ns: u64,
     memory_bytes: u64,
     build_seconds: f64,
+    /// The snapshot's own SHA-256, before compiling. Two builds from the same inputs differ
+    /// (the warm-up draws its hash secret and random state afresh), so saved states name the
+    /// image by it: a state is never laid over another build's memory. Empty for an image
+    /// cached before this was recorded, which keeps the name its saved states carry.
+    #[serde(default)]
+    snapshot_sha256: String,
 }
 
 /// The cache name of the warm image for `plain`: the runtime, the prelude, the warm-up, the
@@ -139,7 +145,11 @@ fn load_cached(plain: &Program, p: &Paths) -> Option<Arc<Program>> {
         clock_offset: Duration::from_nanos(meta.clock_offset_ns),
         memory_bytes: meta.memory_bytes,
     };
-    match plain.with_image(&module, image, format!("warm-{}", key(plain))) {
+    let id = match meta.snapshot_sha256.get(..16) {
+        Some(snapshot) => format!("warm-{}-{snapshot}", key(plain)),
+        None => format!("warm-{}", key(plain)),
+    };
+    match plain.with_image(&module, image, id) {
         Ok(rt) => Some(rt),
         Err(e) => damaged(&e.to_string()),
     }
@@ -228,6 +238,7 @@ async fn build(
     let (_, snapshot) = Wizer::new()
         .instrument(&snapshot)
         .map_err(|e| WarmError::Snapshot(format!("instrumenting the image: {e:#}")))?;
+    let snapshot_sha256 = hex::encode(Sha256::digest(&snapshot));
     let engine = plain.engine.clone();
     let compiled = tokio::task::spawn_blocking(move || engine.precompile_module(&snapshot))
         .await
@@ -245,6 +256,7 @@ async fn build(
         clock_offset_ns: u64::try_from(clock_offset.as_nanos()).unwrap_or(u64::MAX),
         memory_bytes,
         build_seconds: started.elapsed().as_secs_f64(),
+        snapshot_sha256,
     };
     let json = serde_json::to_vec(&meta).map_err(|e| WarmError::Snapshot(e.to_string()))?;
     std::fs::write(&tmp, json).map_err(io(&tmp))?;
