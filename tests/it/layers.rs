@@ -51,25 +51,52 @@ fn the_checker_finds_a_circle_it_is_shown() {
     assert_eq!(circles[0].len(), 3, "a -> b -> c -> a: {circles:?}");
 }
 
-/// The top-level modules of `wasm/` in the order the architecture document lists them.
-fn documented_wasm_order() -> Vec<String> {
+/// The modules a code block of the architecture document lists, in its order: the block
+/// after `opening`, its entries at `indent` spaces.
+fn documented_order(opening: &str, indent: usize) -> Vec<String> {
     let doc = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
     let block = doc
-        .split("```\nwasm/\n")
+        .split(opening)
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .expect("ARCHITECTURE.md lists wasm/ in a code block");
+        .unwrap_or_else(|| panic!("ARCHITECTURE.md has a code block after {opening:?}"));
     block
         .lines()
-        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
+        .filter(|l| l.len() > indent && l[..indent].trim().is_empty() && !l[indent..].starts_with(' '))
         .filter_map(|l| l.split_whitespace().next())
         .map(|m| m.trim_end_matches(".rs").trim_end_matches('/').to_string())
         .collect()
 }
 
 #[test]
+fn each_top_level_module_imports_only_modules_listed_below_it() {
+    let order = documented_order("## Layers\n\n```\n", 0);
+    let graph = layers::read(&root().join("src"), "mcp_code_sandbox").unwrap();
+    for m in graph.edges.keys().filter(|m| m.len() == 1) {
+        assert!(
+            order.contains(&m[0]),
+            "{} is not in ARCHITECTURE.md's layers",
+            m[0]
+        );
+    }
+    let rank = |m: &ModPath| m.first().and_then(|top| order.iter().position(|o| o == top));
+    let mut upward = Vec::new();
+    for (from, uses) in &graph.edges {
+        for to in uses {
+            if let (Some(i), Some(j)) = (rank(from), rank(to))
+                && from[0] != to[0]
+                && j <= i
+            {
+                upward.push(format!("{} -> {}", layers::show(from), layers::show(to)));
+            }
+        }
+    }
+    assert!(upward.is_empty(), "imports of modules listed above: {upward:#?}");
+}
+
+#[test]
 fn each_local_backend_module_imports_only_modules_listed_below_it() {
-    let order = documented_wasm_order();
+    let order = documented_order("```\nwasm/\n", 2);
     let graph = layers::read(&root().join("src"), "mcp_code_sandbox").unwrap();
     let on_disk: Vec<String> = graph
         .edges
