@@ -85,11 +85,11 @@ pub fn read_saved(
     images: &[Arc<Program>],
     owner: &str,
 ) -> Result<(SavedState, Arc<Program>), StateError> {
-    let state = SavedState::read_file(path, |id| images.iter().any(|i| i.id == id))?;
+    let state = SavedState::read_file(path, |id| images.iter().any(|i| i.answers_to(id)))?;
     state.check_owner(owner)?;
     let image = images
         .iter()
-        .find(|i| i.id == state.header.image)
+        .find(|i| i.answers_to(&state.header.image))
         .cloned()
         .ok_or(StateError::OtherImage)?;
     Ok((state, image))

@@ -209,7 +209,7 @@ impl Programs {
         let plain = self.get().await?;
         let warm = self.warm.locked().clone();
         let now: Vec<_> = warm.into_iter().chain([plain]).collect();
-        if wanted.is_some_and(|w| now.iter().any(|i| i.id == w)) {
+        if wanted.is_some_and(|w| now.iter().any(|i| i.answers_to(w))) {
             return Ok(now);
         }
         self.images_settled().await

@@ -55,6 +55,40 @@ async fn saved_sandbox(home: &Path) -> String {
     id
 }
 
+/// A saved state is the image's memory pages, globals and clock, which the compiler does not
+/// change: one saved by the plain interpreter comes back under another compile of the same
+/// image (fuel metering changes every function's code), so a faster or slower tier can take
+/// over a sandbox at its next suspension.
+#[tokio::test]
+async fn a_state_saved_under_one_compile_resumes_under_another() {
+    let home = private_home();
+    let plain = [("CODE_SANDBOX_WARM_IMAGE", "false")];
+    let s = start(&home, &plain).await;
+    let id = s.create().await;
+    s.run_ok(&id, "import json\nx = {'kept': 41 + 1}").await;
+    signal_and_wait(s, libc::SIGTERM).await;
+    let metered = [
+        ("CODE_SANDBOX_WARM_IMAGE", "false"),
+        ("CODE_SANDBOX_FUEL", "10000000000"),
+    ];
+    crate::common::progress("compiling the fuel-metered interpreter once (about a minute)");
+    let s = start(&home, &metered).await;
+    let started = std::time::Instant::now();
+    let v = loop {
+        let (failed, v, text) = s
+            .call_json("execute_code", json!({"sandbox_id": id, "code": "json.dumps(x)"}))
+            .await;
+        if !(failed && text.contains("not ready")) || started.elapsed().as_secs() > 600 {
+            assert!(!failed, "{text}");
+            break v;
+        }
+    };
+    assert_eq!(v["result"], "'{\"kept\": 42}'", "{v}");
+    assert_eq!(v["state_lost"], false, "{v}");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 #[tokio::test]
 async fn state_survives_a_sigterm_restart() {
     let home = private_home();

@@ -84,7 +84,12 @@ pub struct Program {
     pub metered: bool,
     pub image: Image,
     /// Names this image in saved states: a state is only applied to the image it came from.
+    /// It names the image, not its compiled code: a state is memory pages, globals and a
+    /// clock, which the compiler and its settings (fuel metering included) do not change.
     pub id: String,
+    /// Names older versions gave this same image (they also carried the engine's settings),
+    /// so the states they saved still come back.
+    pub aliases: Vec<String>,
     /// The image's initial memory, read once when a state is first saved: saved states keep
     /// only the pages that differ from it.
     base: tokio::sync::OnceCell<Arc<Vec<u8>>>,
@@ -202,11 +207,12 @@ impl Program {
         let module = load(&engine, layout, &files)?;
         let pre = link(&engine, &module)?;
         start_ticker(&engine);
-        let id = format!(
+        let id = format!("plain-{}", &files.module_sha256[..16]);
+        let aliases = vec![format!(
             "plain-{}-{:016x}",
             &files.module_sha256[..16],
             engine_key(&engine)
-        );
+        )];
         Ok(Arc::new(Program {
             engine,
             pre,
@@ -214,6 +220,7 @@ impl Program {
             metered,
             image: Image::Plain,
             id,
+            aliases,
             base: Default::default(),
         }))
     }
@@ -227,8 +234,14 @@ impl Program {
             metered: self.metered,
             image,
             id,
+            aliases: Vec::new(),
             base: Default::default(),
         }))
+    }
+
+    /// Whether a saved state naming image `id` was made from this image.
+    pub fn answers_to(&self, id: &str) -> bool {
+        self.id == id || self.aliases.iter().any(|a| a == id)
     }
 
     /// The image's memory as instantiation leaves it, before any code runs.

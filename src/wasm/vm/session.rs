@@ -110,7 +110,7 @@ impl Session {
         saved: &SavedState,
         reseed: bool,
     ) -> Result<Session, SessionError> {
-        if saved.header.image != program.id {
+        if !program.answers_to(&saved.header.image) {
             return Err(SessionError::Start(
                 "the saved state belongs to another image".into(),
             ));

@@ -145,8 +145,10 @@ fn load_cached(plain: &Program, p: &Paths) -> Option<Arc<Program>> {
         clock_offset: Duration::from_nanos(meta.clock_offset_ns),
         memory_bytes: meta.memory_bytes,
     };
+    // The snapshot's own digest names the image whatever compiled it; an image cached
+    // before it was recorded keeps the name its saved states carry.
     let id = match meta.snapshot_sha256.get(..16) {
-        Some(snapshot) => format!("warm-{}-{snapshot}", key(plain)),
+        Some(snapshot) => format!("warm-{snapshot}"),
         None => format!("warm-{}", key(plain)),
     };
     match plain.with_image(&module, image, id) {
