@@ -106,12 +106,6 @@ impl Graph {
             })
             .collect()
     }
-
-    /// The modules `module` uses.
-    pub fn uses(&self, module: &[&str]) -> BTreeSet<ModPath> {
-        let key: ModPath = module.iter().map(|s| s.to_string()).collect();
-        self.edges.get(&key).cloned().unwrap_or_default()
-    }
 }
 
 /// What each module makes visible besides its child modules: the items it defines, the names
@@ -163,8 +157,7 @@ fn collect(root: &Path, dir: &Path, out: &mut BTreeMap<ModPath, PathBuf>) -> any
             Some("mod" | "lib") => {
                 module.pop();
             }
-            // A binary's root: its own node, beside the library's.
-            Some("main") if module.len() == 1 => {}
+            // A binary's root (`main.rs`) stays a node of its own, beside the library's.
             _ => {}
         }
         out.insert(module, path);
