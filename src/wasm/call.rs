@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
-use super::folders::{LOST, STATE};
+use super::folders::LOST;
 use super::record::Sandbox;
 use super::results::{self, AfterCall};
 use super::vm::{Session, TurnOutput};
@@ -176,10 +176,10 @@ const STOPPED_BY_SHUTDOWN: &str = "the server shut down while a call was running
 /// Records that the shutdown stopped a call in `sb`: its last saved state (older than the call)
 /// must not come back as if current, and the next call after a restart says what happened.
 fn record_stopped_by_shutdown(sb: &Sandbox) {
-    let dir = sb.saved_dir();
+    let dir = sb.dirs.saved();
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(dir.join(LOST), STOPPED_BY_SHUTDOWN);
-    let _ = std::fs::remove_file(dir.join(STATE));
+    let _ = std::fs::remove_file(sb.dirs.state());
 }
 
 fn report_progress(session: &Session, report: ProgressFn) -> tokio::task::JoinHandle<()> {

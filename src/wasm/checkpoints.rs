@@ -5,7 +5,7 @@
 //! Checkpoints live in the sandbox's scratch folder, out of the guest's sight, count towards
 //! its disk quota, and go with it when it is closed. `/tmp` is not saved.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use super::context::Context;
@@ -22,13 +22,9 @@ use crate::sandbox::{Checkpoint, SandboxError};
 
 const MAX_NAME: usize = 64;
 
-fn folder(sb: &Sandbox) -> PathBuf {
-    sb.dirs.checkpoints()
-}
-
 /// A checkpoint name the user chose, or the next free `checkpoint-N`.
 fn name_for(sb: &Sandbox, asked: Option<&str>) -> Result<String, SandboxError> {
-    let dir = folder(sb);
+    let dir = sb.dirs.checkpoints();
     match asked.map(str::trim).filter(|s| !s.is_empty()) {
         Some(n) => {
             let ok = n.len() <= MAX_NAME
@@ -112,12 +108,12 @@ pub async fn checkpoint(
     let state = capture(ctx, &mut slot, sb)
         .await?
         .owned_by(persist::owner_of_checkpoint(&sb.id, &name));
-    let dir = folder(sb).join(&name);
+    let dir = sb.dirs.checkpoints().join(&name);
     let sb2 = sb.clone();
     let saved = {
         let dir = dir.clone();
         blocking(move || {
-            let tmp = folder(&sb2).join(format!(".{name}.partial"));
+            let tmp = sb2.dirs.checkpoints().join(format!(".{name}.partial"));
             let _ = remove_tree::remove_tree(&tmp);
             let written = (|| -> std::io::Result<u64> {
                 std::fs::create_dir_all(&tmp)?;
@@ -170,7 +166,7 @@ pub async fn image_of(sb: &Sandbox, name: &str) -> Option<String> {
         .list_checkpoints()
         .into_iter()
         .find(|c| c.name == name.trim())?;
-    persist::image_of(folder(sb).join(found.name).join(STATE)).await
+    persist::image_of(sb.dirs.checkpoints().join(found.name).join(STATE)).await
 }
 
 /// Puts the sandbox's variables, imports and files back as they were at `name`.
@@ -198,7 +194,7 @@ pub async fn restore(
             }
         )));
     };
-    let dir = folder(sb).join(&found.name);
+    let dir = sb.dirs.checkpoints().join(&found.name);
     let owner = persist::owner_of_checkpoint(&sb.id, &found.name);
     let (state, image) = {
         let dir = dir.clone();

@@ -53,6 +53,11 @@ impl Dirs {
         self.scratch.join("saved")
     }
 
+    /// The interpreter's saved state.
+    pub fn state(&self) -> PathBuf {
+        self.saved().join(STATE)
+    }
+
     pub fn checkpoints(&self) -> PathBuf {
         self.scratch.join("checkpoints")
     }

@@ -30,8 +30,7 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
     let Some(session) = slot.session.as_mut() else {
         return Ok(());
     };
-    let unchanged =
-        sb.saved_executions.load(Ordering::SeqCst) == executions && sb.saved_dir().join(STATE).is_file();
+    let unchanged = sb.saved_executions.load(Ordering::SeqCst) == executions && sb.dirs.state().is_file();
     if !unchanged {
         let state = match session.capture().await {
             Ok(s) => s,
@@ -55,7 +54,7 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
 }
 
 fn write_state(sb: &Sandbox, state: &SavedState) -> Result<(), SandboxError> {
-    let dir = sb.saved_dir();
+    let dir = sb.dirs.saved();
     let io = |e: std::io::Error| SandboxError::Io {
         context: format!("could not save the state of sandbox {}", sb.id),
         source: e,
@@ -65,7 +64,7 @@ fn write_state(sb: &Sandbox, state: &SavedState) -> Result<(), SandboxError> {
     state
         .write_file(&tmp)
         .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-    std::fs::rename(&tmp, dir.join(STATE)).map_err(io)
+    std::fs::rename(&tmp, sb.dirs.state()).map_err(io)
 }
 
 /// Whose state a sandbox's saved state is (see `SavedState::owned_by`).
@@ -106,7 +105,7 @@ pub async fn image_of(path: std::path::PathBuf) -> Option<String> {
 
 /// The image a sandbox's saved state was made from.
 pub async fn saved_image(sb: &Sandbox) -> Option<String> {
-    image_of(sb.saved_dir().join(STATE)).await
+    image_of(sb.dirs.state()).await
 }
 
 /// Brings a suspended interpreter back from its saved state. A state that cannot be used
@@ -118,7 +117,7 @@ pub async fn resume(
     images: Vec<Arc<Program>>,
     memory: &Arc<MemoryBudget>,
 ) -> Result<(), SandboxError> {
-    let path = sb.saved_dir().join(STATE);
+    let path = sb.dirs.state();
     let owner = owner_of_sandbox(&sb.id);
     let read = blocking(move || Ok(read_saved(&path, &images, &owner))).await?;
     let (state, image) = match read {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
-use super::folders::{Dirs, LOST, META, STATE};
+use super::folders::{Dirs, LOST, META};
 use super::vm::{MemoryBudget, Session, SessionConfig};
 use crate::disk_quota::DiskQuota;
 use crate::sandbox::last_use::LastUse;
@@ -83,7 +83,7 @@ impl Slot {
     /// there and no call was stopped mid-run, else empty and lost, with why.
     pub fn kept(dirs: &Dirs) -> Slot {
         let lost_why = std::fs::read_to_string(dirs.saved().join(LOST)).ok();
-        let saved = lost_why.is_none() && dirs.saved().join(STATE).is_file();
+        let saved = lost_why.is_none() && dirs.state().is_file();
         Slot {
             saved,
             lost: !saved,
@@ -216,13 +216,8 @@ impl Sandbox {
     /// What the sandbox holds on disk: its files, packages and checkpoints (the disk quota's
     /// count) and its saved state.
     pub fn kept_bytes(&self) -> u64 {
-        let state = std::fs::metadata(self.saved_dir().join(STATE)).map_or(0, |m| m.len());
+        let state = std::fs::metadata(self.dirs.state()).map_or(0, |m| m.len());
         self.quota.used().saturating_add(state)
-    }
-
-    /// Where the interpreter's state and the metadata are saved.
-    pub fn saved_dir(&self) -> std::path::PathBuf {
-        self.dirs.saved()
     }
 
     /// Records the sandbox's limits and use beside its files (atomically).
@@ -233,7 +228,7 @@ impl Sandbox {
             executions: self.executions.load(Ordering::SeqCst),
             last_used: self.last_used_at(),
         };
-        let dir = self.saved_dir();
+        let dir = self.dirs.saved();
         std::fs::create_dir_all(&dir)?;
         let tmp = dir.join(".meta.json.tmp");
         std::fs::write(&tmp, serde_json::to_vec(&meta).map_err(std::io::Error::other)?)?;

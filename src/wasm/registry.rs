@@ -258,7 +258,7 @@ impl Registry {
     pub fn measure_kept(&self) {
         let pending = std::mem::take(&mut self.lock().unmeasured);
         for sb in pending {
-            let scratch = tree_cost(&sb.dirs.scratch).saturating_sub(tree_cost(&sb.saved_dir()));
+            let scratch = tree_cost(&sb.dirs.scratch).saturating_sub(tree_cost(&sb.dirs.saved()));
             sb.quota
                 .settle(0, i128::from(tree_cost(&sb.dirs.workspace) + scratch));
         }

@@ -112,14 +112,16 @@ fn main() -> anyhow::Result<()> {
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
             let bin = release_binary()?;
             let rt = tokio::runtime::Runtime::new()?;
-            if fresh {
-                rt.block_on(bench::run_fresh(root(), bin, settings.home_dir()))?;
-            } else if kept {
-                rt.block_on(bench::run_kept(bin, settings.home_dir()))?;
-            } else if remote {
-                rt.block_on(bench::run_remote(bin, settings.home_dir()))?;
-            } else {
-                rt.block_on(bench::run(bin, settings.home_dir(), fuel))?;
+            let part = [
+                (fresh, bench::Part::Fresh),
+                (kept, bench::Part::Kept),
+                (remote, bench::Part::Remote),
+            ]
+            .into_iter()
+            .find_map(|(asked, part)| asked.then_some(part));
+            match part {
+                Some(part) => rt.block_on(bench::run_part(part, root(), bin, settings.home_dir()))?,
+                None => rt.block_on(bench::run(bin, settings.home_dir(), fuel))?,
             }
         }
         Task::Bundle => {

@@ -7,11 +7,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
-use super::harness::{Client, call, tree_bytes};
+use super::harness::{Client, call, serve, tree_bytes};
 use super::table::Row;
 
 const PLOT: &str = "import pandas as pd, matplotlib.pyplot as plt\npd.DataFrame({'x': range(10), 'y': [i * i for i in range(10)]}).plot(x='x', y='y')\nplt.show()";
@@ -92,11 +90,7 @@ pub async fn rows(bundle: &Path) -> anyhow::Result<(Vec<Row>, String)> {
 /// The server as Claude Desktop starts it from the unpacked bundle: its own binary, a home of
 /// its own, the bundle's default settings.
 async fn start(bin: &Path, home: &Path) -> anyhow::Result<Client> {
-    let mut cmd = tokio::process::Command::new(bin);
-    cmd.env("CODE_SANDBOX_HOME", home)
-        .env("RUST_LOG", "warn")
-        .env("CODE_SANDBOX_PERSIST", "true");
-    Ok(().serve(TokioChildProcess::new(cmd)?).await?)
+    Ok(serve(bin, home, &[("CODE_SANDBOX_PERSIST", "true")]).await?.0)
 }
 
 async fn first_start(bin: &Path, home: &Path) -> anyhow::Result<FirstStart> {

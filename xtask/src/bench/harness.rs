@@ -13,13 +13,27 @@ use serde_json::{Value, json};
 /// A client of the server under measurement.
 pub type Client = RunningService<RoleClient, ()>;
 
-pub async fn spawn(bin: &Path, home: &Path) -> anyhow::Result<RunningService<RoleClient, ()>> {
+/// A server over stdio on `home`, with `settings` over the bench's defaults; its client and
+/// pid. By default measured servers start clean: none takes over another's saved sandboxes.
+pub async fn serve(
+    bin: &Path,
+    home: &Path,
+    settings: &[(&str, &str)],
+) -> anyhow::Result<(Client, Option<u32>)> {
     let mut cmd = tokio::process::Command::new(bin);
-    // Measured servers start clean: none takes over another's saved sandboxes.
     cmd.env("CODE_SANDBOX_HOME", home)
         .env("RUST_LOG", "warn")
         .env("CODE_SANDBOX_PERSIST", "false");
-    Ok(().serve(TokioChildProcess::new(cmd)?).await?)
+    for (k, v) in settings {
+        cmd.env(k, v);
+    }
+    let transport = TokioChildProcess::new(cmd)?;
+    let pid = transport.id();
+    Ok((().serve(transport).await?, pid))
+}
+
+pub async fn spawn(bin: &Path, home: &Path) -> anyhow::Result<Client> {
+    Ok(serve(bin, home, &[]).await?.0)
 }
 
 /// Waits until new sandboxes start from the warm image (it loads in the background).

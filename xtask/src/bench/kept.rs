@@ -8,11 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-use super::harness::{call, private_home, proc_bytes, tree_bytes, wait_for_warm};
+use super::harness::{call, private_home, proc_bytes, serve, tree_bytes, wait_for_warm};
 use super::remote::{connect, p99, start_http};
 use super::table::{Row, median, ms};
 
@@ -43,9 +41,7 @@ async fn sigterm(mut child: tokio::process::Child) -> anyhow::Result<()> {
 /// Start (stdio, persistence on) to the answer of a first `1+1` without an id.
 async fn first_result(bin: &Path, home: &Path) -> anyhow::Result<(Duration, Duration)> {
     let t = Instant::now();
-    let mut cmd = tokio::process::Command::new(bin);
-    cmd.env("CODE_SANDBOX_HOME", home).env("RUST_LOG", "warn");
-    let c = ().serve(TokioChildProcess::new(cmd)?).await?;
+    let (c, _) = serve(bin, home, &[("CODE_SANDBOX_PERSIST", "true")]).await?;
     let v = call(&c, "execute_code", json!({"code": "1+1"})).await?;
     let first = t.elapsed();
     anyhow::ensure!(v["result"] == "2", "unexpected first result: {v}");
@@ -221,11 +217,12 @@ pub async fn rows(bin: &Path, home: &Path) -> anyhow::Result<(Vec<Row>, String)>
         }
     }
     let budget_mb = (kept_disk / 2) >> 20;
-    let mut cmd = tokio::process::Command::new(bin);
-    cmd.env("CODE_SANDBOX_HOME", &h)
-        .env("RUST_LOG", "warn")
-        .env("CODE_SANDBOX_KEEP_MB", budget_mb.to_string());
-    let c = ().serve(TokioChildProcess::new(cmd)?).await?;
+    let keep_mb = budget_mb.to_string();
+    let settings = [
+        ("CODE_SANDBOX_PERSIST", "true"),
+        ("CODE_SANDBOX_KEEP_MB", keep_mb.as_str()),
+    ];
+    let (c, _) = serve(bin, &h, &settings).await?;
     let evicting = Instant::now();
     let mut listed = KEPT;
     for _ in 0..600 {

@@ -3,23 +3,14 @@
 
 use std::path::Path;
 
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
-use super::harness::{call, new_sandbox, rss_bytes};
+use super::harness::{call, new_sandbox, rss_bytes, serve};
 
 /// The note under the table, when the kernel reports resident memory.
 pub async fn note(bin: &Path, home: &Path, guest_numpy_bytes: u64) -> anyhow::Result<Option<String>> {
     eprintln!("bench: 50 sandboxes, each with numpy imported");
-    let mut cmd = tokio::process::Command::new(bin);
-    cmd.env("CODE_SANDBOX_HOME", home)
-        .env("RUST_LOG", "warn")
-        .env("CODE_SANDBOX_PERSIST", "false")
-        .env("CODE_SANDBOX_MAX_SANDBOXES", "64");
-    let transport = TokioChildProcess::new(cmd)?;
-    let pid = transport.id();
-    let c = ().serve(transport).await?;
+    let (c, pid) = serve(bin, home, &[("CODE_SANDBOX_MAX_SANDBOXES", "64")]).await?;
     let warm = new_sandbox(&c).await?;
     call(
         &c,

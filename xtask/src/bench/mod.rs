@@ -24,31 +24,34 @@ use mcp_code_sandbox::wasm::direct::{SessionConfig, install_and_load};
 use self::baselines::WasiPython;
 use self::table::print_table;
 
-/// Only the remote-mode rows (`cargo xtask bench --remote`).
-pub async fn run_remote(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
-    install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
-    eprintln!("bench: remote mode (HTTP beside stdio, throughput)");
-    let (rows, note) = remote::rows(&bin, &home).await?;
-    print_table(rows);
-    println!("\n{note}");
-    Ok(())
+/// A part of the bench run on its own, with its own flag.
+#[derive(Clone, Copy)]
+pub enum Part {
+    /// `--remote`: HTTP beside stdio, and throughput.
+    Remote,
+    /// `--kept`: 1,000 kept sandboxes (start, listing, 50 clients, eviction).
+    Kept,
+    /// `--fresh`: a first install, the bundle started on an empty home.
+    Fresh,
 }
 
-/// Only the kept-sandbox rows (`cargo xtask bench --kept`).
-pub async fn run_kept(bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
+/// Only the rows of `part`, with its note.
+pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
     install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
-    eprintln!("bench: 1,000 kept sandboxes (start, listing, 50 clients, eviction)");
-    let (rows, note) = kept::rows(&bin, &home).await?;
-    print_table(rows);
-    println!("\n{note}");
-    Ok(())
-}
-
-/// Only the first-install rows (`cargo xtask bench --fresh`): the bundle from an empty home.
-pub async fn run_fresh(root: PathBuf, bin: PathBuf, home: PathBuf) -> anyhow::Result<()> {
-    install_and_load(&Layout::new(&home), None, false, &|s| eprintln!("runtime: {s}"))?;
-    let bundle = xtask::bundle::ensure_current(&root, &bin, &home).await?;
-    let (rows, note) = fresh::rows(&bundle).await?;
+    let (rows, note) = match part {
+        Part::Remote => {
+            eprintln!("bench: remote mode (HTTP beside stdio, throughput)");
+            remote::rows(&bin, &home).await?
+        }
+        Part::Kept => {
+            eprintln!("bench: 1,000 kept sandboxes (start, listing, 50 clients, eviction)");
+            kept::rows(&bin, &home).await?
+        }
+        Part::Fresh => {
+            let bundle = xtask::bundle::ensure_current(&root, &bin, &home).await?;
+            fresh::rows(&bundle).await?
+        }
+    };
     print_table(rows);
     println!("\n{note}");
     Ok(())

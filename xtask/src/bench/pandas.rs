@@ -6,12 +6,10 @@ use std::time::{Duration, Instant};
 
 use mcp_code_sandbox::runtime::Layout;
 use mcp_code_sandbox::wasm::direct::{Image, install_and_load, prepare_warm_image};
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
 use super::baselines::{PANDAS_IMPORTS, WasiPython, native_import};
-use super::harness::{Client, call, new_sandbox, private_bytes, spawn, wait_for_warm};
+use super::harness::{Client, call, new_sandbox, private_bytes, serve, spawn, wait_for_warm};
 use super::table::{Row, median};
 
 pub async fn rows(bin: &Path, home: &Path, wp: &WasiPython) -> anyhow::Result<Vec<Row>> {
@@ -39,12 +37,7 @@ pub async fn rows(bin: &Path, home: &Path, wp: &WasiPython) -> anyhow::Result<Ve
         });
     }
     eprintln!("bench: the same from the plain image (CODE_SANDBOX_WARM_IMAGE=false)");
-    let mut cmd = tokio::process::Command::new(bin);
-    cmd.env("CODE_SANDBOX_HOME", home)
-        .env("RUST_LOG", "warn")
-        .env("CODE_SANDBOX_PERSIST", "false")
-        .env("CODE_SANDBOX_WARM_IMAGE", "false");
-    let c = ().serve(TokioChildProcess::new(cmd)?).await?;
+    let (c, _) = serve(bin, home, &[("CODE_SANDBOX_WARM_IMAGE", "false")]).await?;
     call(&c, "execute_code", json!({"code": "1+1"})).await?;
     let plain_pandas = fresh_pandas(&c, 5).await?;
     let _ = c.cancel().await;
@@ -132,15 +125,8 @@ async fn rss_per_pandas_sandbox(
     n: usize,
     warm: bool,
 ) -> anyhow::Result<Option<f64>> {
-    let mut cmd = tokio::process::Command::new(bin);
-    cmd.env("CODE_SANDBOX_HOME", home)
-        .env("RUST_LOG", "warn")
-        .env("CODE_SANDBOX_PERSIST", "false")
-        .env("CODE_SANDBOX_MAX_SANDBOXES", "64")
-        .env("CODE_SANDBOX_WARM_IMAGE", if warm { "true" } else { "false" });
-    let transport = TokioChildProcess::new(cmd)?;
-    let pid = transport.id();
-    let c = ().serve(transport).await?;
+    let image = ("CODE_SANDBOX_WARM_IMAGE", if warm { "true" } else { "false" });
+    let (c, pid) = serve(bin, home, &[("CODE_SANDBOX_MAX_SANDBOXES", "64"), image]).await?;
     let use_pandas = "import pandas as pd\nlen(pd.DataFrame({'a': range(1000)}).describe())";
     if warm {
         // The image loads in the background: wait until a sandbox starts from it.

@@ -6,10 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
-
-use super::harness::{call, new_sandbox, private_home, tree_bytes, wait_for_warm};
+use super::harness::{call, new_sandbox, private_home, serve, tree_bytes, wait_for_warm};
 use super::table::{Row, median};
 
 /// Fork, checkpoint, restore, saving at shutdown and the first call after a restart, for
@@ -17,13 +14,7 @@ use super::table::{Row, median};
 pub async fn rows(bin: &Path, home: &Path, rows: &mut Vec<Row>) -> anyhow::Result<String> {
     let use_pandas = "import pandas as pd, numpy as np\ndf = pd.DataFrame({'a': np.arange(100_000)})\ndf['b'] = df.a * 2\nint(df.b.sum())";
     let h = private_home(home, "persist")?;
-    let start = |h: PathBuf| async move {
-        let mut cmd = tokio::process::Command::new(bin);
-        cmd.env("CODE_SANDBOX_HOME", &h).env("RUST_LOG", "warn");
-        let t = TokioChildProcess::new(cmd)?;
-        let pid = t.id();
-        anyhow::Ok((().serve(t).await?, pid))
-    };
+    let start = |h: PathBuf| async move { serve(bin, &h, &[("CODE_SANDBOX_PERSIST", "true")]).await };
     let (c, pid) = start(h.clone()).await?;
     wait_for_warm(&c).await?;
     let id = new_sandbox(&c).await?;
