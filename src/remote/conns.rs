@@ -4,6 +4,11 @@
 //! connections, and a smaller one on connections that have not yet had a request answered
 //! other than 401 or 403. Without these an unauthenticated client trickling one header line
 //! at a time could hold a descriptor forever, and enough of them starve the server.
+//!
+//! A new connection past the unproven cap closes the oldest unproven one rather than being
+//! refused: a real client sends its request at once and is answered, so it is never the
+//! oldest for long, while refusing would let ten idle sockets lock out every client that
+//! opens a new connection (which HTTP clients do whenever a response was not read to the end).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +30,39 @@ pub struct Limits {
     pub body_read: Duration,
     /// Connections open at once; past it new ones are closed at once.
     pub max_connections: usize,
+}
+
+/// The connections not yet answered but for 401 or 403, oldest first, each with the way to
+/// close it.
+#[derive(Default)]
+struct Probation {
+    next: u64,
+    waiting: std::collections::BTreeMap<u64, tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Probation {
+    /// Admits a connection, closing the oldest on probation when `cap` are already there.
+    /// Returns its number and what tells it to close; also whether one was evicted.
+    fn admit(&mut self, cap: usize) -> (u64, tokio::sync::oneshot::Receiver<()>, bool) {
+        let mut evicted = false;
+        while self.waiting.len() >= cap.max(1) {
+            let Some((_, close)) = self.waiting.pop_first() else {
+                break;
+            };
+            let _ = close.send(());
+            evicted = true;
+        }
+        let id = self.next;
+        self.next += 1;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.waiting.insert(id, tx);
+        (id, rx, evicted)
+    }
+
+    /// The connection was answered, or ended: it no longer counts.
+    fn release(&mut self, id: u64) {
+        self.waiting.remove(&id);
+    }
 }
 
 impl Limits {
@@ -66,7 +104,7 @@ pub async fn serve<L>(
         .enable_connect_protocol();
     let builder = Arc::new(builder);
     let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
-    let unproven = Arc::new(tokio::sync::Semaphore::new(limits.max_unproven()));
+    let probation = Arc::new(std::sync::Mutex::new(Probation::default()));
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     let mut warned = false;
@@ -75,28 +113,30 @@ pub async fn serve<L>(
             c = listener.accept() => c,
             _ = &mut shutdown => break,
         };
-        let admitted = open
-            .clone()
-            .try_acquire_owned()
-            .ok()
-            .zip(unproven.clone().try_acquire_owned().ok());
-        let Some((permit, probation)) = admitted else {
+        let Ok(permit) = open.clone().try_acquire_owned() else {
             if !warned {
                 tracing::warn!(
-                    "closing new connections: {} are open (CODE_SANDBOX_HTTP_MAX_CONNECTIONS is {}), {} of them not yet answered but for 401/403 (at most {})",
-                    limits.max_connections - open.available_permits(),
-                    limits.max_connections,
-                    limits.max_unproven() - unproven.available_permits(),
-                    limits.max_unproven()
+                    "closing new connections: {} are open (CODE_SANDBOX_HTTP_MAX_CONNECTIONS)",
+                    limits.max_connections
                 );
                 warned = true;
             }
             drop(io);
             continue;
         };
-        warned = false;
+        let (id, evict, evicted) = probation.locked().admit(limits.max_unproven());
+        if evicted && !warned {
+            tracing::warn!(
+                "closing the oldest connection not yet answered but for 401/403: {} are waiting (a quarter of CODE_SANDBOX_HTTP_MAX_CONNECTIONS, {})",
+                limits.max_unproven(),
+                limits.max_connections
+            );
+            warned = true;
+        } else if !evicted {
+            warned = false;
+        }
         // The connection leaves probation with its first answer that is not 401 or 403.
-        let probation = Arc::new(std::sync::Mutex::new(Some(probation)));
+        let answered = probation.clone();
         let service = TowerToHyperService::new(
             tower::ServiceBuilder::new()
                 .map_response(move |r: axum::response::Response| {
@@ -104,7 +144,7 @@ pub async fn serve<L>(
                         r.status(),
                         http::StatusCode::UNAUTHORIZED | http::StatusCode::FORBIDDEN
                     ) {
-                        probation.locked().take();
+                        answered.locked().release(id);
                     }
                     r
                 })
@@ -114,10 +154,16 @@ pub async fn serve<L>(
             .serve_connection_with_upgrades(TokioIo::new(io), service)
             .into_owned();
         let conn = graceful.watch(conn);
+        let ended = probation.clone();
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!("connection ended: {e}");
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!("connection ended: {e}");
+                },
+                // Dropping the connection closes its socket.
+                Ok(()) = evict => tracing::debug!("closed a connection left unanswered"),
             }
+            ended.locked().release(id);
             drop(permit);
         });
     }
