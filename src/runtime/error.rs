@@ -32,7 +32,7 @@ pub enum RuntimeError {
         found_sha: String,
     },
     #[error(
-        "the runtime wheel shipped beside this server ({path}) is damaged, and fetching it instead failed too ({fetch}). Reinstall the extension (or the bundle), or install Python 3 with pip"
+        "the runtime shipped beside this server ({path}) is damaged, and fetching it instead failed too ({fetch}). Reinstall the extension (or the bundle), or install Python 3 with pip"
     )]
     BundledDamaged {
         path: PathBuf,
@@ -40,6 +40,17 @@ pub enum RuntimeError {
         #[source]
         damage: Box<RuntimeError>,
     },
+    #[error(
+        "{path} is not the pinned file: expected SHA-256 {expected_sha}, found {found_size} bytes with {found_sha}. It was not used."
+    )]
+    Altered {
+        path: PathBuf,
+        expected_sha: String,
+        found_sha: String,
+        found_size: u64,
+    },
+    #[error("the runtime folder {dir} is incomplete (its marker or one of its files is missing)")]
+    Incomplete { dir: PathBuf },
     #[error("the runtime wheel lacks {0}; it is not the pinned build")]
     MissingMember(String),
     #[error("the runtime wheel is damaged: {0}")]
@@ -63,9 +74,17 @@ pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> RuntimeError
 #[derive(Clone, Debug)]
 pub enum Stage {
     Checking,
-    Downloading { name: String, version: String },
+    Downloading {
+        name: String,
+        version: String,
+    },
     Verifying,
-    Unpacking { done: u64, total: u64 },
+    Unpacking {
+        done: u64,
+        total: u64,
+    },
+    /// Mapping a compiled interpreter from disk, after checking it.
+    Loading,
     Compiling,
     Ready,
 }
@@ -81,6 +100,7 @@ impl std::fmt::Display for Stage {
             Stage::Unpacking { done, total } => {
                 write!(f, "unpacking ({} of {} MB)", done >> 20, total >> 20)
             }
+            Stage::Loading => write!(f, "loading the compiled interpreter"),
             Stage::Compiling => write!(
                 f,
                 "compiling the interpreter to native code (about a minute, once)"

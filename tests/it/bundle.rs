@@ -41,9 +41,9 @@ fn the_bundle_runs_offline_and_without_python_as_claude_desktop_starts_it() {
     assert!(status.success(), "the bundle test failed (see its output above)");
 }
 
-/// A bundle whose runtime wheel was damaged (a cut-off download, a disk error, tampering) on a
-/// machine without Python: the wheel is never used, and every call says to reinstall, while
-/// the server keeps answering.
+/// A bundle whose runtime was damaged (a cut-off unpack, a disk error, tampering) on a machine
+/// without Python: the damaged file is never used, and every call says to reinstall, while the
+/// server keeps answering.
 #[tokio::test]
 async fn a_damaged_bundled_runtime_is_refused_with_what_to_do() {
     use rmcp::ServiceExt;
@@ -58,8 +58,22 @@ async fn a_damaged_bundled_runtime_is_refused_with_what_to_do() {
     }
     let exe = server.join("mcp-code-sandbox");
     std::fs::copy(env!("CARGO_BIN_EXE_mcp-code-sandbox"), &exe).unwrap();
-    let wheel = runtime.join(&mcp_code_sandbox::runtime::manifest().wheel.file);
-    std::fs::write(&wheel, b"PK\x03\x04 not the runtime").unwrap();
+    // The installed runtime, whole but for its module, which is not the pinned one.
+    crate::common::ensure_runtime();
+    let m = mcp_code_sandbox::runtime::manifest();
+    let installed = mcp_code_sandbox::runtime::Layout::new(crate::common::runtime_home())
+        .installed(m)
+        .expect("the runtime is installed");
+    let tree = runtime.join(installed.dir.file_name().unwrap());
+    std::fs::create_dir_all(&tree).unwrap();
+    for name in ["INSTALLED", "MANIFEST"] {
+        std::fs::copy(installed.dir.join(name), tree.join(name)).unwrap();
+    }
+    for name in ["lib", "mpl-data"] {
+        std::os::unix::fs::symlink(installed.dir.join(name), tree.join(name)).unwrap();
+    }
+    let module = tree.join(&m.artifacts.module);
+    std::fs::write(&module, b"\0asm not the runtime").unwrap();
 
     let home = root.join("home");
     let mut cmd = tokio::process::Command::new(&exe);
@@ -80,13 +94,13 @@ async fn a_damaged_bundled_runtime_is_refused_with_what_to_do() {
         assert!(text.contains("is damaged"), "{text}");
         assert!(text.contains("Reinstall the extension"), "{text}");
     }
-    assert!(wheel.is_file(), "the bundle's files are left as they are");
+    assert!(module.is_file(), "the bundle's files are left as they are");
     assert!(
         !s.home
             .join("runtime")
             .read_dir()
             .is_ok_and(|mut d| d.next().is_some()),
-        "nothing was unpacked from the damaged wheel"
+        "nothing was installed in the home"
     );
     s.stop().await;
     let _ = std::fs::remove_dir_all(&root);

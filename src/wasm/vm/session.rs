@@ -58,7 +58,7 @@ pub enum SessionError {
     )]
     OpenFiles(OpenFiles),
     #[error("could not read the image's initial memory: {0}")]
-    Image(#[from] super::engine::EngineError),
+    Image(#[from] super::compile::EngineError),
     /// The server-wide memory budget could not give the interpreter its memory, even after
     /// suspending every idle sandbox: nothing is lost, the caller may try again later.
     #[error(

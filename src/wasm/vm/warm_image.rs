@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::{Module, Val};
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-use super::engine::{self, DENSE_IMAGE_BYTES, Image, Program, WASMTIME_VERSION};
+use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION};
+use super::engine::{self, Image, Program};
 use super::preopens::SessionConfig;
 use super::session::{PRELUDE, Session};
 use crate::runtime::Layout;
@@ -42,7 +43,7 @@ pub enum WarmError {
     #[error("taking the snapshot failed: {0}")]
     Snapshot(String),
     #[error(transparent)]
-    Engine(#[from] engine::EngineError),
+    Engine(#[from] EngineError),
     #[error("could not start the warm-up interpreter: {0}")]
     Session(#[from] super::session::SessionError),
     #[error("I/O error on {path}: {source}")]

