@@ -29,7 +29,9 @@ struct FakeBundle {
 
 impl FakeBundle {
     fn new() -> FakeBundle {
-        common::ensure_runtime();
+        // Building the bundle compiles the baseline-CPU interpreter into the shared cache
+        // (a minute of both cores, once); every test then links that file.
+        common::ensure_bundle();
         let home = common::runtime_home();
         let layout = mcp_code_sandbox::runtime::Layout::new(&home);
         let m = mcp_code_sandbox::runtime::manifest();
@@ -45,14 +47,9 @@ impl FakeBundle {
         let runtime_name = files.dir.file_name().unwrap();
         std::os::unix::fs::symlink(&files.dir, runtime.join(runtime_name)).unwrap();
         std::os::unix::fs::symlink(layout.wheels_dir(), root.join("server").join("wheels")).unwrap();
-        // One compile for every test (a minute of both cores): later ones link the cached file.
-        static COMPILED: std::sync::Mutex<()> = std::sync::Mutex::new(());
-        let compiled = {
-            let _one = COMPILED.lock().unwrap_or_else(|p| p.into_inner());
-            common::progress("the interpreter compiled for the baseline CPU, as a bundle ships it");
+        let compiled =
             mcp_code_sandbox::wasm::direct::ship_compiled(&files, &runtime, &layout.cache_dir())
-                .expect("the baseline-CPU interpreter compiles")
-        };
+                .expect("the baseline-CPU interpreter compiles");
         FakeBundle { root, compiled }
     }
 
