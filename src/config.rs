@@ -75,6 +75,11 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_TIMEOUT", default_value_t = 30)]
     pub default_timeout_seconds: u64,
 
+    /// Time limit of a background run (`execute_code` with `background: true`), in seconds:
+    /// what a run gets when it asks for nothing, and the most it may ask for.
+    #[arg(long, env = "CODE_SANDBOX_BACKGROUND_TIMEOUT", default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub background_timeout_seconds: u64,
+
     /// Default memory limit of a sandbox, in MiB.
     #[arg(long, env = "CODE_SANDBOX_MEMORY_MB", default_value_t = 1024)]
     pub default_memory_mb: u64,

@@ -74,6 +74,7 @@ impl E2bBackend {
     ) -> Result<Execution, SandboxError> {
         let started = std::time::Instant::now();
         let mut collector = Collector::new(self.fleet.settings.output_limit_bytes);
+        collector.sink = opts.output.clone();
         let cancel = opts.cancel.clone().unwrap_or_default();
         let work = async {
             let resp = self.fleet.client.execute(&e.remote, code).await?;
@@ -253,7 +254,7 @@ impl Interpreter for E2bBackend {
         let e = self.entry(id).await?;
         // Keep the sandbox alive while it is used; a sandbox that is already gone says so here.
         self.fleet.client.extend(&e.remote.id, LIFETIME_S).await?;
-        let timeout = e.limits.call_timeout(opts.timeout);
+        let timeout = e.limits.timeout_for(&opts);
         let ex = self.run(&e, code, timeout, &opts).await?;
         e.executions.fetch_add(1, Ordering::SeqCst);
         Ok(ex)

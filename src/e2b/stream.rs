@@ -5,7 +5,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use crate::sandbox::text_cap::HeadTail;
-use crate::sandbox::{Execution, Image, LimitKind, PyError};
+use crate::sandbox::{Execution, Image, LimitKind, OutputKind, OutputSink, PyError};
 
 /// Largest single line accepted (a big PNG fits).
 const MAX_LINE: usize = 32 << 20;
@@ -16,6 +16,8 @@ pub struct Collector {
     buf: Vec<u8>,
     pub ex: Execution,
     pub ended: bool,
+    /// Gets every piece of output as it arrives (a background run).
+    pub sink: Option<OutputSink>,
 }
 
 impl Collector {
@@ -26,6 +28,7 @@ impl Collector {
             buf: Vec::new(),
             ex: Execution::default(),
             ended: false,
+            sink: None,
         }
     }
 
@@ -52,8 +55,20 @@ impl Collector {
         let v: Value = serde_json::from_str(text).map_err(|e| format!("bad NDJSON line: {e}"))?;
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
-            "stdout" => self.stdout.push(s("text").as_bytes()),
-            "stderr" => self.stderr.push(s("text").as_bytes()),
+            "stdout" => {
+                let text = s("text");
+                self.stdout.push(text.as_bytes());
+                if let Some(sink) = &self.sink {
+                    sink(OutputKind::Stdout, text.as_bytes());
+                }
+            }
+            "stderr" => {
+                let text = s("text");
+                self.stderr.push(text.as_bytes());
+                if let Some(sink) = &self.sink {
+                    sink(OutputKind::Stderr, text.as_bytes());
+                }
+            }
             "error" => {
                 self.ex.error = Some(PyError {
                     name: s("name"),

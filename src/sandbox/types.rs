@@ -80,6 +80,16 @@ pub struct Checkpoint {
 /// output so far.
 pub type ProgressFn = std::sync::Arc<dyn Fn(f64, String) + Send + Sync>;
 
+/// Which of the guest's output streams bytes came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputKind {
+    Stdout,
+    Stderr,
+}
+
+/// Receives the guest's output as it is written (a background run streams it to its files).
+pub type OutputSink = std::sync::Arc<dyn Fn(OutputKind, &[u8]) + Send + Sync>;
+
 #[derive(Clone, Default)]
 pub struct ExecOptions {
     pub timeout: Option<std::time::Duration>,
@@ -87,6 +97,12 @@ pub struct ExecOptions {
     pub cancel: Option<tokio_util::sync::CancellationToken>,
     /// Progress reports, when the client asked for them.
     pub progress: Option<ProgressFn>,
+    /// The id of the background run this call is: it may run up to
+    /// [`crate::sandbox::timeouts::MAX_RUN_SECONDS`], and a backend that keeps state across
+    /// restarts records that a run was under way, so one cut off by a crash is reported.
+    pub background: Option<String>,
+    /// Every byte of output, as it is written.
+    pub output: Option<OutputSink>,
 }
 
 /// Which limit stopped a call.
@@ -245,6 +261,15 @@ pub enum SandboxError {
     Quota(String),
     #[error("sandbox '{0}' is busy with another call; wait for it to finish, or use another sandbox")]
     Busy(String),
+    /// A background run holds the sandbox.
+    #[error(
+        "sandbox '{sandbox_id}' is running background run {run_id} (for {seconds} s so far); follow it with get_run, stop it with cancel_run, or use another sandbox. Its files can still be listed and read"
+    )]
+    RunGoing {
+        sandbox_id: String,
+        run_id: String,
+        seconds: u64,
+    },
     #[error("the Python runtime is not ready yet: {0}")]
     NotReady(String),
     #[error("invalid path: {0}")]

@@ -54,6 +54,8 @@ const TABLE: &[(&str, &str, bool, bool, bool)] = &[
         true,
         true,
     ),
+    ("get_run", "Follow a background run", true, false, true),
+    ("cancel_run", "Stop a background run", false, true, true),
 ];
 
 /// Sets each tool's title and annotations. `open_world`: whether the backend reaches beyond

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::sandbox::timeouts::MAX_CALL_SECONDS;
+use crate::sandbox::timeouts::{MAX_CALL_SECONDS, MAX_RUN_SECONDS};
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct CreateSandboxArgs {
@@ -35,9 +35,34 @@ pub struct ExecuteCodeArgs {
     pub code: String,
     /// Which sandbox; omitted means the most recent one (created if none is open).
     pub sandbox_id: Option<String>,
-    /// Time limit for this call in seconds (default: the sandbox's).
-    #[schemars(range(min = 1, max = MAX_CALL_SECONDS))]
+    /// Time limit for this call in seconds (default: the sandbox's; at most 300). With
+    /// `background`, the run's limit (default and most: the server's CODE_SANDBOX_BACKGROUND_TIMEOUT, 3600 unless set).
+    #[schemars(range(min = 1, max = MAX_RUN_SECONDS))]
     pub timeout_seconds: Option<u64>,
+    /// Run in the background and return at once with a `run_id`; follow it with get_run.
+    /// Use it for work that may take more than about 50 seconds (training, a grid search, a
+    /// large file): clients stop waiting for a single call after about a minute.
+    #[serde(default)]
+    pub background: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct GetRunArgs {
+    /// The run, as execute_code with background returned it.
+    pub run_id: String,
+    /// Wait up to this many seconds (at most 50) for new output or the end before answering.
+    #[schemars(range(min = 0, max = 50))]
+    pub wait_seconds: Option<u64>,
+    /// Output already read: `stdout_offset` from the last get_run (default 0, from the start).
+    pub stdout_offset: Option<u64>,
+    /// Likewise for stderr.
+    pub stderr_offset: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct CancelRunArgs {
+    /// The run to stop.
+    pub run_id: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

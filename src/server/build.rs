@@ -24,6 +24,7 @@ impl SandboxServer {
             tool_router: Arc::new(tool_router),
             tenancy: None,
             host_uploads: true,
+            runs: Arc::default(),
         }
     }
 

@@ -244,6 +244,9 @@ fn shape_with(
             .iter()
             .map(|f| format!("{WORKSPACE}/{}", f.path.relative()))
             .collect(),
+        run_id: None,
+        state: None,
+        started_at: None,
     };
 
     // Figures get what the text leaves, less room for the links and the note about them.

@@ -26,6 +26,8 @@ pub struct SandboxServer {
     pub(super) tenancy: Option<Arc<Tenancy>>,
     /// Whether `upload_file` may read `source_path` from this machine's disk.
     pub(super) host_uploads: bool,
+    /// Background runs, shared by every principal's view (each sees only its own).
+    pub(super) runs: Arc<super::runs::Runs>,
 }
 
 const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state between calls. \

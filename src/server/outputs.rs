@@ -1,7 +1,7 @@
 //! Structured results (each tool's `outputSchema`).
 
 use schemars::JsonSchema;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::sandbox::{FileEntry, InstallOutcome, LimitKind, PyError, SandboxStatus};
 
@@ -27,6 +27,57 @@ pub struct StatusResult {
     pub next_offset: Option<u64>,
 }
 
+/// Where a background run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Running,
+    Finished,
+    Cancelled,
+    TimedOut,
+    /// The server stopped before the run ended.
+    Interrupted,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Finished => "finished",
+            RunState::Cancelled => "cancelled",
+            RunState::TimedOut => "timed_out",
+            RunState::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A background run as `get_run` and `cancel_run` show it; once it ended, with everything
+/// `execute_code` returns.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunResult {
+    pub run_id: String,
+    pub state: RunState,
+    /// RFC 3339.
+    pub started_at: String,
+    pub elapsed_ms: u64,
+    /// stdout printed since `stdout_offset` (one page of it).
+    pub new_stdout: String,
+    pub new_stderr: String,
+    /// Pass these to the next get_run to read on from here.
+    pub stdout_offset: u64,
+    pub stderr_offset: u64,
+    /// More output is already there past the offsets: call get_run again at once.
+    pub more_output: bool,
+    /// The last line printed so far.
+    pub last_line: String,
+    /// When it ended: execute_code's fields (sandbox_id, stdout, stderr, result, error, images, ...).
+    #[serde(flatten)]
+    pub ended: Option<ExecResult>,
+    /// The run's sandbox, while it goes (once it ended, among execute_code's fields).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox_id: Option<String>,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ExecResult {
     pub sandbox_id: String,
@@ -49,6 +100,14 @@ pub struct ExecResult {
     /// figures past the budget), also linked as resources.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub saved_files: Vec<String>,
+    /// With `background`: the run started, to follow with get_run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<RunState>,
+    /// RFC 3339, with `background`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::context::Context;
-use super::folders::LOST;
+use super::folders::{INTERRUPTED, LOST};
+use super::persist;
 use super::record::Sandbox;
 use super::results::{self, AfterCall};
 use super::vm::{Session, TurnOutput};
@@ -69,7 +70,7 @@ pub async fn execute(
     code: &str,
     opts: ExecOptions,
 ) -> Result<Execution, SandboxError> {
-    let timeout = sb.limits.call_timeout(opts.timeout);
+    let timeout = sb.limits.timeout_for(&opts);
     let mut call = CallGuard::default();
     let stop = stop_token(
         &mut call,
@@ -86,6 +87,16 @@ pub async fn execute(
         slot.reset("the previous call was abandoned while its code ran".into());
     }
     let before = ctx.ensure_session(&mut slot, sb).await?;
+    // A background run starts from a saved state when the server keeps them: a crash, a
+    // cancel_run or its time limit then bring the sandbox back as it was when the run began
+    // (not as it was at some older save, nor empty).
+    let mut restorable = false;
+    if opts.background.is_some() && ctx.registry.persist.is_some() {
+        match persist::save(sb, &mut slot, false).await {
+            Ok(()) => restorable = sb.dirs.state().is_file(),
+            Err(e) => tracing::warn!("could not save sandbox {} before its background run: {e}", sb.id),
+        }
+    }
     let Some(session) = slot.session.as_mut() else {
         return Err(SandboxError::Backend(
             "the interpreter could not be started".into(),
@@ -95,6 +106,8 @@ pub async fn execute(
     if let Some(report) = opts.progress.clone() {
         call.tasks.push(report_progress(session, report));
     }
+    let _tee = opts.output.clone().map(|sink| session.tee_output(sink));
+    let _run = opts.background.as_deref().map(|run| RunUnderWay::mark(sb, run));
     let fuel = sb.limits.fuel_per_call;
     let started = Instant::now();
     let mut out = session.turn(code, timeout, fuel, &stop).await;
@@ -113,6 +126,15 @@ pub async fn execute(
             "The interpreter was reset because {why}: variables and imports are gone, files in the workspace remain. The next call starts in a fresh interpreter."
         ));
         slot.reset(why);
+    } else if ended && restorable && !sb.stopping.is_cancelled() {
+        let why = "the background run was stopped, so the interpreter is back as it was when the run began: what the run did to variables and imports is gone, the files it wrote are kept";
+        ex.notes.retain(|n| !n.starts_with("The interpreter was reset"));
+        ex.notes
+            .push(format!("{}{}.", why[..1].to_uppercase(), &why[1..]));
+        slot.session = None;
+        slot.saved = true;
+        slot.lost = true;
+        slot.lost_reason = Some(why.into());
     } else if ended {
         slot.session = None;
         slot.lost = true;
@@ -168,6 +190,35 @@ fn stop_token(
         }
     }));
     stop
+}
+
+/// Beside a sandbox's saved state while a background run goes: if the server dies before the
+/// run ends, the sandbox comes back from the state saved before the run, and its next call
+/// says so (`state_lost`) instead of passing the older variables off as current.
+struct RunUnderWay(std::path::PathBuf);
+
+impl RunUnderWay {
+    fn mark(sb: &Sandbox, run: &str) -> RunUnderWay {
+        let dir = sb.dirs.saved();
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join(INTERRUPTED);
+        let why = format!(
+            "the server stopped during background run {run}, so the interpreter came back as it was before that run: what the run did to variables and imports is gone, the files it wrote are kept"
+        );
+        if let Err(e) = std::fs::write(&path, why) {
+            tracing::warn!(
+                "could not record background run {run} beside sandbox {}: {e}",
+                sb.id
+            );
+        }
+        RunUnderWay(path)
+    }
+}
+
+impl Drop for RunUnderWay {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Why a call the shutdown stopped lost its sandbox's variables.

@@ -40,7 +40,8 @@ impl Context {
             let images = self.programs.images_for(wanted.as_deref()).await?;
             persist::resume(sb, slot, images, &self.memory).await?;
             if slot.session.is_some() {
-                return Ok(Before::Kept);
+                // Kept, unless what came back is older than a run a crash cut off.
+                return Ok(slot.take_before());
             }
         }
         let program = self.programs.for_memory(sb.limits.memory_mb).await?;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
-use super::folders::{Dirs, LOST, META};
+use super::folders::{Dirs, INTERRUPTED, LOST, META};
 use super::vm::{MemoryBudget, Session, SessionConfig};
 use crate::disk_quota::DiskQuota;
 use crate::sandbox::last_use::LastUse;
@@ -81,17 +81,24 @@ impl Slot {
 
     /// The slot of a sandbox taken over after a restart: suspended when its saved state is
     /// there and no call was stopped mid-run, else empty and lost, with why.
+    /// A background run cut off by the end of the server leaves its sandbox resumable from the
+    /// state saved before the run, and lost all the same: its next call says why.
     pub fn kept(dirs: &Dirs) -> Slot {
         let lost_why = std::fs::read_to_string(dirs.saved().join(LOST)).ok();
+        let interrupted = std::fs::read_to_string(dirs.saved().join(INTERRUPTED)).ok();
         let saved = lost_why.is_none() && dirs.state().is_file();
+        let lost = !saved || interrupted.is_some();
         Slot {
             saved,
-            lost: !saved,
-            lost_reason: (!saved).then(|| {
-                lost_why.map(|w| w.trim().to_string()).unwrap_or_else(|| {
-                    "the server stopped before it could save the interpreter's state (its files are kept)"
-                        .to_string()
-                })
+            lost,
+            lost_reason: lost.then(|| {
+                lost_why
+                    .or(interrupted)
+                    .map(|w| w.trim().to_string())
+                    .unwrap_or_else(|| {
+                        "the server stopped before it could save the interpreter's state (its files are kept)"
+                            .to_string()
+                    })
             }),
             ..Slot::default()
         }

@@ -47,9 +47,8 @@ impl FakeBundle {
         let runtime_name = files.dir.file_name().unwrap();
         std::os::unix::fs::symlink(&files.dir, runtime.join(runtime_name)).unwrap();
         std::os::unix::fs::symlink(layout.wheels_dir(), root.join("server").join("wheels")).unwrap();
-        let compiled =
-            mcp_code_sandbox::wasm::direct::ship_compiled(&files, &runtime, &layout.cache_dir())
-                .expect("the baseline-CPU interpreter compiles");
+        let compiled = mcp_code_sandbox::wasm::direct::ship_compiled(&files, &runtime, &layout.cache_dir())
+            .expect("the baseline-CPU interpreter compiles");
         FakeBundle { root, compiled }
     }
 

@@ -23,6 +23,7 @@ mod progress;
 mod protocol;
 mod remote;
 mod remote_harness;
+mod runs;
 mod threats;
 mod ts_sdk;
 mod warm;

@@ -82,7 +82,7 @@ async function err(name, args, label, pattern) {
 
 test("tools carry titles, annotations and schemas every validator knows", async () => {
   const { tools } = await client.listTools();
-  assert.equal(tools.length, 13);
+  assert.equal(tools.length, 15);
   for (const t of tools) {
     assert.ok(t.title, `${t.name} has a title`);
     assert.ok(t.outputSchema, `${t.name} has an output schema`);
@@ -126,6 +126,37 @@ test("every tool succeeds and validates", async () => {
   await ok("close_sandbox", { sandbox_id: f.structuredContent.sandbox_id });
   const crc = await ok("create_run_close", { code: "print('once')" });
   assert.match(text(crc), /once/);
+
+  // A background run: started, followed, finished with a figure; another stopped.
+  const bg = await ok(
+    "execute_code",
+    { sandbox_id: id, background: true, code: "import time, matplotlib.pyplot as plt\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.5)\nplt.plot([1, 2])\n'done'" },
+    "execute_code(background)",
+  );
+  assert.equal(bg.structuredContent.state, "running");
+  const runId = bg.structuredContent.run_id;
+  const busy = await call("execute_code", { sandbox_id: id, code: "1" }, "execute_code(busy)");
+  assert.equal(busy.isError, true);
+  assert.match(text(busy), new RegExp(runId));
+  let seen = "";
+  let at = 0;
+  let run;
+  for (;;) {
+    run = await call("get_run", { run_id: runId, wait_seconds: 10, stdout_offset: at }, "get_run");
+    seen += run.structuredContent.new_stdout;
+    at = run.structuredContent.stdout_offset;
+    if (run.structuredContent.state !== "running") break;
+  }
+  assert.equal(seen, "0\n1\n2\n");
+  assert.equal(run.structuredContent.state, "finished");
+  assert.equal(run.structuredContent.result, "'done'");
+  assert.equal(images(run).length, 1);
+  const spin = await ok("execute_code", { sandbox_id: id, background: true, code: "while True: pass" });
+  const cancelled = await ok("cancel_run", { run_id: spin.structuredContent.run_id });
+  assert.equal(cancelled.structuredContent.state, "cancelled");
+  const stopped = await call("get_run", { run_id: spin.structuredContent.run_id }, "get_run(cancelled)");
+  assert.equal(stopped.structuredContent.state, "cancelled");
+  await err("get_run", { run_id: "run-sbx-none-0123abcd" }, "unknown run", /no such run/);
   await ok("close_sandbox", { sandbox_id: id });
 });
 

@@ -42,6 +42,7 @@ fn exec_options(timeout: Option<Duration>, context: &RequestContext<RoleServer>)
         timeout,
         cancel: Some(context.ct.clone()),
         progress: progress_reporter(),
+        ..ExecOptions::default()
     }
 }
 
@@ -70,7 +71,7 @@ fn overflow_folder() -> WorkspacePath {
 impl SandboxServer {
     /// Shapes an execution into a result within the budget, saving what did not fit in the
     /// sandbox (when `keep`) so the result can point at it.
-    async fn exec_result(
+    pub(super) async fn exec_result(
         &self,
         id: String,
         mut ex: Execution,
@@ -114,14 +115,24 @@ impl SandboxServer {
 #[tool_router(router = code_tools, vis = "pub(super)")]
 impl SandboxServer {
     #[tool(
-        description = "Run Python code in a sandbox. Variables, imports and files persist between calls. Returns stdout, stderr, the value of a final expression, any error with its traceback, and matplotlib figures as images.",
+        description = "Run Python code in a sandbox. Variables, imports and files persist between calls. Returns stdout, stderr, the value of a final expression, any error with its traceback, and matplotlib figures as images. For work that may take more than about 50 seconds (training, a grid search, a large file), pass background=true: it returns a run_id at once, and get_run follows the run.",
         input_schema = schema::input::<ExecuteCodeArgs>(),
         output_schema = schema::output::<ExecResult>()
     )]
     async fn execute_code(&self, args: JsonObject, context: RequestContext<RoleServer>) -> ToolResult {
         let a: ExecuteCodeArgs = attempt!(parse("execute_code", args));
+        if a.background {
+            attempt!(checked(&a.code, None));
+            let limit = attempt!(timeouts::asked_for_run(
+                a.timeout_seconds,
+                self.settings.background_timeout_seconds
+            ));
+            let (id, notes) = attempt!(self.resolve(a.sandbox_id, true).await);
+            return Ok(self.start_run(id, a.code, limit, notes, &context).await);
+        }
         let timeout = attempt!(checked(&a.code, a.timeout_seconds));
         let (id, notes) = attempt!(self.resolve(a.sandbox_id, true).await);
+        attempt!(self.runs.check_idle(&id));
         let ex = attempt!(
             self.backend
                 .execute(&id, &a.code, exec_options(timeout, &context))
@@ -138,6 +149,7 @@ impl SandboxServer {
     async fn install_package(&self, args: JsonObject) -> ToolResult {
         let a: InstallPackageArgs = attempt!(parse("install_package", args));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        attempt!(self.runs.check_idle(&id));
         let out = attempt!(self.backend.install_package(&id, &a.package_name).await);
         let list = |ps: &[crate::sandbox::Package]| {
             ps.iter()

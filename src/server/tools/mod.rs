@@ -1,10 +1,11 @@
-//! The thirteen tools, by family: [`sandboxes`] (create, close, status), [`code`] (run code,
-//! install packages), [`files`] (list, read, write, upload) and [`state`] (fork, checkpoint,
-//! restore). Each tool parses its arguments, resolves the sandbox, calls the backend through
+//! The fifteen tools, by family: [`sandboxes`] (create, close, status), [`code`] (run code,
+//! install packages), [`runs`] (follow and stop background runs), [`files`] (list, read,
+//! write, upload) and [`state`] (fork, checkpoint, restore). Each tool parses its arguments, resolves the sandbox, calls the backend through
 //! the traits, and shapes the reply; the work itself lives in the backend.
 
 mod code;
 mod files;
+mod runs;
 mod sandboxes;
 mod shared;
 mod state;
@@ -17,6 +18,7 @@ use super::SandboxServer;
 pub fn router() -> ToolRouter<SandboxServer> {
     SandboxServer::sandbox_tools()
         + SandboxServer::code_tools()
+        + SandboxServer::run_tools()
         + SandboxServer::file_tools()
         + SandboxServer::state_tools()
 }

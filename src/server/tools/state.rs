@@ -36,6 +36,7 @@ impl SandboxServer {
     async fn fork_sandbox(&self, args: JsonObject) -> ToolResult {
         let a: SandboxIdArgs = attempt!(parse("fork_sandbox", args));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
+        attempt!(self.runs.check_idle(&id));
         let info = attempt!(self.backend.fork(&id).await);
         acted_on(&info.sandbox_id);
         let text = format!(
@@ -60,6 +61,7 @@ impl SandboxServer {
     async fn checkpoint_sandbox(&self, args: JsonObject) -> ToolResult {
         let a: CheckpointArgs = attempt!(parse("checkpoint_sandbox", args));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
+        attempt!(self.runs.check_idle(&id));
         let cp = attempt!(self.backend.checkpoint(&id, a.name.as_deref()).await);
         let text = format!(
             "Saved checkpoint '{}' of sandbox {id} ({} bytes). restore_sandbox with checkpoint '{}' returns to it.",
@@ -86,6 +88,7 @@ impl SandboxServer {
             ));
         }
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
+        attempt!(self.runs.check_idle(&id));
         let cp = attempt!(self.backend.restore(&id, &a.checkpoint).await);
         let text = format!(
             "Sandbox {id} is back at checkpoint '{}' (saved {}).",

@@ -13,19 +13,60 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 
 use crate::lock::Locked;
 use crate::sandbox::text_cap::HeadTail;
+use crate::sandbox::{OutputKind, OutputSink};
 
 pub use crate::sandbox::text_cap::Captured;
 
-/// A capped capture shared between the Store's stream and the session that reads it.
-#[derive(Clone, Debug)]
+/// A capped capture shared between the Store's stream and the session that reads it, and,
+/// while a background run goes, a copy of every byte to that run.
+#[derive(Clone)]
 pub struct Capture {
     inner: Arc<Mutex<HeadTail>>,
+    kind: OutputKind,
+    tee: Arc<Mutex<Option<OutputSink>>>,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Sends a capture's bytes to a sink until dropped.
+pub struct Tee(Vec<Capture>);
+
+impl Drop for Tee {
+    fn drop(&mut self) {
+        for c in &self.0 {
+            *c.tee.locked() = None;
+        }
+    }
 }
 
 impl Capture {
-    pub fn new(cap: usize) -> Self {
+    pub fn new(cap: usize, kind: OutputKind) -> Self {
         Capture {
             inner: Arc::new(Mutex::new(HeadTail::new(cap))),
+            kind,
+            tee: Arc::default(),
+        }
+    }
+
+    /// Copies every byte written to these captures to `sink`, until the returned value drops.
+    pub fn tee(captures: &[&Capture], sink: OutputSink) -> Tee {
+        for c in captures {
+            *c.tee.locked() = Some(sink.clone());
+        }
+        Tee(captures.iter().map(|c| (*c).clone()).collect())
+    }
+
+    fn push(&self, bytes: &[u8]) {
+        self.lock().push(bytes);
+        let sink = self.tee.locked().clone();
+        if let Some(sink) = sink {
+            sink(self.kind, bytes);
         }
     }
 
@@ -63,7 +104,7 @@ impl StdoutStream for Capture {
 #[wasmtime_wasi::async_trait]
 impl OutputStream for Capture {
     fn write(&mut self, bytes: Bytes) -> Result<(), StreamError> {
-        self.lock().push(&bytes);
+        self.push(&bytes);
         Ok(())
     }
     fn flush(&mut self) -> Result<(), StreamError> {
@@ -86,7 +127,7 @@ impl tokio::io::AsyncWrite for Capture {
         _cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        self.lock().push(buf);
+        self.push(buf);
         std::task::Poll::Ready(Ok(buf.len()))
     }
     fn poll_flush(

@@ -15,7 +15,7 @@ use wasmtime::{Instance, Memory, Store, TypedFunc, UpdateDeadline, Val};
 use super::door::Inbox;
 use super::engine::{Image, Program};
 use super::memory_budget::GuestLimiter;
-use super::output::Capture;
+use super::output::{Capture, Tee};
 use super::preopens::{FoldersError, SessionConfig, wasi_context, watched_folders};
 use super::saved_state::{GlobalValue, SavedState};
 use super::turn::{DeadlineReached, Ended, TurnOutput, classify, run_turn};
@@ -23,6 +23,7 @@ use super::turn::{DeadlineReached, Ended, TurnOutput, classify, run_turn};
 const WASM_PAGE: u64 = 64 << 10;
 use super::state::GuestState;
 use crate::sandbox::paths::WORKSPACE;
+use crate::sandbox::{OutputKind, OutputSink};
 
 pub const PRELUDE: &str = include_str!("../../../runtime/guest/prelude.py");
 /// An interpreter started from a warm image has run the prelude already; it only needs
@@ -249,8 +250,8 @@ impl Session {
         cfg: &SessionConfig,
         clock_offset: Duration,
     ) -> Result<Session, SessionError> {
-        let stdout = Capture::new(cfg.output_bytes);
-        let stderr = Capture::new(cfg.output_bytes);
+        let stdout = Capture::new(cfg.output_bytes, OutputKind::Stdout);
+        let stderr = Capture::new(cfg.output_bytes, OutputKind::Stderr);
         let clock_start = Instant::now();
         let wasi = wasi_context(program, cfg, &stdout, &stderr, clock_start, clock_offset)?;
         let limits = GuestLimiter::new(cfg.memory_bytes, cfg.memory_budget.clone());
@@ -324,6 +325,11 @@ impl Session {
     /// Output written so far in the running turn, for progress reports.
     pub fn live_output(&self) -> (Capture, Capture) {
         (self.stdout.clone(), self.stderr.clone())
+    }
+
+    /// Copies all output to `sink` until the returned value drops.
+    pub fn tee_output(&self, sink: OutputSink) -> Tee {
+        Capture::tee(&[&self.stdout, &self.stderr], sink)
     }
 
     /// Runs one turn of source under a time limit and, when metered, a fuel budget.

@@ -1,0 +1,345 @@
+//! The run tools: get_run and cancel_run, and starting a background run for execute_code.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, tool, tool_router};
+
+use super::shared::{ToolResult, attempt};
+use crate::sandbox::{ExecOptions, LimitKind, SandboxError};
+use crate::server::SandboxServer;
+use crate::server::args::{CancelRunArgs, GetRunArgs};
+use crate::server::calls::{acted_on, principal_of};
+use crate::server::outputs::{ExecResult, RunResult, RunState};
+use crate::server::reply::{fail, ok, parse};
+use crate::server::runs::{FLUSH_EVERY, Run, RunRecord, RunView, Stream, run_file, sandbox_of};
+use crate::server::schema;
+
+/// The longest `get_run` waits: under every client's own timeout.
+const MAX_WAIT: u64 = 50;
+
+impl SandboxServer {
+    /// Starts `code` as a background run in `id` and answers at once.
+    pub(super) async fn start_run(
+        &self,
+        id: String,
+        code: String,
+        timeout: Duration,
+        mut notes: Vec<String>,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let owner = principal_of(context).map(|p| p.name.to_string());
+        let run = match self.runs.start(&id, owner) {
+            Ok(run) => run,
+            Err(e) => return fail(e),
+        };
+        let sink_run = run.clone();
+        let opts = ExecOptions {
+            timeout: Some(timeout),
+            cancel: Some(run.cancel.clone()),
+            progress: None,
+            background: Some(run.id.clone()),
+            output: Some(Arc::new(move |kind, bytes: &[u8]| sink_run.output(kind, bytes))),
+        };
+        let me = self.clone();
+        let (task_run, task_code) = (run.clone(), code);
+        tokio::spawn(async move { me.carry_out(task_run, task_code, opts).await });
+        notes.push(format!(
+            "Started background run {} (time limit {} s). Follow it with get_run(run_id=\"{}\", wait_seconds=30); its output also goes to {}/.",
+            run.id,
+            timeout.as_secs(),
+            run.id,
+            run_file(&run.id, "").guest().trim_end_matches('/')
+        ));
+        let res = ExecResult {
+            sandbox_id: id,
+            stdout: String::new(),
+            stderr: String::new(),
+            result: None,
+            error: None,
+            images: 0,
+            duration_ms: 0,
+            limit: None,
+            state_lost: false,
+            notes: notes.clone(),
+            saved_files: Vec::new(),
+            run_id: Some(run.id.clone()),
+            state: Some(RunState::Running),
+            started_at: Some(run.started_at.clone()),
+        };
+        ok(&res, notes.join("\n"))
+    }
+
+    /// Runs it to the end, keeping its files up to date, and records how it ended.
+    async fn carry_out(self, run: Arc<Run>, code: String, opts: ExecOptions) {
+        let files = self.backend.clone();
+        let saver_run = run.clone();
+        let saver = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(FLUSH_EVERY);
+            loop {
+                tick.tick().await;
+                saver_run.save(files.files()).await;
+            }
+        });
+        let ex = self.backend.execute(&run.sandbox_id, &code, opts).await;
+        let state = match &ex {
+            _ if run.cancel.is_cancelled() => RunState::Cancelled,
+            Ok(ex) if ex.limit == Some(LimitKind::Timeout) => RunState::TimedOut,
+            Ok(ex) if ex.error.as_ref().is_some_and(|e| e.name == "ServerShutdown") => RunState::Interrupted,
+            _ => RunState::Finished,
+        };
+        let result = match ex {
+            Ok(ex) => {
+                self.exec_result(run.sandbox_id.clone(), ex, Vec::new(), true)
+                    .await
+            }
+            Err(e) => fail(e),
+        };
+        saver.abort();
+        run.finish(state, result);
+        run.save(self.backend.files()).await;
+        tracing::info!(
+            "background run {} ended: {} after {} s",
+            run.id,
+            state.as_str(),
+            run.elapsed().as_secs()
+        );
+    }
+
+    /// What one stream's page of a run may hold: a quarter of the result budget each.
+    fn run_page(&self) -> usize {
+        (self.settings.result_budget() / 4).max(4096)
+    }
+
+    /// A run this server no longer holds in memory, read back from its files: after a restart
+    /// (a record still `running` was cut off), or one ended long ago.
+    async fn run_from_files(
+        &self,
+        run_id: &str,
+        stdout_offset: u64,
+        stderr_offset: u64,
+    ) -> Result<RunResult, SandboxError> {
+        let no_such = || SandboxError::InvalidArgument(no_such_run(run_id));
+        let sandbox = sandbox_of(run_id).ok_or_else(no_such)?;
+        let files = self.backend.files();
+        let limit = crate::server::runs::KEEP as u64 * 2;
+        let raw = files
+            .read(sandbox, &run_file(run_id, "run.json"), limit)
+            .await
+            .map_err(|_| no_such())?;
+        let mut record: RunRecord = serde_json::from_slice(&raw).map_err(|_| no_such())?;
+        if record.state == RunState::Running {
+            record.state = RunState::Interrupted;
+        }
+        let read = |name: &'static str| async move {
+            files
+                .read(sandbox, &run_file(run_id, name), limit)
+                .await
+                .unwrap_or_default()
+        };
+        let stdout = Stream::from_parts(record.stdout_dropped, read("stdout.txt").await);
+        let stderr = Stream::from_parts(record.stderr_dropped, read("stderr.txt").await);
+        let page = self.run_page();
+        let (out, err) = (stdout.page(stdout_offset, page), stderr.page(stderr_offset, page));
+        let ended = record.result.take().map(serde_json::Value::Object);
+        let mut result = RunResult {
+            run_id: record.run_id,
+            state: record.state,
+            started_at: record.started_at,
+            elapsed_ms: record.elapsed_ms.unwrap_or(0),
+            new_stdout: out.text.clone(),
+            new_stderr: err.text.clone(),
+            stdout_offset: out.next,
+            stderr_offset: err.next,
+            more_output: out.more || err.more,
+            last_line: stdout.last_line(),
+            ended: None,
+            sandbox_id: Some(record.sandbox_id),
+        };
+        if let Some(ended) = ended.and_then(|v| serde_json::from_value::<EndedFields>(v).ok()) {
+            result.ended = Some(ended.into_exec());
+            result.sandbox_id = None;
+        }
+        Ok(result)
+    }
+}
+
+/// A run held in memory as `get_run` and `cancel_run` show it (execute_code's fields apart).
+fn run_result(run: &Run, view: &RunView) -> RunResult {
+    RunResult {
+        run_id: run.id.clone(),
+        state: view.state,
+        started_at: run.started_at.clone(),
+        elapsed_ms: view.elapsed.as_millis() as u64,
+        new_stdout: view.stdout.text.clone(),
+        new_stderr: view.stderr.text.clone(),
+        stdout_offset: view.stdout.next,
+        stderr_offset: view.stderr.next,
+        more_output: view.stdout.more || view.stderr.more,
+        last_line: view.last_line.clone(),
+        ended: None,
+        sandbox_id: Some(run.sandbox_id.clone()),
+    }
+}
+
+/// The error for a run id this caller cannot see.
+fn no_such_run(run_id: &str) -> String {
+    format!(
+        "no such run '{run_id}': check the run_id execute_code returned (runs belong to whoever started them)"
+    )
+}
+
+/// A run's recorded result, read back into execute_code's fields.
+#[derive(serde::Deserialize)]
+struct EndedFields {
+    sandbox_id: String,
+    #[serde(default)]
+    stdout: String,
+    #[serde(default)]
+    stderr: String,
+    result: Option<String>,
+    error: Option<crate::sandbox::PyError>,
+    #[serde(default)]
+    images: usize,
+    #[serde(default)]
+    duration_ms: u64,
+    limit: Option<LimitKind>,
+    #[serde(default)]
+    state_lost: bool,
+    #[serde(default)]
+    notes: Vec<String>,
+    #[serde(default)]
+    saved_files: Vec<String>,
+}
+
+impl EndedFields {
+    fn into_exec(self) -> ExecResult {
+        ExecResult {
+            sandbox_id: self.sandbox_id,
+            stdout: self.stdout,
+            stderr: self.stderr,
+            result: self.result,
+            error: self.error,
+            images: self.images,
+            duration_ms: self.duration_ms,
+            limit: self.limit,
+            state_lost: self.state_lost,
+            notes: self.notes,
+            saved_files: self.saved_files,
+            run_id: None,
+            state: None,
+            started_at: None,
+        }
+    }
+}
+
+/// The text beside a run's structured result: where it is and what it printed lately.
+fn run_text(r: &RunResult, skipped_stdout: u64, skipped_stderr: u64) -> String {
+    let mut text = format!(
+        "Run {} is {} after {:.1} s.",
+        r.run_id,
+        r.state.as_str().replace('_', " "),
+        r.elapsed_ms as f64 / 1000.0
+    );
+    for (name, skipped) in [("stdout", skipped_stdout), ("stderr", skipped_stderr)] {
+        if skipped > 0 {
+            text.push_str(&format!(
+                "\n({skipped} bytes of {name} before this are no longer kept.)"
+            ));
+        }
+    }
+    if r.state != RunState::Running {
+        // Its result follows, with the output as execute_code shows it.
+        return text;
+    }
+    if !r.new_stdout.is_empty() {
+        text.push_str(&format!("\nNew stdout:\n{}", r.new_stdout));
+    }
+    if !r.new_stderr.is_empty() {
+        text.push_str(&format!("\nNew stderr:\n{}", r.new_stderr));
+    }
+    text.push_str(&format!(
+        "\nCall get_run again with stdout_offset={} and stderr_offset={} for what follows.",
+        r.stdout_offset, r.stderr_offset
+    ));
+    text
+}
+
+#[tool_router(router = run_tools, vis = "pub(super)")]
+impl SandboxServer {
+    #[tool(
+        description = "Follow a background run started by execute_code with background=true: its state (running, finished, cancelled, timed_out, interrupted), the output printed since the offsets you pass (pass back the offsets each answer gives), and, once it ended, everything execute_code returns (result, error, figures). wait_seconds (up to 50) waits for new output or the end before answering.",
+        input_schema = schema::input::<GetRunArgs>(),
+        output_schema = schema::output::<RunResult>()
+    )]
+    async fn get_run(&self, args: JsonObject, context: RequestContext<RoleServer>) -> ToolResult {
+        let a: GetRunArgs = attempt!(parse("get_run", args));
+        let (out_at, err_at) = (a.stdout_offset.unwrap_or(0), a.stderr_offset.unwrap_or(0));
+        let caller = principal_of(&context).map(|p| p.name.to_string());
+        let Some(run) = self.runs.get(&a.run_id, caller.as_deref()) else {
+            let r = attempt!(self.run_from_files(&a.run_id, out_at, err_at).await);
+            if let Some(id) = r
+                .sandbox_id
+                .as_deref()
+                .or(r.ended.as_ref().map(|e| e.sandbox_id.as_str()))
+            {
+                acted_on(id);
+            }
+            let text = run_text(&r, 0, 0);
+            return Ok(ok(&r, text));
+        };
+        acted_on(&run.sandbox_id);
+        let wait = Duration::from_secs(a.wait_seconds.unwrap_or(0).min(MAX_WAIT));
+        run.wait(wait, out_at, err_at, &context.ct).await;
+        let view = run.view(out_at, err_at, self.run_page());
+        let mut r = run_result(&run, &view);
+        let text = run_text(&r, view.stdout.skipped, view.stderr.skipped);
+        let Some(mut ended) = view.result else {
+            return Ok(ok(&r, text));
+        };
+        // Ended: execute_code's own answer (its figures included), with the run's fields.
+        r.sandbox_id = None;
+        let mut value = serde_json::to_value(&r).unwrap_or_default();
+        if let (Some(obj), Some(serde_json::Value::Object(exec))) =
+            (value.as_object_mut(), ended.structured_content.take())
+        {
+            for (k, v) in exec {
+                obj.entry(k).or_insert(v);
+            }
+        }
+        ended.structured_content = Some(value);
+        ended.content.insert(0, rmcp::model::ContentBlock::text(text));
+        Ok(ended)
+    }
+
+    #[tool(
+        description = "Stop a background run at once. The sandbox keeps its variables when it can (as after a timeout) and is free for the next call.",
+        input_schema = schema::input::<CancelRunArgs>(),
+        output_schema = schema::output::<RunResult>()
+    )]
+    async fn cancel_run(&self, args: JsonObject, context: RequestContext<RoleServer>) -> ToolResult {
+        let a: CancelRunArgs = attempt!(parse("cancel_run", args));
+        let caller = principal_of(&context).map(|p| p.name.to_string());
+        let Some(run) = self.runs.get(&a.run_id, caller.as_deref()) else {
+            // One that ended before a restart can no longer be stopped; say how it ended.
+            let r = attempt!(self.run_from_files(&a.run_id, u64::MAX, u64::MAX).await);
+            let text = format!("Run {} already ended: {}.", r.run_id, r.state.as_str());
+            return Ok(ok(&r, text));
+        };
+        acted_on(&run.sandbox_id);
+        run.cancel.cancel();
+        // The guest stops at its next epoch tick; wait (briefly) for the run to record it.
+        run.wait(Duration::from_secs(10), u64::MAX, u64::MAX, &context.ct)
+            .await;
+        let r = run_result(&run, &run.view(u64::MAX, u64::MAX, 0));
+        let text = format!(
+            "Run {} is {} after {:.1} s; get_run shows its output and result.",
+            r.run_id,
+            r.state.as_str().replace('_', " "),
+            r.elapsed_ms as f64 / 1000.0
+        );
+        Ok(ok(&r, text))
+    }
+}
