@@ -89,10 +89,18 @@ impl SandboxServer {
         let scope = CallScope::new(notifier(&context), ct.clone());
         let result = match self.for_caller(&context) {
             Ok(server) => {
+                let as_task = super::tasks::wants_task(&request, &context);
                 let router = server.tool_router.clone();
-                let tcc = rmcp::handler::server::tool::ToolCallContext::new(&server, request, context);
+                let call: futures_util::future::BoxFuture<'_, Result<CallToolResponse, ErrorData>> =
+                    if as_task {
+                        Box::pin(async { Ok(server.execute_as_task(request, &context).await) })
+                    } else {
+                        let tcc =
+                            rmcp::handler::server::tool::ToolCallContext::new(&server, request, context);
+                        Box::pin(async move { router.call(tcc).await })
+                    };
                 // A bug that panics must still answer the call, or the client waits forever.
-                let call = std::panic::AssertUnwindSafe(router.call(tcc));
+                let call = std::panic::AssertUnwindSafe(call);
                 let (r, acted) = call_scope::scope(
                     scope,
                     ACTED_ON.scope(std::cell::RefCell::new(None), async {

@@ -16,6 +16,7 @@ mod resources;
 mod runs;
 mod schema;
 mod stdio;
+mod tasks;
 mod tools;
 mod upload;
 

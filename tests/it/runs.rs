@@ -227,3 +227,96 @@ async fn a_run_belongs_to_the_principal_that_started_it() {
     assert_eq!(v["new_stdout"], "mine\n");
     ana.ok("cancel_run", json!({"run_id": run})).await;
 }
+
+/// A client that declares MCP tasks (SEP-2663), as rmcp's client does when asked.
+#[derive(Clone, Default)]
+struct TasksClient;
+
+impl rmcp::ClientHandler for TasksClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder().enable_tasks().build(),
+            rmcp::model::Implementation::new("tasks-test", "1.0.0"),
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_speaks_tasks_gets_long_code_as_a_task_and_short_code_at_once() {
+    use rmcp::ServiceExt;
+    use rmcp::model::{CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, TaskStatus};
+
+    crate::common::ensure_runtime();
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
+    cmd.env("CODE_SANDBOX_HOME", crate::common::runtime_home())
+        .env("CODE_SANDBOX_PERSIST", "false")
+        .env("RUST_LOG", "warn");
+    let client = TasksClient
+        .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
+        .await
+        .unwrap();
+    assert!(
+        client
+            .peer_info()
+            .is_some_and(|i| i.capabilities.supports_tasks()),
+        "the server declares the tasks extension"
+    );
+    let call = |code: &str| {
+        let serde_json::Value::Object(args) = json!({"code": code}) else {
+            unreachable!()
+        };
+        CallToolRequestParams::new("execute_code").with_arguments(args)
+    };
+    // Short code answers as usual.
+    let CallToolResponse::Complete(r) = client.call_tool_once(call("6 * 7")).await.unwrap() else {
+        panic!("short code answers at once")
+    };
+    assert_eq!(r.structured_content.unwrap()["result"], "42");
+
+    // Longer code becomes a task, followed with tasks/get to its result.
+    let code = "import time\nfor i in range(4):\n    print(i, flush=True)\n    time.sleep(1)\n'done'";
+    let CallToolResponse::Task(created) = client.call_tool_once(call(code)).await.unwrap() else {
+        panic!("long code answers with a task")
+    };
+    assert_eq!(created.task.status, TaskStatus::Working);
+    let id = created.task.task_id.clone();
+    let result = loop {
+        let got = client.get_task(GetTaskParams::new(id.clone())).await.unwrap();
+        match got.task.payload {
+            rmcp::model::TaskPayload::Working => tokio::time::sleep(Duration::from_millis(500)).await,
+            rmcp::model::TaskPayload::Completed { result } => break result,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(result["structuredContent"]["result"], "'done'", "{result:?}");
+    assert_eq!(result["structuredContent"]["stdout"], "0\n1\n2\n3\n");
+
+    // tasks/cancel stops one.
+    let CallToolResponse::Task(created) = client.call_tool_once(call("while True: pass")).await.unwrap()
+    else {
+        panic!("a busy loop answers with a task")
+    };
+    let id = created.task.task_id.clone();
+    client
+        .cancel_task(CancelTaskParams::new(id.clone()))
+        .await
+        .unwrap();
+    let status = loop {
+        let got = client.get_task(GetTaskParams::new(id.clone())).await.unwrap();
+        if got.task.task.status != TaskStatus::Working {
+            break got.task.task.status;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(status, TaskStatus::Cancelled);
+    // The same run, through the polling tools.
+    let r = client
+        .call_tool(
+            CallToolRequestParams::new("get_run")
+                .with_arguments(json!({"run_id": id}).as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.structured_content.unwrap()["state"], "cancelled");
+    let _ = client.cancel().await;
+}

@@ -19,6 +19,7 @@ use crate::server::calls::acted_on;
 use crate::server::exec_result::{Keep, OVERFLOW_DIR, RawFigure, shape};
 use crate::server::outputs::*;
 use crate::server::reply::{add_note, fail, ok, parse};
+use crate::server::runs::Run;
 use crate::server::schema;
 
 /// Largest source `execute_code` accepts: refused before the interpreter sees it.
@@ -34,6 +35,29 @@ fn checked(code: &str, timeout_seconds: Option<u64>) -> Result<Option<Duration>,
         )));
     }
     timeouts::asked(timeout_seconds)
+}
+
+impl SandboxServer {
+    /// execute_code's arguments checked, its sandbox found, and its code started as a run
+    /// that goes on by itself: for a client that speaks MCP tasks.
+    pub(in crate::server) async fn execute_as_run(
+        &self,
+        args: JsonObject,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Run>, SandboxError> {
+        let a: ExecuteCodeArgs = parse("execute_code", args).map_err(SandboxError::InvalidArgument)?;
+        let timeout = if a.background {
+            checked(&a.code, None)?;
+            Some(timeouts::asked_for_run(
+                a.timeout_seconds,
+                self.settings.background_timeout_seconds,
+            )?)
+        } else {
+            checked(&a.code, a.timeout_seconds)?
+        };
+        let (id, _) = self.resolve(a.sandbox_id, true).await?;
+        self.launch(&id, a.code, timeout, context)
+    }
 }
 
 /// Options of a call that runs code: its time limit, the client's cancellation, progress.

@@ -21,6 +21,31 @@ use crate::server::schema;
 const MAX_WAIT: u64 = 50;
 
 impl SandboxServer {
+    /// Starts `code` as a run in sandbox `id`, going on by itself: under `timeout` (a
+    /// background run's own limit), else the sandbox's per-call limit.
+    pub(in crate::server) fn launch(
+        &self,
+        id: &str,
+        code: String,
+        timeout: Option<Duration>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Arc<Run>, SandboxError> {
+        let owner = principal_of(context).map(|p| p.name.to_string());
+        let run = self.runs.start(id, owner)?;
+        let sink_run = run.clone();
+        let opts = ExecOptions {
+            timeout,
+            cancel: Some(run.cancel.clone()),
+            progress: None,
+            background: Some(run.id.clone()),
+            output: Some(Arc::new(move |kind, bytes: &[u8]| sink_run.output(kind, bytes))),
+        };
+        let me = self.clone();
+        let task_run = run.clone();
+        tokio::spawn(async move { me.carry_out(task_run, code, opts).await });
+        Ok(run)
+    }
+
     /// Starts `code` as a background run in `id` and answers at once.
     pub(super) async fn start_run(
         &self,
@@ -30,22 +55,10 @@ impl SandboxServer {
         mut notes: Vec<String>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let owner = principal_of(context).map(|p| p.name.to_string());
-        let run = match self.runs.start(&id, owner) {
+        let run = match self.launch(&id, code, Some(timeout), context) {
             Ok(run) => run,
             Err(e) => return fail(e),
         };
-        let sink_run = run.clone();
-        let opts = ExecOptions {
-            timeout: Some(timeout),
-            cancel: Some(run.cancel.clone()),
-            progress: None,
-            background: Some(run.id.clone()),
-            output: Some(Arc::new(move |kind, bytes: &[u8]| sink_run.output(kind, bytes))),
-        };
-        let me = self.clone();
-        let (task_run, task_code) = (run.clone(), code);
-        tokio::spawn(async move { me.carry_out(task_run, task_code, opts).await });
         notes.push(format!(
             "Started background run {} (time limit {} s). Follow it with get_run(run_id=\"{}\", wait_seconds=30); its output also goes to {}/.",
             run.id,
