@@ -91,8 +91,21 @@ impl E2bBackend {
             }
             Ok::<(), E2bError>(())
         };
+        // E2B ends a sandbox when its lifetime runs out, even mid-run: a background run of
+        // hours keeps extending it while it goes.
+        let keep_alive = async {
+            let every = Duration::from_secs(LIFETIME_S / 3);
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tick.tick().await;
+                if let Err(err) = self.fleet.client.extend(&e.remote.id, LIFETIME_S).await {
+                    tracing::warn!("could not extend E2B sandbox {} during a run: {err}", e.remote.id);
+                }
+            }
+        };
         let outcome = tokio::select! {
             _ = cancel.cancelled() => Stopped::Cancelled,
+            never = keep_alive => never,
             r = tokio::time::timeout(timeout, work) => match r {
                 Err(_) => Stopped::Timeout,
                 Ok(Err(e)) => return Err(e.into()),

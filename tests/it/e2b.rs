@@ -376,6 +376,28 @@ async fn execute(w: &mut TcpStream, req: &Req, _fake: &Shared) {
             respond(w, 200, "application/x-ndjson", &b).await;
             return;
         }
+        "ticker()" => {
+            let _ = w
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+            let _ = w.write_all(&ndjson(&[count])).await;
+            for i in 0..5 {
+                let line = json!({"type": "stdout", "text": format!("tick {i}\n")});
+                if w.write_all(&ndjson(&[line])).await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            let _ = w
+                .write_all(&ndjson(&[
+                    json!({"type": "result", "is_main_result": true, "text": "'ticked'"}),
+                    end,
+                ]))
+                .await;
+            return;
+        }
         "slow()" => {
             let _ = w
                 .write_all(
@@ -836,4 +858,38 @@ async fn remote_mode_in_front_of_e2b_keeps_principals_apart() {
     let (_, listed, _) = bob.call_json("get_sandbox_status", json!({})).await;
     assert_eq!(listed["sandboxes"], json!([]));
     assert!(!r.log_text().contains(KEY), "the E2B key reached the log");
+}
+
+/// A background run on E2B: the execution stream outlives the call that started it, its
+/// output arrives through get_run as it streams, and it ends with its result.
+#[tokio::test]
+async fn background_runs_work_on_e2b() {
+    let (url, _fake) = start_fake().await;
+    let c = server(&url, KEY).await;
+    let (err, v, text) = call(
+        &c,
+        "execute_code",
+        json!({"code": "ticker()", "background": true}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    let run = v["run_id"].as_str().unwrap().to_string();
+    let (mut seen, mut at) = (String::new(), 0u64);
+    let last = loop {
+        let (_, v, text) = call(
+            &c,
+            "get_run",
+            json!({"run_id": run, "wait_seconds": 10, "stdout_offset": at}),
+        )
+        .await;
+        seen.push_str(v["new_stdout"].as_str().unwrap_or_default());
+        at = v["stdout_offset"].as_u64().unwrap_or(at);
+        if v["state"] != "running" {
+            break (v, text);
+        }
+    };
+    assert_eq!(seen, "tick 0\ntick 1\ntick 2\ntick 3\ntick 4\n");
+    assert_eq!(last.0["state"], "finished", "{}", last.1);
+    assert_eq!(last.0["result"], "'ticked'");
+    let _ = c.cancel().await;
 }
