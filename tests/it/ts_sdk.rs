@@ -1,6 +1,7 @@
 //! Runs tests/ts/*.test.mjs: the server through the official MCP TypeScript SDK client (the
 //! one inside Claude Desktop and Claude Code), which validates every result: over stdio
-//! (client.test.mjs) and over streamable HTTP in remote mode (http.test.mjs).
+//! (client.test.mjs), over streamable HTTP in remote mode (http.test.mjs), and past its own
+//! 60 s request timeout, where background runs carry the work (long.test.mjs).
 
 use crate::common;
 
@@ -16,6 +17,7 @@ fn the_typescript_sdk_accepts_every_result() {
             "--test-concurrency=1",
             "client.test.mjs",
             "http.test.mjs",
+            "long.test.mjs",
         ])
         .current_dir(&dir)
         .env("MCP_CODE_SANDBOX_BIN", env!("CARGO_BIN_EXE_mcp-code-sandbox"))
