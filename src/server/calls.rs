@@ -89,7 +89,7 @@ impl SandboxServer {
         let scope = CallScope::new(notifier(&context), ct.clone());
         let result = match self.for_caller(&context) {
             Ok(server) => {
-                let as_task = super::tasks::wants_task(&request, &context);
+                let as_task = wants_task(&request, &context);
                 let router = server.tool_router.clone();
                 let call: futures_util::future::BoxFuture<'_, Result<CallToolResponse, ErrorData>> =
                     if as_task {
@@ -134,6 +134,12 @@ impl SandboxServer {
         );
         result
     }
+}
+
+/// Whether the call may be answered with an MCP task (`execute_code`, from a client that
+/// declared the extension; see `tasks.rs`).
+fn wants_task(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> bool {
+    request.name == "execute_code" && context.client_capabilities().is_some_and(|c| c.supports_tasks())
 }
 
 /// Sends MCP progress notifications for the call, when the client gave a progress token.

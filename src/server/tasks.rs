@@ -25,11 +25,6 @@ const INLINE: Duration = Duration::from_secs(1);
 /// How often a client is asked to poll.
 const POLL_MS: u64 = 1000;
 
-/// Whether the request may be answered with a task (the client declared the extension).
-pub fn wants_task(request: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> bool {
-    request.name == "execute_code" && context.client_capabilities().is_some_and(|c| c.supports_tasks())
-}
-
 fn task_of(run: &Run, status: TaskStatus) -> Task {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     Task::new(run.id.clone(), status, run.started_at.clone(), now).with_poll_interval_ms(POLL_MS)
