@@ -25,10 +25,12 @@ use crate::server::outputs::RunState;
 
 /// Bytes of each stream a run keeps (in memory and in its file); past it the oldest go.
 pub const KEEP: usize = 8 << 20;
-/// Finished runs remembered in memory; older ones are read back from their files.
-const REMEMBERED: usize = 256;
-/// How often a run's files are brought up to date while it goes.
-pub const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// Finished runs remembered in memory (each may hold 2 x [`KEEP`]); older ones are read back
+/// from their files, so a model starting run after run cannot grow the server's memory.
+const REMEMBERED: usize = 16;
+/// How often a run's files are brought up to date while it goes, for each MiB they hold:
+/// rewriting them whole, a run that prints without end would otherwise rewrite 16 MiB a second.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// Where runs keep their files, inside the sandbox's workspace.
 pub const RUNS_DIR: &str = ".outputs/runs";
 
@@ -273,6 +275,14 @@ impl Run {
                 .and_then(|v| v.as_object().cloned()),
         };
         Some((p.stdout.bytes().to_vec(), p.stderr.bytes().to_vec(), record))
+    }
+
+    /// How long to wait before bringing the files up to date again: a second for each MiB
+    /// they hold (at least one).
+    pub fn save_interval(&self) -> Duration {
+        let p = self.progress.locked();
+        let mib = (p.stdout.bytes().len() + p.stderr.bytes().len()) >> 20;
+        FLUSH_EVERY * (mib.max(1) as u32)
     }
 
     /// Brings the run's files in the sandbox up to date, if anything changed.

@@ -14,7 +14,7 @@ use crate::server::args::{CancelRunArgs, GetRunArgs};
 use crate::server::calls::{acted_on, principal_of};
 use crate::server::outputs::{ExecResult, RunResult, RunState};
 use crate::server::reply::{fail, ok, parse};
-use crate::server::runs::{FLUSH_EVERY, Run, RunRecord, RunView, Stream, run_file, sandbox_of};
+use crate::server::runs::{Run, RunRecord, RunView, Stream, run_file, sandbox_of};
 use crate::server::schema;
 
 /// The longest `get_run` waits: under every client's own timeout.
@@ -90,10 +90,9 @@ impl SandboxServer {
         let files = self.backend.clone();
         let saver_run = run.clone();
         let saver = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(FLUSH_EVERY);
             loop {
-                tick.tick().await;
                 saver_run.save(files.files()).await;
+                tokio::time::sleep(saver_run.save_interval()).await;
             }
         });
         let ex = self.backend.execute(&run.sandbox_id, &code, opts).await;
