@@ -32,6 +32,7 @@ pub struct SandboxServer {
 
 const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state between calls. \
 Use execute_code to run code (a sandbox is created on first use); variables and imports persist. \
+For work that may take more than about 50 seconds, pass background=true and follow the run with get_run. \
 numpy, pandas, scipy, matplotlib, scikit-learn, sympy and more are already installed. \
 Files live in /home/user: write_file / upload_file put data in, read_file / list_files get results out. \
 The sandbox has no network and no access to the user's files except what is uploaded.";
