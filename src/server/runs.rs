@@ -321,8 +321,12 @@ pub fn run_file(run_id: &str, name: &str) -> WorkspacePath {
 pub fn sandbox_of(run_id: &str) -> Option<&str> {
     let rest = run_id.strip_prefix("run-")?;
     let (sandbox, suffix) = rest.rsplit_once('-')?;
-    (suffix.len() == 8 && suffix.bytes().all(|b| b.is_ascii_hexdigit()) && !sandbox.is_empty())
-        .then_some(sandbox)
+    let plain = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    };
+    (suffix.len() == 8 && suffix.bytes().all(|b| b.is_ascii_hexdigit()) && plain(sandbox)).then_some(sandbox)
 }
 
 /// The runs this server started: going, and the last [`REMEMBERED`] that ended.
@@ -421,5 +425,10 @@ mod tests {
         assert_eq!(sandbox_of("run--89abcdef"), None);
         assert_eq!(sandbox_of("run-sbx-1-xyz"), None);
         assert_eq!(sandbox_of("sbx-1"), None);
+        assert_eq!(
+            sandbox_of("run-sbx-1/../../etc-0123abcd"),
+            None,
+            "only plain ids name a folder"
+        );
     }
 }

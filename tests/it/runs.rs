@@ -320,3 +320,22 @@ async fn a_client_that_speaks_tasks_gets_long_code_as_a_task_and_short_code_at_o
     assert_eq!(r.structured_content.unwrap()["state"], "cancelled");
     let _ = client.cancel().await;
 }
+
+#[tokio::test]
+async fn closing_the_sandbox_under_a_run_cancels_it() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let run = start_run(&s, &id, "print('busy', flush=True)\nwhile True: pass").await;
+    s.ok("get_run", json!({"run_id": run, "wait_seconds": 10})).await;
+    s.ok("close_sandbox", json!({"sandbox_id": id})).await;
+    let state = loop {
+        let (_, v, _) = s
+            .call_json("get_run", json!({"run_id": run, "wait_seconds": 10}))
+            .await;
+        if v["state"] != "running" {
+            break v["state"].clone();
+        }
+    };
+    assert_eq!(state, "cancelled");
+    s.stop().await;
+}

@@ -98,6 +98,8 @@ impl SandboxServer {
         let ex = self.backend.execute(&run.sandbox_id, &code, opts).await;
         let state = match &ex {
             _ if run.cancel.is_cancelled() => RunState::Cancelled,
+            // Stopped from outside: its sandbox was closed under it.
+            Ok(ex) if ex.error.as_ref().is_some_and(|e| e.name == "Cancelled") => RunState::Cancelled,
             Ok(ex) if ex.limit == Some(LimitKind::Timeout) => RunState::TimedOut,
             Ok(ex) if ex.error.as_ref().is_some_and(|e| e.name == "ServerShutdown") => RunState::Interrupted,
             _ => RunState::Finished,
