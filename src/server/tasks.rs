@@ -20,8 +20,9 @@ use super::outputs::RunState;
 use super::reply::fail;
 use super::runs::Run;
 
-/// How long a task-capable call waits for the code before answering with a task.
-const INLINE: Duration = Duration::from_secs(1);
+/// How long a task-capable call waits for the code before answering with a task: most
+/// snippets are done by then, and a client polls nothing for them.
+const INLINE: Duration = Duration::from_secs(3);
 /// How often a client is asked to poll.
 const POLL_MS: u64 = 1000;
 

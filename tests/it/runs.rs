@@ -261,8 +261,17 @@ async fn a_client_that_speaks_tasks_gets_long_code_as_a_task_and_short_code_at_o
             .is_some_and(|i| i.capabilities.supports_tasks()),
         "the server declares the tasks extension"
     );
+    // A sandbox made first, so the short call below times only its code.
+    let made = client
+        .call_tool(CallToolRequestParams::new("create_sandbox").with_arguments(Default::default()))
+        .await
+        .unwrap();
+    let id = made.structured_content.unwrap()["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let call = |code: &str| {
-        let serde_json::Value::Object(args) = json!({"code": code}) else {
+        let serde_json::Value::Object(args) = json!({"code": code, "sandbox_id": id}) else {
             unreachable!()
         };
         CallToolRequestParams::new("execute_code").with_arguments(args)
@@ -274,7 +283,7 @@ async fn a_client_that_speaks_tasks_gets_long_code_as_a_task_and_short_code_at_o
     assert_eq!(r.structured_content.unwrap()["result"], "42");
 
     // Longer code becomes a task, followed with tasks/get to its result.
-    let code = "import time\nfor i in range(4):\n    print(i, flush=True)\n    time.sleep(1)\n'done'";
+    let code = "import time\nfor i in range(6):\n    print(i, flush=True)\n    time.sleep(1)\n'done'";
     let CallToolResponse::Task(created) = client.call_tool_once(call(code)).await.unwrap() else {
         panic!("long code answers with a task")
     };
@@ -289,7 +298,7 @@ async fn a_client_that_speaks_tasks_gets_long_code_as_a_task_and_short_code_at_o
         }
     };
     assert_eq!(result["structuredContent"]["result"], "'done'", "{result:?}");
-    assert_eq!(result["structuredContent"]["stdout"], "0\n1\n2\n3\n");
+    assert_eq!(result["structuredContent"]["stdout"], "0\n1\n2\n3\n4\n5\n");
 
     // tasks/cancel stops one.
     let CallToolResponse::Task(created) = client.call_tool_once(call("while True: pass")).await.unwrap()
