@@ -163,6 +163,39 @@ async fn guest_output_that_looks_like_protocol_is_just_output() {
     s.stop().await;
 }
 
+/// The runtime's own tool client (`host.tools`) finds no tools offered, and says so; a frame
+/// of its protocol sent by hand is refused the same way, and the result path still works.
+#[tokio::test]
+async fn the_runtimes_tool_client_is_told_this_run_has_no_tools() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    let (err, v) = s.exec(&id, "import host.tools").await;
+    assert!(err, "{v}");
+    assert_eq!(v["error"]["name"], "ImportError", "{v}");
+    assert!(
+        v["error"]["value"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("this run has no tools"),
+        "{v}"
+    );
+    let v = s
+        .run_ok(
+            &id,
+            "import _host
+try:
+    _host.call(b'{\"v\":1,\"id\":1,\"op\":\"call\",\"tool\":\"x\",\"args\":{}}')
+    r = 'answered'
+except ConnectionRefusedError as e:
+    r = 'refused'
+r",
+        )
+        .await;
+    assert_eq!(v["result"], "'refused'");
+    assert_eq!(v["state_lost"], false);
+    s.stop().await;
+}
+
 #[tokio::test]
 async fn upload_reads_only_allowed_host_folders() {
     let allowed = tempdir("allowed");

@@ -15,7 +15,18 @@ pub const MAX_MESSAGE: usize = 16 << 20;
 pub const MAX_PER_CALL: usize = 64 << 20;
 
 const OK: i32 = 0;
+/// "No host is bound to the door": what the runtime's `host.tools` takes for "this run has
+/// no tools" (RUNTIME-ABI, the door).
+const NO_HOST: i32 = -1;
 const FAULT: i32 = -2;
+
+/// A frame of the runtime's tool protocol (`host.tools`, protocol 1), which begins with its
+/// version; the prelude's own messages begin with their fields. No tools are offered yet, so
+/// such a frame is answered "no host", and `import host.tools` says the run has no tools
+/// instead of failing on an answer it cannot read.
+fn is_tool_frame(message: &[u8]) -> bool {
+    message.starts_with(br#"{"v""#)
+}
 
 /// Messages received during the current call.
 #[derive(Debug, Default)]
@@ -74,6 +85,9 @@ async fn answer<T: Send>(
     let Some(message) = guest_memory::read(caller, req_ptr, len) else {
         return FAULT;
     };
+    if is_tool_frame(&message) {
+        return NO_HOST;
+    }
     {
         let inbox = inbox_of(caller.data_mut());
         inbox.bytes += message.len();
