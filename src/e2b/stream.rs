@@ -55,18 +55,15 @@ impl Collector {
         let v: Value = serde_json::from_str(text).map_err(|e| format!("bad NDJSON line: {e}"))?;
         let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
-            "stdout" => {
+            kind @ ("stdout" | "stderr") => {
                 let text = s("text");
-                self.stdout.push(text.as_bytes());
+                let (capture, kind) = match kind {
+                    "stdout" => (&mut self.stdout, OutputKind::Stdout),
+                    _ => (&mut self.stderr, OutputKind::Stderr),
+                };
+                capture.push(text.as_bytes());
                 if let Some(sink) = &self.sink {
-                    sink(OutputKind::Stdout, text.as_bytes());
-                }
-            }
-            "stderr" => {
-                let text = s("text");
-                self.stderr.push(text.as_bytes());
-                if let Some(sink) = &self.sink {
-                    sink(OutputKind::Stderr, text.as_bytes());
+                    sink(kind, text.as_bytes());
                 }
             }
             "error" => {

@@ -49,10 +49,6 @@ impl CallScope {
     pub fn reports(&self) -> bool {
         self.notify.is_some()
     }
-
-    pub fn cancel_token(&self) -> &CancellationToken {
-        &self.cancel
-    }
 }
 
 tokio::task_local! {

@@ -129,12 +129,10 @@ pub async fn execute(
     } else if ended && restorable && !sb.stopping.is_cancelled() {
         let why = "the background run was stopped, so the interpreter is back as it was when the run began: what the run did to variables and imports is gone, the files it wrote are kept";
         ex.notes.retain(|n| !n.starts_with("The interpreter was reset"));
-        ex.notes
-            .push(format!("{}{}.", why[..1].to_uppercase(), &why[1..]));
-        slot.session = None;
+        ex.notes.push(results::sentence(why));
+        // Its next use resumes the state saved when the run began, and says so.
+        slot.reset(why.into());
         slot.saved = true;
-        slot.lost = true;
-        slot.lost_reason = Some(why.into());
     } else if ended {
         slot.session = None;
         slot.lost = true;

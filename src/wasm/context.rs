@@ -40,8 +40,7 @@ impl Context {
             let images = self.programs.images_for(wanted.as_deref()).await?;
             persist::resume(sb, slot, images, &self.memory).await?;
             if slot.session.is_some() {
-                // Kept, unless what came back is older than a run a crash cut off.
-                return Ok(slot.take_before());
+                return Ok(slot.take_after_resume());
             }
         }
         let program = self.programs.for_memory(sb.limits.memory_mb).await?;

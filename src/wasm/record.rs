@@ -68,7 +68,14 @@ pub struct Meta {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Before {
     Kept,
-    Lost { why: Option<String> },
+    Lost {
+        why: Option<String>,
+    },
+    /// Brought back from a state saved earlier than the last call (a background run was
+    /// stopped, or cut off by a crash): the variables are those of the save, not fresh.
+    Rewound {
+        why: String,
+    },
 }
 
 impl Slot {
@@ -101,6 +108,17 @@ impl Slot {
                     })
             }),
             ..Slot::default()
+        }
+    }
+
+    /// Ends a resume: the interpreter is the saved one, older than the last call if a run was
+    /// stopped since (reported once).
+    pub fn take_after_resume(&mut self) -> Before {
+        match self.take_before() {
+            Before::Lost { why } => Before::Rewound {
+                why: why.unwrap_or_else(|| "a background run was stopped".into()),
+            },
+            before => before,
         }
     }
 

@@ -165,6 +165,19 @@ fn ended_error(ended: &Ended, timeout_s: f64) -> (Option<LimitKind>, PyError) {
 
 /// Builds the execution record. `before` says the interpreter was fresh because
 /// an earlier call ended the previous one (with the reason, when the host knows it).
+/// `why` as a sentence of its own: capitalised, with a full stop.
+pub fn sentence(why: &str) -> String {
+    let mut chars = why.chars();
+    match chars.next() {
+        Some(first) => format!(
+            "{}{}.",
+            first.to_uppercase(),
+            chars.as_str().trim_end_matches('.')
+        ),
+        None => String::new(),
+    }
+}
+
 pub fn execution(out: TurnOutput, before: Before, timeout_s: f64) -> Execution {
     let mut ex = Execution {
         stdout: out.stdout.text,
@@ -173,13 +186,17 @@ pub fn execution(out: TurnOutput, before: Before, timeout_s: f64) -> Execution {
         state_lost: before != Before::Kept,
         ..Default::default()
     };
-    if let Before::Lost { why: reason } = before {
-        let why = reason
-            .map(|r| format!(" (it was reset because {r})"))
-            .unwrap_or_default();
-        ex.notes.push(format!(
-            "This ran in a fresh interpreter{why}: variables and imports from before the reset are gone (files in the workspace remain)."
-        ));
+    match before {
+        Before::Lost { why: reason } => {
+            let why = reason
+                .map(|r| format!(" (it was reset because {r})"))
+                .unwrap_or_default();
+            ex.notes.push(format!(
+                "This ran in a fresh interpreter{why}: variables and imports from before the reset are gone (files in the workspace remain)."
+            ));
+        }
+        Before::Rewound { why } => ex.notes.push(sentence(&why)),
+        Before::Kept => {}
     }
     let mut hook_error = None;
     for raw in &out.messages {

@@ -129,6 +129,9 @@ async fn cancel_run_stops_a_run_and_the_sandbox_keeps_its_variables() {
         v["state_lost"], true,
         "and the run's own are said to be gone: {v}"
     );
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("back as it was when the run began"), "{notes}");
+    assert!(!notes.contains("fresh interpreter"), "{notes}");
     s.stop().await;
 }
 
@@ -174,6 +177,10 @@ async fn a_run_the_server_died_under_is_interrupted_with_its_output_and_the_sand
     assert_eq!(v["state_lost"], true, "{v}");
     let notes = v["notes"].to_string();
     assert!(notes.contains(&run), "the note names the run: {notes}");
+    assert!(
+        !notes.contains("fresh interpreter"),
+        "the variables came back: {notes}"
+    );
     let (err, _, text) = s
         .call_json("get_run", json!({"run_id": "run-sbx-nothing-0123abcd"}))
         .await;
