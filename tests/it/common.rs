@@ -65,12 +65,17 @@ pub fn ensure_bundle() -> PathBuf {
     DONE.get_or_init(|| {
         ensure_runtime();
         progress("the bundle (as `cargo xtask bundle` builds it), unless dist/ has a current one");
-        let rt = tokio::runtime::Runtime::new().expect("a runtime to build the bundle in");
-        rt.block_on(xtask::bundle::ensure_current(
-            &repo_root(),
-            std::path::Path::new(env!("CARGO_BIN_EXE_mcp-code-sandbox")),
-            &runtime_home(),
-        ))
+        // On a thread of its own, so an async test (inside a Tokio runtime) may call this too.
+        std::thread::spawn(|| {
+            let rt = tokio::runtime::Runtime::new().expect("a runtime to build the bundle in");
+            rt.block_on(xtask::bundle::ensure_current(
+                &repo_root(),
+                std::path::Path::new(env!("CARGO_BIN_EXE_mcp-code-sandbox")),
+                &runtime_home(),
+            ))
+        })
+        .join()
+        .expect("the bundle build did not panic")
         .unwrap_or_else(|e| panic!("the bundle could not be built: {e:#}"))
     })
     .clone()

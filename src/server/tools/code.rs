@@ -47,16 +47,18 @@ impl SandboxServer {
     ) -> Result<Arc<Run>, SandboxError> {
         let a: ExecuteCodeArgs = parse("execute_code", args).map_err(SandboxError::InvalidArgument)?;
         let timeout = if a.background {
-            checked(&a.code, None)?;
-            Some(timeouts::asked_for_run(
-                a.timeout_seconds,
-                self.settings.background_timeout_seconds,
-            )?)
+            Some(self.background_limit(&a)?)
         } else {
             checked(&a.code, a.timeout_seconds)?
         };
         let (id, _) = self.resolve(a.sandbox_id, true).await?;
         self.launch(&id, a.code, timeout, context)
+    }
+
+    /// A background run's code checked, and the time limit it runs under.
+    fn background_limit(&self, a: &ExecuteCodeArgs) -> Result<Duration, SandboxError> {
+        checked(&a.code, None)?;
+        timeouts::asked_for_run(a.timeout_seconds, self.settings.background_timeout_seconds)
     }
 }
 
@@ -146,11 +148,7 @@ impl SandboxServer {
     async fn execute_code(&self, args: JsonObject, context: RequestContext<RoleServer>) -> ToolResult {
         let a: ExecuteCodeArgs = attempt!(parse("execute_code", args));
         if a.background {
-            attempt!(checked(&a.code, None));
-            let limit = attempt!(timeouts::asked_for_run(
-                a.timeout_seconds,
-                self.settings.background_timeout_seconds
-            ));
+            let limit = attempt!(self.background_limit(&a));
             let (id, notes) = attempt!(self.resolve(a.sandbox_id, true).await);
             return Ok(self.start_run(id, a.code, limit, notes, &context).await);
         }

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use wasmtime::Config;
+use wasmtime::{Config, Engine};
 
 use crate::runtime::RuntimeFiles;
 
@@ -69,6 +69,28 @@ pub fn instrumented(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
             message: format!("instrumenting for snapshots failed: {e:#}"),
         })?;
     Ok(out)
+}
+
+/// The runtime compiled by `engine`, serialised: the long step (most of a minute on two cores).
+pub fn compile(engine: &Engine, files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
+    engine
+        .precompile_module(&instrumented(files)?)
+        .map_err(|e| EngineError::Compile {
+            path: files.module.clone(),
+            message: format!("{e:#}"),
+        })
+}
+
+/// Writes `bytes` to `path` aside and renames it into place, so a crash mid-write never leaves
+/// a cut-off file under the name, and two writers never mix their bytes.
+pub fn write_aside(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        io(path)(e)
+    })
 }
 
 /// The engine settings for code that must run on any CPU of this architecture: the target

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use wasmtime::{Engine, InstancePre, Linker, Module};
 
-use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, engine_config, instrumented, io};
+use super::compile::{
+    DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, compile, engine_config, io, write_aside,
+};
 use super::shipped;
 use super::state::GuestState;
 use super::{door, guest_fs};
@@ -93,17 +95,7 @@ fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<
     if path.is_file() {
         return Ok(path);
     }
-    let wasm = instrumented(files)?;
-    let compiled = engine
-        .precompile_module(&wasm)
-        .map_err(|e| EngineError::Compile {
-            path: files.module.clone(),
-            message: format!("{e:#}"),
-        })?;
-    // Written aside and renamed, so a crash mid-write never leaves a truncated cache entry.
-    let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&tmp, &compiled).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    write_aside(&path, &compile(engine, files)?)?;
     remove_uninstrumented(&dir);
     Ok(path)
 }

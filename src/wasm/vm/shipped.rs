@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use wasmtime::{Engine, Module};
 
-use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, instrumented, io, portable_config};
+use super::compile::{
+    DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, compile, io, portable_config, write_aside,
+};
 use crate::runtime::{BUNDLED_RUNTIME_DIR, RuntimeFiles, beside_binary, file_digest};
 
 /// What the bundle records beside the compiled module.
@@ -75,12 +77,7 @@ fn compile_into(files: &RuntimeFiles, path: &Path) -> Result<(), EngineError> {
         ))
     })?;
     let engine = Engine::new(&config).map_err(|e| EngineError::Engine(format!("{e:#}")))?;
-    let compiled = engine
-        .precompile_module(&instrumented(files)?)
-        .map_err(|e| EngineError::Compile {
-            path: files.module.clone(),
-            message: format!("{e:#}"),
-        })?;
+    let compiled = compile(&engine, files)?;
     let record = Record {
         cwasm_sha256: hex::encode(Sha256::digest(&compiled)),
         cwasm_bytes: compiled.len() as u64,
@@ -88,16 +85,11 @@ fn compile_into(files: &RuntimeFiles, path: &Path) -> Result<(), EngineError> {
         wasmtime: WASMTIME_VERSION.into(),
     };
     let json = serde_json::to_vec_pretty(&record).map_err(|e| EngineError::Engine(e.to_string()))?;
-    // Each written aside and renamed, the record last: a file cut short, or one without its
-    // record, is never taken for whole (and two builds at once do not mix their bytes).
+    // The record last: a file without one is never taken for whole.
     let rec = record_path(path);
     let _ = std::fs::remove_file(&rec);
-    for (to, bytes) in [(path, compiled.as_slice()), (rec.as_path(), json.as_slice())] {
-        let tmp = to.with_extension(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
-        std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, to).map_err(io(to))?;
-    }
-    Ok(())
+    write_aside(path, &compiled)?;
+    write_aside(&rec, &json)
 }
 
 /// Why a shipped module was not used.

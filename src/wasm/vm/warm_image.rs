@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::{Module, Val};
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION};
+use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, write_aside};
 use super::engine::{self, Image, Program};
 use super::preopens::SessionConfig;
 use super::session::{PRELUDE, Session};
@@ -250,9 +250,7 @@ async fn build(
     let cache = layout.cache_dir();
     std::fs::create_dir_all(&cache).map_err(io(&cache))?;
     // Written aside and renamed, the metadata last: a crash leaves no entry that looks whole.
-    let tmp = cache.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&tmp, &compiled).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &p.cwasm).map_err(io(&p.cwasm))?;
+    write_aside(&p.cwasm, &compiled)?;
     let meta = Meta {
         cwasm_sha256: hex::encode(Sha256::digest(&compiled)),
         cwasm_bytes: compiled.len() as u64,
@@ -262,8 +260,7 @@ async fn build(
         snapshot_sha256,
     };
     let json = serde_json::to_vec(&meta).map_err(|e| WarmError::Snapshot(e.to_string()))?;
-    std::fs::write(&tmp, json).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &p.meta).map_err(io(&p.meta))?;
+    write_aside(&p.meta, &json)?;
     tracing::info!(
         "warm image built in {:.1} s ({} MiB of memory)",
         meta.build_seconds,
