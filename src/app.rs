@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::config::{Backend, Settings};
+use crate::config::{Backend, Settings, Transport};
+use crate::downstream::Gateway;
 use crate::sandbox::{Interpreter, SandboxError};
 
 pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxError> {
@@ -12,4 +13,23 @@ pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxE
         Backend::Wasm => Ok(Arc::new(crate::wasm::WasmBackend::new(settings)?)),
         Backend::E2b => crate::e2b::E2bBackend::build(settings),
     }
+}
+
+/// Code mode's servers, when a servers file is set: started now in the background. Only the
+/// local backend's guest can reach this machine's servers; another backend's description says
+/// so instead.
+pub fn code_mode(settings: &Settings, backend: &dyn Interpreter) -> Option<Arc<Gateway>> {
+    let file = settings.mcp_servers.as_ref()?;
+    if backend.backend() != "wasm" {
+        tracing::warn!(
+            "CODE_SANDBOX_MCP_SERVERS is ignored: code mode is not available with the {} backend",
+            backend.backend()
+        );
+        return Some(Gateway::off(format!(
+            "it is not available with the {} backend, whose sandboxes run on another machine; it needs INTERPRETER_TYPE=wasm",
+            backend.backend()
+        )));
+    }
+    let own = matches!(settings.transport, Transport::Http).then_some(settings.listen.as_str());
+    Some(Gateway::start(file, own, settings.mcp_calls))
 }

@@ -138,6 +138,16 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_IDLE_SECONDS", default_value_t = 1800)]
     pub idle_seconds: u64,
 
+    /// Code mode: a JSON file in Claude Desktop's `mcpServers` shape (plus per-server `allow`
+    /// and `deny` lists of tool-name globs) naming the MCP servers whose tools sandbox code may
+    /// call through `import mcp_tools`. Unset: code mode is off.
+    #[arg(long, env = "CODE_SANDBOX_MCP_SERVERS")]
+    pub mcp_servers: Option<PathBuf>,
+
+    /// Downstream tool calls one execute_code call may make (code mode).
+    #[arg(long, env = "CODE_SANDBOX_MCP_CALLS", default_value_t = 200)]
+    pub mcp_calls: usize,
+
     /// `stdio` (one local client) or `http` (remote mode: streamable HTTP at `/mcp`).
     #[arg(
         long,

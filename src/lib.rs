@@ -3,11 +3,13 @@
 //! Layers, each in its own module: [`server`] speaks MCP and shapes tool results;
 //! [`sandbox`] defines the backend traits and the data they exchange; [`wasm`] and [`e2b`]
 //! implement them; [`tenancy`] shares one backend between principals; [`remote`] serves MCP
-//! over HTTP; [`runtime`] fetches and verifies the pinned CPython-on-WASI build.
+//! over HTTP; [`runtime`] fetches and verifies the pinned CPython-on-WASI build; [`downstream`]
+//! reaches the user's other MCP servers for code mode.
 
 pub mod app;
 pub mod config;
 pub mod disk_quota;
+pub mod downstream;
 pub mod e2b;
 pub mod lock;
 pub mod remote;

@@ -118,6 +118,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
     raise_open_file_limit();
     let settings = Arc::new(settings);
     let backend = mcp_code_sandbox::app::backend(settings.clone())?;
+    let code_mode = mcp_code_sandbox::app::code_mode(&settings, backend.as_ref());
     match settings.transport {
         Transport::Http => {
             let quit = async {
@@ -127,14 +128,15 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
                 }
                 tracing::info!("signal received, shutting down");
             };
-            remote::serve(settings, backend, quit).await?;
+            remote::serve(settings, backend, code_mode, quit).await?;
         }
         Transport::Stdio => {
             // The local user: a remote-mode server on the same home may have made sandboxes
             // that belong to its principals, and those stay theirs.
             let backend =
                 mcp_code_sandbox::tenancy::LocalView::wrap(backend, settings.home_dir().join("owners.json"));
-            let server = SandboxServer::new(backend.clone(), settings.clone());
+            let server =
+                SandboxServer::new(backend.clone(), settings.clone()).with_code_mode(code_mode.clone());
             tracing::info!("serving MCP over stdio ({} backend)", backend.backend());
             let transport = StdioTransport::new(
                 tokio::io::stdin(),
@@ -157,6 +159,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
                 }
             }
             backend.shutdown().await;
+            if let Some(g) = &code_mode {
+                g.shutdown();
+            }
         }
     }
     Ok(())

@@ -137,6 +137,39 @@ def __code_sandbox_setup():
 
         gc.collect()
 
+    class McpToolsLoader:
+        # `import mcp_tools` (code mode): the module's source comes from the host, which
+        # offers it only to a call whose code may use the user's other MCP servers.
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name != "mcp_tools":
+                return None
+            from importlib.machinery import ModuleSpec
+
+            return ModuleSpec(name, McpToolsLoader, origin="mcp-code-sandbox")
+
+        @staticmethod
+        def create_module(spec):
+            return None
+
+        @staticmethod
+        def exec_module(module):
+            try:
+                source = _host.call(b'{"mcp":1,"op":"source"}').decode()
+            except ConnectionRefusedError:
+                raise ImportError(
+                    "mcp_tools is not available here: no MCP servers are configured for this "
+                    "sandbox's code (the user lists them in the file CODE_SANDBOX_MCP_SERVERS "
+                    "names; in remote mode a token also needs mcp=NAME,... in the tokens file)",
+                    name="mcp_tools",
+                ) from None
+            import linecache
+
+            linecache.cache["<mcp_tools>"] = (len(source), None, source.splitlines(True), "<mcp_tools>")
+            exec(compile(source, "<mcp_tools>", "exec"), module.__dict__)
+
+    sys.meta_path.insert(0, McpToolsLoader)
+
     image_limit = 8 * 1024 * 1024
     sys.displayhook = displayhook
     sys.excepthook = excepthook

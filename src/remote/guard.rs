@@ -365,6 +365,7 @@ mod tests {
             Principal {
                 name: "local".into(),
                 quota: q,
+                mcp_servers: std::sync::Arc::from([]),
             },
             listen.parse().unwrap(),
             &hosts.iter().map(|s| s.to_string()).collect::<Vec<_>>(),

@@ -67,6 +67,7 @@ fn no_delay(stream: &mut tokio::net::TcpStream) {
 pub async fn serve(
     settings: Arc<Settings>,
     backend: Arc<dyn Interpreter>,
+    code_mode: Option<Arc<crate::downstream::Gateway>>,
     quit: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), RemoteError> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&settings.listen)
@@ -104,6 +105,9 @@ pub async fn serve(
             memory_mb: u64::MAX,
             disk_mb: u64::MAX,
         },
+        // Code mode needs a tokens line naming the servers (`mcp=`): any local process can
+        // reach a tokenless server, and the servers run with this machine's credentials.
+        mcp_servers: Arc::from([]),
     };
     let principals = book.as_ref().map_or(1, TokenBook::len);
     let guard = Arc::new(Guard::new(
@@ -127,7 +131,8 @@ pub async fn serve(
         settings.default_memory_mb,
     );
     let in_flight = Arc::new(InFlight::default());
-    let template = SandboxServer::remote(backend.clone(), settings.clone(), tenancy);
+    let template =
+        SandboxServer::remote(backend.clone(), settings.clone(), tenancy).with_code_mode(code_mode.clone());
     let sessions = Arc::new(LocalSessionManager::default());
     guard.watch_sessions(sessions.clone());
     let stop = CancellationToken::new();
@@ -219,5 +224,8 @@ pub async fn serve(
         }
     };
     backend.shutdown().await;
+    if let Some(g) = &code_mode {
+        g.shutdown();
+    }
     served
 }

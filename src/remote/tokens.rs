@@ -5,7 +5,7 @@
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use rand::RngCore as _;
@@ -38,6 +38,7 @@ struct Entry {
     name: String,
     hash: [u8; 32],
     quota: Quota,
+    mcp_servers: Arc<[String]>,
 }
 
 /// The principals of the tokens file, kept in step with the file.
@@ -92,7 +93,17 @@ fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
             continue;
         }
         let mut quota = defaults;
+        let mut mcp_servers: Arc<[String]> = Arc::from([]);
         for w in words {
+            if let Some(list) = w.strip_prefix("mcp=") {
+                mcp_servers = list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                continue;
+            }
             let parsed = w
                 .split_once('=')
                 .and_then(|(k, v)| Some((k, v.parse::<u64>().ok()?)));
@@ -101,7 +112,7 @@ fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
                 Some(("memory_mb", v)) => quota.memory_mb = v,
                 Some(("disk_mb", v)) => quota.disk_mb = v,
                 _ => tracing::warn!(
-                    "{}:{}: '{w}' is not sandboxes=N, memory_mb=N or disk_mb=N; ignored",
+                    "{}:{}: '{w}' is not sandboxes=N, memory_mb=N, disk_mb=N or mcp=NAME,NAME; ignored",
                     file.display(),
                     n + 1
                 ),
@@ -111,6 +122,7 @@ fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
             name: name.to_string(),
             hash,
             quota,
+            mcp_servers,
         });
     }
     out
@@ -175,6 +187,7 @@ impl TokenBook {
                 found = Some(Principal {
                     name: e.name.as_str().into(),
                     quota: e.quota,
+                    mcp_servers: e.mcp_servers.clone(),
                 });
             }
         }

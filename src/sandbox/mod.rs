@@ -3,6 +3,7 @@
 //! backend plugs in by implementing them and adding a line to [`crate::app::backend`].
 
 pub mod call_scope;
+mod guest_tools;
 pub mod last_use;
 pub mod open_set;
 pub mod paths;
@@ -11,6 +12,7 @@ pub mod text_cap;
 pub mod timeouts;
 mod types;
 
+pub use guest_tools::{GuestTools, ToolCall};
 pub use types::*;
 
 use async_trait::async_trait;

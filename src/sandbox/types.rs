@@ -103,6 +103,8 @@ pub struct ExecOptions {
     pub background: Option<String>,
     /// Every byte of output, as it is written.
     pub output: Option<OutputSink>,
+    /// The other MCP servers' tools the code may call (code mode); `None`: no tools.
+    pub tools: Option<std::sync::Arc<dyn super::GuestTools>>,
 }
 
 /// Which limit stopped a call.
@@ -152,6 +154,8 @@ pub struct Execution {
     pub state_lost: bool,
     /// Things the model should know that are not Python output (a reset, a dropped image).
     pub notes: Vec<String>,
+    /// The downstream tool calls the code made (code mode).
+    pub tool_calls: Vec<super::ToolCall>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]

@@ -7,6 +7,7 @@ use super::annotations;
 use super::handler::SandboxServer;
 use super::tools;
 use crate::config::Settings;
+use crate::downstream::{Allowed, Gateway};
 use crate::sandbox::Interpreter;
 use crate::tenancy::Tenancy;
 
@@ -25,6 +26,16 @@ impl SandboxServer {
             tenancy: None,
             host_uploads: true,
             runs: Arc::default(),
+            code_mode: None,
+            mcp_allowed: Allowed::All,
+        }
+    }
+
+    /// Lets sandbox code call the user's other MCP servers (code mode).
+    pub fn with_code_mode(self, gateway: Option<Arc<Gateway>>) -> Self {
+        SandboxServer {
+            code_mode: gateway,
+            ..self
         }
     }
 

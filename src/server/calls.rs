@@ -11,6 +11,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
 use super::SandboxServer;
+use crate::downstream::{Allowed, CallTools};
+use crate::sandbox::GuestTools;
 use crate::sandbox::call_scope::{self, CallScope, Notify};
 use crate::tenancy::Principal;
 
@@ -64,9 +66,27 @@ impl SandboxServer {
             )
         })?;
         Ok(SandboxServer {
+            mcp_allowed: Allowed::Only(who.mcp_servers.clone()),
             backend: tenancy.view(who),
             ..self.clone()
         })
+    }
+
+    /// Which downstream servers the caller's code may use: over stdio all of them, in remote
+    /// mode those its principal's tokens line names.
+    pub(super) fn mcp_allowed_for(&self, context: &RequestContext<RoleServer>) -> Allowed {
+        match (&self.tenancy, principal_of(context)) {
+            (None, _) => Allowed::All,
+            (Some(_), Some(who)) => Allowed::Only(who.mcp_servers),
+            (Some(_), None) => Allowed::Only(Arc::from([])),
+        }
+    }
+
+    /// The tools one execution's code may call, if any: `in_call` when the execution answers
+    /// this call (its progress then names the tool it waits for), not for a background run.
+    pub(super) fn guest_tools(&self, in_call: bool) -> Option<Arc<dyn GuestTools>> {
+        let tools = CallTools::for_call(self.code_mode.as_ref()?, self.mcp_allowed.clone(), in_call)?;
+        Some(tools)
     }
 
     pub(super) async fn dispatch(

@@ -247,6 +247,7 @@ fn shape_with(
         run_id: None,
         state: None,
         started_at: None,
+        tool_calls: ex.tool_calls.clone(),
     };
 
     // Figures get what the text leaves, less room for the links and the note about them.

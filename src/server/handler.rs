@@ -6,14 +6,15 @@ use std::sync::Arc;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData, RoleServer};
 use rmcp::{ServerHandler, tool_handler};
 
 use crate::config::Settings;
+use crate::downstream::{Allowed, Gateway};
 use crate::sandbox::Interpreter;
 use crate::tenancy::Tenancy;
 
@@ -28,6 +29,10 @@ pub struct SandboxServer {
     pub(super) host_uploads: bool,
     /// Background runs, shared by every principal's view (each sees only its own).
     pub(super) runs: Arc<super::runs::Runs>,
+    /// Code mode: the user's other MCP servers, when a servers file is set.
+    pub(super) code_mode: Option<Arc<Gateway>>,
+    /// Which of them this caller's code may use (a remote principal: its tokens line's).
+    pub(super) mcp_allowed: Allowed,
 }
 
 const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state between calls. \
@@ -43,12 +48,48 @@ impl ServerHandler for SandboxServer {
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
+                .enable_tool_list_changed()
                 .enable_resources()
                 .enable_tasks()
                 .build(),
         )
         .with_server_info(Implementation::new("mcp-code-sandbox", env!("CARGO_PKG_VERSION")))
         .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut tools = self.tool_router.list_all();
+        if let Some(gateway) = &self.code_mode {
+            // What code may call depends on who asks, and changes as servers start.
+            let said = gateway.describe(&self.mcp_allowed_for(&context));
+            for t in tools.iter_mut().filter(|t| t.name == "execute_code") {
+                let base = t.description.as_deref().unwrap_or_default();
+                t.description = Some(format!("{base}{said}").into());
+            }
+        }
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Tell the client when the servers code may call change (started, died, new tools),
+        // until it goes away.
+        let Some(gateway) = &self.code_mode else { return };
+        let mut changes = gateway.changes();
+        let peer = context.peer;
+        tokio::spawn(async move {
+            while changes.changed().await.is_ok() {
+                // Several servers starting together make one notification, not one each.
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                changes.borrow_and_update();
+                if peer.notify_tool_list_changed().await.is_err() {
+                    break;
+                }
+            }
+        });
     }
 
     async fn call_tool(

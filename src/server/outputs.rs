@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{FileEntry, InstallOutcome, LimitKind, PyError, SandboxStatus};
+use crate::sandbox::{FileEntry, InstallOutcome, LimitKind, PyError, SandboxStatus, ToolCall};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CloseResult {
@@ -108,6 +108,9 @@ pub struct ExecResult {
     /// RFC 3339, with `background`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// Code mode: each call the code made to the user's other MCP servers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

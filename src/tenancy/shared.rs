@@ -25,6 +25,9 @@ pub struct Quota {
 pub struct Principal {
     pub name: Arc<str>,
     pub quota: Quota,
+    /// The downstream MCP servers this principal's code may call (code mode); none unless its
+    /// tokens line names them, since they run with the host's credentials.
+    pub mcp_servers: Arc<[String]>,
 }
 
 /// Calls one principal may have waiting for a slot; more are refused rather than queued.

@@ -110,6 +110,7 @@ pub async fn execute(
     let _run = opts.background.as_deref().map(|run| RunUnderWay::mark(sb, run));
     let fuel = sb.limits.fuel_per_call;
     let started = Instant::now();
+    session.lend_tools(opts.tools.clone());
     let mut out = session.turn(code, timeout, fuel, &stop).await;
     let mut after_call = AfterCall::Healthy;
     if out.status.is_ok() {
@@ -120,6 +121,7 @@ pub async fn execute(
     call.finish();
     let ended = out.status.is_err();
     let mut ex = results::execution(out, before, timeout.as_secs_f64());
+    ex.tool_calls = opts.tools.as_ref().map(|t| t.calls()).unwrap_or_default();
     if let Some(why) = after_call.reset_reason() {
         ex.state_lost = true;
         ex.notes.push(format!(

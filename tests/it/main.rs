@@ -4,6 +4,7 @@
 
 mod bundle;
 mod checkpoints;
+mod code_mode;
 mod common;
 
 mod core_tools;

@@ -5,3 +5,4 @@
 pub mod bundle;
 pub mod layers;
 pub mod npm;
+pub mod pyvenv;

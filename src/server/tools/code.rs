@@ -62,13 +62,17 @@ impl SandboxServer {
     }
 }
 
-/// Options of a call that runs code: its time limit, the client's cancellation, progress.
-fn exec_options(timeout: Option<Duration>, context: &RequestContext<RoleServer>) -> ExecOptions {
-    ExecOptions {
-        timeout,
-        cancel: Some(context.ct.clone()),
-        progress: progress_reporter(),
-        ..ExecOptions::default()
+impl SandboxServer {
+    /// Options of a call that runs code: its time limit, the client's cancellation, progress,
+    /// and the downstream tools its code may call.
+    fn exec_options(&self, timeout: Option<Duration>, context: &RequestContext<RoleServer>) -> ExecOptions {
+        ExecOptions {
+            timeout,
+            cancel: Some(context.ct.clone()),
+            progress: progress_reporter(),
+            tools: self.guest_tools(true),
+            ..ExecOptions::default()
+        }
     }
 }
 
@@ -157,7 +161,7 @@ impl SandboxServer {
         attempt!(self.runs.check_idle(&id));
         let ex = attempt!(
             self.backend
-                .execute(&id, &a.code, exec_options(timeout, &context))
+                .execute(&id, &a.code, self.exec_options(timeout, &context))
                 .await
         );
         Ok(self.exec_result(id, ex, notes, true).await)
@@ -217,7 +221,7 @@ impl SandboxServer {
         acted_on(&id);
         let ex = self
             .backend
-            .execute(&id, &a.code, exec_options(timeout, &context))
+            .execute(&id, &a.code, self.exec_options(timeout, &context))
             .await;
         let result = match ex {
             Ok(ex) => self.exec_result(id.clone(), ex, Vec::new(), false).await,

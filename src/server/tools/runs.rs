@@ -39,6 +39,7 @@ impl SandboxServer {
             progress: None,
             background: Some(run.id.clone()),
             output: Some(Arc::new(move |kind, bytes: &[u8]| sink_run.output(kind, bytes))),
+            tools: self.guest_tools(false),
         };
         let me = self.clone();
         let task_run = run.clone();
@@ -81,6 +82,7 @@ impl SandboxServer {
             run_id: Some(run.id.clone()),
             state: Some(RunState::Running),
             started_at: Some(run.started_at.clone()),
+            tool_calls: Vec::new(),
         };
         ok(&res, notes.join("\n"))
     }
@@ -226,6 +228,8 @@ struct EndedFields {
     notes: Vec<String>,
     #[serde(default)]
     saved_files: Vec<String>,
+    #[serde(default)]
+    tool_calls: Vec<crate::sandbox::ToolCall>,
 }
 
 impl EndedFields {
@@ -245,6 +249,7 @@ impl EndedFields {
             run_id: None,
             state: None,
             started_at: None,
+            tool_calls: self.tool_calls,
         }
     }
 }

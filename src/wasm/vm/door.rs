@@ -2,12 +2,18 @@
 //!
 //! The guest prelude sends small JSON messages through it (a final expression's repr, a
 //! structured exception, a figure's PNG), so results never have to be scraped from stdout.
+//! Frames of code mode's `mcp_tools` module pass through it too, to the call's
+//! [`GuestTools`], and their answers come back the same way.
 //! Everything arriving here is guest-controlled: sizes are capped and bounds checked, and the
 //! function never traps, since a trap would end the session.
+
+use std::sync::Arc;
+use std::time::Instant;
 
 use wasmtime::{Caller, Extern, Linker};
 
 use super::guest_memory;
+use crate::sandbox::GuestTools;
 
 /// Largest single message (a big PNG fits; a runaway loop does not).
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -20,20 +26,42 @@ const OK: i32 = 0;
 const NO_HOST: i32 = -1;
 const FAULT: i32 = -2;
 
-/// A frame of the runtime's tool protocol (`host.tools`, protocol 1), which begins with its
-/// version; the prelude's own messages begin with their fields. No tools are offered yet, so
-/// such a frame is answered "no host", and `import host.tools` says the run has no tools
-/// instead of failing on an answer it cannot read.
-fn is_tool_frame(message: &[u8]) -> bool {
+/// Frames of `mcp_tools` one call may send (a loop gone wrong stops here, not downstream).
+const MAX_TOOL_FRAMES: usize = 1000;
+
+/// A frame of the runtime's own tool protocol (`host.tools`, protocol 1), which begins with
+/// its version; the prelude's messages begin with their fields. Tools are offered through
+/// `mcp_tools` instead, so such a frame is answered "no host", and `import host.tools` says
+/// the run has no tools instead of failing on an answer it cannot read.
+fn is_runtime_tool_frame(message: &[u8]) -> bool {
     message.starts_with(br#"{"v""#)
 }
 
-/// Messages received during the current call.
-#[derive(Debug, Default)]
+/// A frame of code mode's `mcp_tools` module (runtime/guest/mcp_tools.py).
+fn is_mcp_frame(message: &[u8]) -> bool {
+    message.starts_with(br#"{"mcp""#)
+}
+
+/// Messages received during the current call, and the tools it may call.
+#[derive(Default)]
 pub struct Inbox {
     pub messages: Vec<Vec<u8>>,
     pub bytes: usize,
     pub dropped: usize,
+    /// Code mode: the tools this call's code may use, and when its turn ends.
+    pub tools: Option<(Arc<dyn GuestTools>, Instant)>,
+    pub tool_frames: usize,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inbox")
+            .field("messages", &self.messages.len())
+            .field("bytes", &self.bytes)
+            .field("dropped", &self.dropped)
+            .field("tools", &self.tools.is_some())
+            .finish()
+    }
 }
 
 impl Inbox {
@@ -78,30 +106,59 @@ async fn answer<T: Send>(
         return FAULT;
     }
     let inbox = inbox_of(caller.data_mut());
-    if len as usize > MAX_MESSAGE || inbox.bytes + len as usize > MAX_PER_CALL {
+    // Tool frames are answered, not kept, so only the size of one counts for them.
+    if len as usize > MAX_MESSAGE {
         inbox.dropped += 1;
         return FAULT;
     }
     let Some(message) = guest_memory::read(caller, req_ptr, len) else {
         return FAULT;
     };
-    if is_tool_frame(&message) {
+    if is_runtime_tool_frame(&message) {
         return NO_HOST;
     }
-    {
+    if is_mcp_frame(&message) {
         let inbox = inbox_of(caller.data_mut());
-        inbox.bytes += message.len();
-        inbox.messages.push(message);
+        let Some((tools, deadline)) = inbox.tools.clone() else {
+            return NO_HOST;
+        };
+        inbox.tool_frames += 1;
+        if inbox.tool_frames > MAX_TOOL_FRAMES {
+            return FAULT;
+        }
+        // The Store is not borrowed while the tool works: other host calls cannot happen
+        // meanwhile (the guest waits here), and the turn's deadline still bounds it.
+        let reply = tools.answer(&message, deadline).await;
+        return reply_with(caller, &reply, out_ptr_ptr, out_len_ptr).await;
     }
-    // The reply is a fixed "ok": the guest owns the buffer it allocates for it.
-    let reply = b"ok";
+    let inbox = inbox_of(caller.data_mut());
+    if inbox.bytes + message.len() > MAX_PER_CALL {
+        inbox.dropped += 1;
+        return FAULT;
+    }
+    inbox.bytes += message.len();
+    inbox.messages.push(message);
+    // The reply is a fixed "ok".
+    reply_with(caller, b"ok", out_ptr_ptr, out_len_ptr).await
+}
+
+/// Places `reply` in a buffer the guest allocates (and then owns), and tells it where.
+async fn reply_with<T: Send>(
+    caller: &mut Caller<'_, T>,
+    reply: &[u8],
+    out_ptr_ptr: i32,
+    out_len_ptr: i32,
+) -> i32 {
+    let Ok(len) = i32::try_from(reply.len()) else {
+        return FAULT;
+    };
     let Some(Extern::Func(alloc)) = caller.get_export("host_alloc") else {
         return FAULT;
     };
     let Ok(alloc) = alloc.typed::<i32, i32>(&*caller) else {
         return FAULT;
     };
-    let ptr = match alloc.call_async(&mut *caller, reply.len() as i32).await {
+    let ptr = match alloc.call_async(&mut *caller, len.max(1)).await {
         Ok(p) if p != 0 => p,
         _ => return FAULT,
     };

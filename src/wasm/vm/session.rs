@@ -23,7 +23,7 @@ use super::turn::{DeadlineReached, Ended, TurnOutput, classify, run_turn};
 const WASM_PAGE: u64 = 64 << 10;
 use super::state::GuestState;
 use crate::sandbox::paths::WORKSPACE;
-use crate::sandbox::{OutputKind, OutputSink};
+use crate::sandbox::{GuestTools, OutputKind, OutputSink};
 
 pub const PRELUDE: &str = include_str!("../../../runtime/guest/prelude.py");
 /// An interpreter started from a warm image has run the prelude already; it only needs
@@ -84,6 +84,8 @@ pub struct Session {
     stdout: Capture,
     stderr: Capture,
     metered: bool,
+    /// Tools the next turn's code may call (code mode); that turn takes them.
+    lent_tools: Option<Arc<dyn GuestTools>>,
 }
 
 impl Session {
@@ -309,6 +311,7 @@ impl Session {
             stdout,
             stderr,
             metered: program.metered,
+            lent_tools: None,
         })
     }
 
@@ -332,6 +335,12 @@ impl Session {
         Capture::tee(&[&self.stdout, &self.stderr], sink)
     }
 
+    /// Lets the next turn's code call `tools` (code mode); only that turn, not the after-call
+    /// turn or any later one.
+    pub fn lend_tools(&mut self, tools: Option<Arc<dyn GuestTools>>) {
+        self.lent_tools = tools;
+    }
+
     /// Runs one turn of source under a time limit and, when metered, a fuel budget.
     pub async fn turn(
         &mut self,
@@ -343,7 +352,10 @@ impl Session {
         let started = Instant::now();
         let deadline = started + timeout;
         self.store.data_mut().deadline = deadline;
-        self.store.data_mut().inbox = Inbox::default();
+        self.store.data_mut().inbox = Inbox {
+            tools: self.lent_tools.take().map(|t| (t, deadline)),
+            ..Inbox::default()
+        };
         self.store.data_mut().limits.take_budget_refusal();
         self.store.set_epoch_deadline(1);
         if self.metered {

@@ -1,0 +1,324 @@
+//! One `execute_code` call's access to the downstream tools: the frames of the guest's
+//! `mcp_tools` module answered, within the call's deadline, call budget and size limits, and
+//! the record of calls its result carries.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::gateway::{Allowed, Gateway};
+use super::link::{Called, Link};
+use crate::lock::Locked;
+use crate::sandbox::call_scope::{self, CallScope};
+use crate::sandbox::{GuestTools, ToolCall};
+
+/// The guest module, sent to the guest when it first imports `mcp_tools`.
+const MODULE_SOURCE: &str = include_str!("../../runtime/guest/mcp_tools.py");
+
+/// Largest arguments or result carried between guest code and a downstream tool.
+pub const MAX_BYTES: usize = 10_000_000;
+
+/// How long a listing waits for servers still starting.
+const LIST_WAIT: Duration = Duration::from_secs(30);
+
+/// How often a long downstream call reports progress.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+#[derive(Deserialize)]
+struct Frame {
+    op: String,
+    #[serde(default)]
+    server: String,
+    #[serde(default)]
+    tool: String,
+    #[serde(default)]
+    args: Option<Value>,
+}
+
+/// Why a frame got no value; `kind` is what the guest raises (runtime/guest/mcp_tools.py).
+struct Refusal {
+    kind: &'static str,
+    message: String,
+}
+
+fn refuse(kind: &'static str, message: impl Into<String>) -> Refusal {
+    Refusal {
+        kind,
+        message: message.into(),
+    }
+}
+
+pub struct CallTools {
+    gateway: Arc<Gateway>,
+    allowed: Allowed,
+    /// Calls this execution may still make.
+    left: AtomicUsize,
+    log: Mutex<Vec<ToolCall>>,
+    /// The tool call this execution runs in, for progress; `None` for a background run.
+    scope: Option<Arc<CallScope>>,
+}
+
+impl CallTools {
+    /// The tools one `execute_code` call may use, or `None` when this caller may use none.
+    /// `in_call`: the execution answers the tool call running on this task, so its progress
+    /// goes there (not so for a background run).
+    pub fn for_call(gateway: &Arc<Gateway>, allowed: Allowed, in_call: bool) -> Option<Arc<CallTools>> {
+        if !gateway.offers_any(&allowed) {
+            return None;
+        }
+        Some(CallTools::new(gateway.clone(), allowed, in_call))
+    }
+
+    fn new(gateway: Arc<Gateway>, allowed: Allowed, in_call: bool) -> Arc<CallTools> {
+        let left = AtomicUsize::new(gateway.max_calls);
+        Arc::new(CallTools {
+            gateway,
+            allowed,
+            left,
+            log: Mutex::new(Vec::new()),
+            scope: call_scope::current().filter(|_| in_call),
+        })
+    }
+
+    /// A deadline a little before the turn's, so the guest hears of a timeout and its
+    /// interpreter lives on, instead of being stopped mid-call.
+    fn call_deadline(turn_deadline: Instant) -> Instant {
+        let left = turn_deadline.saturating_duration_since(Instant::now());
+        turn_deadline - (left / 10).min(Duration::from_millis(500))
+    }
+
+    async fn list(&self, deadline: Instant) -> Value {
+        let wait = Self::call_deadline(deadline).min(Instant::now() + LIST_WAIT);
+        let links: Vec<&Arc<Link>> = self.gateway.links(&self.allowed).collect();
+        let sessions = futures_util::future::join_all(links.iter().map(|l| l.session(wait))).await;
+        let mut servers = serde_json::Map::new();
+        for (l, session) in links.iter().zip(sessions) {
+            let entry = match session {
+                Ok((_, tools)) => {
+                    let tools: Vec<Value> = tools
+                        .iter()
+                        .filter(|t| l.policy.permits(&t.name))
+                        .map(|t| {
+                            json!({
+                                "name": t.name,
+                                "description": t.description,
+                                "inputSchema": t.input_schema,
+                            })
+                        })
+                        .collect();
+                    json!({"state": "ready", "tools": tools})
+                }
+                Err(why) => json!({"state": "down", "error": why, "tools": []}),
+            };
+            servers.insert(l.name.clone(), entry);
+        }
+        json!({"ok": true, "servers": servers})
+    }
+
+    async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        args: Option<Value>,
+        deadline: Instant,
+    ) -> Result<Vec<u8>, Refusal> {
+        let Some(link) = self.gateway.link(server) else {
+            let names: Vec<&str> = self
+                .gateway
+                .links(&self.allowed)
+                .map(|l| l.name.as_str())
+                .collect();
+            return Err(refuse(
+                "unknown_tool",
+                format!(
+                    "there is no MCP server {server:?} for this code; there are: {}",
+                    names.join(", ")
+                ),
+            ));
+        };
+        if !self.allowed.admits(server) {
+            return Err(refuse(
+                "denied",
+                format!(
+                    "this token may not use the {server} server: its line in the tokens file (CODE_SANDBOX_TOKENS) needs mcp={server} (or a list naming it)"
+                ),
+            ));
+        }
+        if !link.policy.permits(tool) {
+            return Err(refuse(
+                "denied",
+                format!(
+                    "the user does not allow code to call {server}.{tool}: the \"allow\"/\"deny\" lists of {server:?} in the CODE_SANDBOX_MCP_SERVERS file leave it out"
+                ),
+            ));
+        }
+        let args = match args {
+            None => serde_json::Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(_) => {
+                return Err(refuse(
+                    "invalid_arguments",
+                    "a tool's arguments are keywords (a JSON object)",
+                ));
+            }
+        };
+        let sent = serde_json::to_vec(&args).map(|v| v.len()).unwrap_or(usize::MAX);
+        if sent > MAX_BYTES {
+            return Err(refuse(
+                "too_large",
+                format!(
+                    "the arguments for {server}.{tool} are {sent} bytes, over the {MAX_BYTES} bytes code mode carries; pass less (a path, an id) instead"
+                ),
+            ));
+        }
+        if self
+            .left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_err()
+        {
+            return Err(refuse(
+                "budget_exceeded",
+                format!(
+                    "this execute_code call made its {} tool calls (CODE_SANDBOX_MCP_CALLS); make more in the next call, or do more per call",
+                    self.gateway.max_calls
+                ),
+            ));
+        }
+        let started = Instant::now();
+        let outcome = self
+            .progress(server, tool, link.call(tool, args, Self::call_deadline(deadline)))
+            .await;
+        let (answer, received, ok) = match outcome {
+            Err(down) => (Err(refuse("down", down)), 0, false),
+            Ok(Err(Called::Timeout)) => (
+                Err(refuse(
+                    "timeout",
+                    format!(
+                        "{server}.{tool} did not answer within this execute_code call's time limit; it was cancelled (ask for less, or give the call a longer timeout_seconds)"
+                    ),
+                )),
+                0,
+                false,
+            ),
+            Ok(Err(Called::TooLarge)) => (
+                Err(refuse(
+                    "too_large",
+                    format!(
+                        "the result of {server}.{tool} is over {} bytes, more than code mode reads from a server (and over the {MAX_BYTES} bytes it carries into the sandbox); ask the tool for less (a filter, a page, a narrower query)",
+                        super::link::MAX_MESSAGE
+                    ),
+                )),
+                0,
+                false,
+            ),
+            Ok(Err(Called::Refused(why))) => (
+                Err(refuse("tool_error", format!("{server}.{tool}: {why}"))),
+                0,
+                false,
+            ),
+            Ok(Err(Called::Protocol(why))) => (
+                Err(refuse("protocol", format!("{server}.{tool}: {why}"))),
+                0,
+                false,
+            ),
+            Ok(Ok(result)) => {
+                let ok = result.is_error != Some(true);
+                match serde_json::to_vec(&result) {
+                    Ok(body) if body.len() > MAX_BYTES => {
+                        let n = body.len();
+                        (
+                            Err(refuse(
+                                "too_large",
+                                format!(
+                                    "the result of {server}.{tool} is {n} bytes, over the {MAX_BYTES} bytes code mode carries into the sandbox; ask the tool for less (a filter, a page, a narrower query)"
+                                ),
+                            )),
+                            n,
+                            false,
+                        )
+                    }
+                    Ok(body) => {
+                        let n = body.len();
+                        let mut frame = br#"{"ok":true,"result":"#.to_vec();
+                        frame.extend_from_slice(&body);
+                        frame.push(b'}');
+                        (Ok(frame), n, ok)
+                    }
+                    Err(e) => (Err(refuse("protocol", format!("{server}.{tool}: {e}"))), 0, false),
+                }
+            }
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            target: "mcp_code_sandbox::downstream",
+            server = %server,
+            tool = %tool,
+            duration_ms,
+            ok,
+            bytes = (sent + received) as u64,
+            outcome = answer.as_ref().err().map_or("ok", |r| r.kind),
+            "downstream call"
+        );
+        self.log.locked().push(ToolCall {
+            server: server.to_string(),
+            tool: tool.to_string(),
+            duration_ms,
+            ok,
+            bytes: (sent + received) as u64,
+        });
+        answer
+    }
+
+    /// Runs `call`, telling a client that listens which tool the code is waiting for.
+    async fn progress<T>(&self, server: &str, tool: &str, call: impl std::future::Future<Output = T>) -> T {
+        let Some(scope) = self.scope.clone().filter(|s| s.reports()) else {
+            return call.await;
+        };
+        let started = Instant::now();
+        scope.report(format!("calling the {server} server's tool {tool}"));
+        tokio::pin!(call);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        loop {
+            tokio::select! {
+                r = &mut call => return r,
+                _ = tick.tick() => scope.report(format!(
+                    "calling the {server} server's tool {tool}: {} s so far",
+                    started.elapsed().as_secs()
+                )),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl GuestTools for CallTools {
+    async fn answer(&self, frame: &[u8], deadline: Instant) -> Vec<u8> {
+        let frame: Frame = match serde_json::from_slice(frame) {
+            Ok(f) => f,
+            Err(e) => return error_frame(&refuse("protocol", format!("the frame could not be read: {e}"))),
+        };
+        match frame.op.as_str() {
+            "source" => MODULE_SOURCE.as_bytes().to_vec(),
+            "list" => self.list(deadline).await.to_string().into_bytes(),
+            "call" => match self.call(&frame.server, &frame.tool, frame.args, deadline).await {
+                Ok(frame) => frame,
+                Err(r) => error_frame(&r),
+            },
+            other => error_frame(&refuse("protocol", format!("unknown operation {other:?}"))),
+        }
+    }
+
+    fn calls(&self) -> Vec<ToolCall> {
+        self.log.locked().clone()
+    }
+}
+
+fn error_frame(r: &Refusal) -> Vec<u8> {
+    json!({"ok": false, "error": {"kind": r.kind, "message": r.message}})
+        .to_string()
+        .into_bytes()
+}

@@ -1,0 +1,330 @@
+//! One downstream server: starting it (a child process or an HTTP session), its tools, and
+//! starting it again when it died, at its next use.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    Implementation, Tool,
+};
+use rmcp::service::{NotificationContext, Peer, RunningService};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+
+use super::child::{self, LineWatch};
+use super::config::{Policy, Reach};
+use crate::lock::Locked;
+
+/// Largest message read from a stdio server (rmcp's own default); a longer one is skipped
+/// unread, so a server that floods costs a bounded buffer.
+pub const MAX_MESSAGE: usize = 16 << 20;
+
+/// Where a server stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// Not asked yet (HTTP servers connect at first use) or starting now.
+    Starting,
+    Ready {
+        tools: usize,
+    },
+    Down {
+        why: String,
+    },
+}
+
+/// A live connection.
+struct Conn {
+    peer: Peer<RoleClient>,
+    tools: Arc<[Tool]>,
+    /// Set when the server says its tools changed: they are listed again at the next use.
+    stale: Arc<std::sync::atomic::AtomicBool>,
+    /// Told when the server sent a message too large to read (it is skipped unread).
+    oversized: Arc<tokio::sync::Notify>,
+    /// Dropping it ends the session.
+    _service: RunningService<RoleClient, Client>,
+    /// A stdio server's process, killed when dropped.
+    _child: Option<tokio::process::Child>,
+}
+
+enum State {
+    Idle,
+    Ready(Box<Conn>),
+    /// Why, and when a start last failed (a server that cannot start is not retried on every
+    /// listing, only after [`RETRY_AFTER`]).
+    Down(String, Option<Instant>),
+}
+
+/// How long a server that failed to start is reported down before a use tries again.
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+
+pub struct Link {
+    pub name: String,
+    reach: Result<Reach, String>,
+    pub policy: Policy,
+    state: Mutex<State>,
+    /// One connect at a time; callers that find one going wait for it.
+    connecting: tokio::sync::Mutex<()>,
+    /// Told when the tools this server offers may have changed.
+    changed: Arc<dyn Fn() + Send + Sync>,
+}
+
+/// The client side of our session with a downstream server. It declares no capabilities, and
+/// rmcp's defaults decline what a server may still ask of its client (sampling: method not
+/// found; elicitation: declined; roots: none); it hears when the server's tools change.
+#[derive(Clone)]
+struct Client {
+    stale: Arc<std::sync::atomic::AtomicBool>,
+    changed: Arc<dyn Fn() + Send + Sync>,
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("mcp-code-sandbox", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.stale.store(true, std::sync::atomic::Ordering::SeqCst);
+        (self.changed)();
+    }
+}
+
+impl Link {
+    pub fn new(
+        name: String,
+        reach: Result<Reach, String>,
+        policy: Policy,
+        changed: Arc<dyn Fn() + Send + Sync>,
+    ) -> Arc<Link> {
+        let state = match &reach {
+            Ok(_) => State::Idle,
+            Err(why) => State::Down(why.clone(), None),
+        };
+        Arc::new(Link {
+            name,
+            reach,
+            policy,
+            state: Mutex::new(state),
+            connecting: tokio::sync::Mutex::new(()),
+            changed,
+        })
+    }
+
+    pub fn is_stdio(&self) -> bool {
+        matches!(self.reach, Ok(Reach::Stdio { .. }))
+    }
+
+    pub fn standing(&self) -> Standing {
+        match &*self.state.locked() {
+            State::Idle => Standing::Starting,
+            State::Ready(c) => Standing::Ready {
+                tools: c.tools.iter().filter(|t| self.policy.permits(&t.name)).count(),
+            },
+            State::Down(why, _) => Standing::Down { why: why.clone() },
+        }
+    }
+
+    /// The live connection, if there is one that still works.
+    fn live(&self) -> Option<(Peer<RoleClient>, Arc<[Tool]>)> {
+        match &*self.state.locked() {
+            State::Ready(c) if !c.peer.is_transport_closed() => Some((c.peer.clone(), c.tools.clone())),
+            _ => None,
+        }
+    }
+
+    /// `live` with its tools listed again if the server said they changed (the old list
+    /// stands if listing fails).
+    async fn fresh(
+        &self,
+        live: (Peer<RoleClient>, Arc<[Tool]>),
+        deadline: Instant,
+    ) -> (Peer<RoleClient>, Arc<[Tool]>) {
+        let stale = match &*self.state.locked() {
+            State::Ready(c) => c.stale.swap(false, std::sync::atomic::Ordering::SeqCst),
+            _ => false,
+        };
+        if !stale {
+            return live;
+        }
+        match tokio::time::timeout_at(deadline.into(), live.0.list_all_tools()).await {
+            Ok(Ok(tools)) => {
+                let tools: Arc<[Tool]> = tools.into();
+                if let State::Ready(c) = &mut *self.state.locked() {
+                    c.tools = tools.clone();
+                }
+                (self.changed)();
+                (live.0, tools)
+            }
+            _ => live,
+        }
+    }
+
+    /// The server's session and tools, starting it (again) if it is not running; by `deadline`.
+    pub async fn session(&self, deadline: Instant) -> Result<(Peer<RoleClient>, Arc<[Tool]>), String> {
+        if let Some(live) = self.live() {
+            return Ok(self.fresh(live, deadline).await);
+        }
+        let reach = self.reach.clone()?;
+        if let State::Down(why, Some(at)) = &*self.state.locked()
+            && at.elapsed() < RETRY_AFTER
+        {
+            return Err(why.clone());
+        }
+        let Ok(_one) = tokio::time::timeout_at(deadline.into(), self.connecting.lock()).await else {
+            return Err(format!("the {} server is still starting", self.name));
+        };
+        if let Some(live) = self.live() {
+            return Ok(live);
+        }
+        let was_running = matches!(&*self.state.locked(), State::Ready(_));
+        if was_running {
+            tracing::warn!(target: "mcp_code_sandbox::downstream", server = %self.name, "the server's connection ended; starting it again");
+        }
+        let result = tokio::time::timeout_at(deadline.into(), self.connect(&reach)).await;
+        let result = match result {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "the {} server did not finish starting in time (it may still be installing); try again shortly",
+                self.name
+            )),
+        };
+        match result {
+            Ok(conn) => {
+                let live = (conn.peer.clone(), conn.tools.clone());
+                tracing::info!(target: "mcp_code_sandbox::downstream", server = %self.name, tools = live.1.len(), "ready");
+                *self.state.locked() = State::Ready(Box::new(conn));
+                (self.changed)();
+                Ok(live)
+            }
+            Err(why) => {
+                tracing::warn!(target: "mcp_code_sandbox::downstream", server = %self.name, "could not start: {why}");
+                *self.state.locked() = State::Down(why.clone(), Some(Instant::now()));
+                (self.changed)();
+                Err(why)
+            }
+        }
+    }
+
+    async fn connect(&self, reach: &Reach) -> Result<Conn, String> {
+        let stale = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let client = Client {
+            stale: stale.clone(),
+            changed: self.changed.clone(),
+        };
+        let oversized = Arc::new(tokio::sync::Notify::new());
+        let (service, child) = match reach {
+            Reach::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let (child, stdout, stdin) = child::spawn(&self.name, command, args, env, cwd.as_deref())?;
+                let watched = LineWatch::new(stdout, MAX_MESSAGE, oversized.clone());
+                let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(watched, stdin)
+                    .with_max_line_length(MAX_MESSAGE);
+                let service = client
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("it started but did not complete MCP's handshake: {e}"))?;
+                (service, Some(child))
+            }
+            Reach::Http { url, headers } => {
+                // reqwest is built without a default TLS provider (the E2B client installs the
+                // same one).
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let mut custom = std::collections::HashMap::new();
+                for (k, v) in headers {
+                    let name = http::HeaderName::try_from(k.as_str())
+                        .map_err(|_| format!("its header name {k:?} is not valid"))?;
+                    let value = http::HeaderValue::try_from(v.as_str())
+                        .map_err(|_| format!("its header {k} has a value that is not valid"))?;
+                    custom.insert(name, value);
+                }
+                let config =
+                    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                        url.as_str(),
+                    )
+                    .custom_headers(custom);
+                let transport = rmcp::transport::StreamableHttpClientTransport::from_config(config);
+                let service = client
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("{url} did not complete MCP's handshake: {e}"))?;
+                (service, None)
+            }
+        };
+        let tools = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("it did not list its tools: {e}"))?;
+        Ok(Conn {
+            peer: service.peer().clone(),
+            tools: tools.into(),
+            stale,
+            oversized,
+            _child: child,
+            _service: service,
+        })
+    }
+
+    /// Calls `tool` with `args`, by `deadline`. The outer error is the server being down; a
+    /// dropped call (the guest's turn ended) tells the server it was cancelled.
+    pub async fn call(
+        &self,
+        tool: &str,
+        args: serde_json::Map<String, serde_json::Value>,
+        deadline: Instant,
+    ) -> Result<Result<CallToolResult, Called>, String> {
+        let (peer, _) = self.session(deadline).await?;
+        let oversized = match &*self.state.locked() {
+            State::Ready(c) => c.oversized.clone(),
+            _ => Arc::new(tokio::sync::Notify::new()),
+        };
+        let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
+        let answer = tokio::select! {
+            a = tokio::time::timeout_at(deadline.into(), peer.call_tool_once(params)) => a,
+            // The answer was skipped unread; without this the call would wait for its deadline.
+            _ = oversized.notified() => return Ok(Err(Called::TooLarge)),
+        };
+        match answer {
+            Err(_) => Ok(Err(Called::Timeout)),
+            Ok(Ok(CallToolResponse::Complete(r))) => Ok(Ok(r)),
+            Ok(Ok(_)) => Ok(Err(Called::Protocol(
+                "the server answered with a task or a request for input, which code mode does not follow"
+                    .into(),
+            ))),
+            Ok(Err(rmcp::ServiceError::McpError(e))) => Ok(Err(Called::Refused(e.message.to_string()))),
+            Ok(Err(e)) if peer.is_transport_closed() => Err(format!(
+                "the {} server's connection ended during the call ({e}); it is started again at the next call",
+                self.name
+            )),
+            Ok(Err(e)) => Ok(Err(Called::Protocol(e.to_string()))),
+        }
+    }
+
+    /// Ends the session (and the child process).
+    pub fn stop(&self) {
+        let mut state = self.state.locked();
+        if matches!(*state, State::Ready(_)) {
+            *state = State::Down("the server was stopped".into(), None);
+        }
+    }
+}
+
+/// A call that reached the server but brought no result.
+#[derive(Debug)]
+pub enum Called {
+    Timeout,
+    /// The server sent a message past [`MAX_MESSAGE`], skipped unread.
+    TooLarge,
+    /// A JSON-RPC error: an unknown tool, arguments the server refused.
+    Refused(String),
+    Protocol(String),
+}
+
+/// How long a stdio server started at start-up may take (a first `npx` may download it).
+pub const START_TIME: Duration = Duration::from_secs(120);

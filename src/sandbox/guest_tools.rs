@@ -1,0 +1,36 @@
+//! Code mode's seam: the other MCP servers' tools one execution may call from guest code.
+//!
+//! A backend only carries frames between its guest and this trait; what the frames mean
+//! (listing, calling, limits, the record of calls) belongs to whoever implements it, so a
+//! backend never learns about MCP clients, and the server decides per call (and per principal)
+//! what the code may reach.
+
+use std::time::Instant;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One downstream tool call guest code made, as the result reports it (never its arguments
+/// or its result).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ToolCall {
+    pub server: String,
+    pub tool: String,
+    pub duration_ms: u64,
+    /// Whether the tool answered without an error.
+    pub ok: bool,
+    /// Size of the arguments sent plus the result received, serialized.
+    pub bytes: u64,
+}
+
+#[async_trait]
+pub trait GuestTools: Send + Sync {
+    /// Answers one frame the guest's `mcp_tools` module sent. `deadline` is when the guest's
+    /// turn ends: a call still going then is cancelled in time for the guest to hear so.
+    /// Never fails: a bad frame gets a frame that says what was wrong.
+    async fn answer(&self, frame: &[u8], deadline: Instant) -> Vec<u8>;
+
+    /// The calls made so far through this value, oldest first.
+    fn calls(&self) -> Vec<ToolCall>;
+}
