@@ -19,7 +19,11 @@ pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxE
 /// local backend's guest can reach this machine's servers; another backend's description says
 /// so instead.
 pub fn code_mode(settings: &Settings, backend: &dyn Interpreter) -> Option<Arc<Gateway>> {
-    let file = settings.mcp_servers.as_ref()?;
+    // A bundle's form left empty passes an empty value: off, as unset.
+    let file = settings
+        .mcp_servers
+        .as_ref()
+        .filter(|f| !f.as_os_str().is_empty())?;
     if backend.backend() != "wasm" {
         tracing::warn!(
             "CODE_SANDBOX_MCP_SERVERS is ignored: code mode is not available with the {} backend",

@@ -140,8 +140,12 @@ pub struct Settings {
 
     /// Code mode: a JSON file in Claude Desktop's `mcpServers` shape (plus per-server `allow`
     /// and `deny` lists of tool-name globs) naming the MCP servers whose tools sandbox code may
-    /// call through `import mcp_tools`. Unset: code mode is off.
-    #[arg(long, env = "CODE_SANDBOX_MCP_SERVERS")]
+    /// call through `import mcp_tools`. Unset or empty (a bundle's form left blank): off.
+    #[arg(
+        long,
+        env = "CODE_SANDBOX_MCP_SERVERS",
+        value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), PathBuf::from)
+    )]
     pub mcp_servers: Option<PathBuf>,
 
     /// Downstream tool calls one execute_code call may make (code mode).
@@ -385,6 +389,9 @@ mod tests {
         assert!(roots.contains(&std::fs::canonicalize(&a).unwrap()));
         assert!(roots.contains(&std::fs::canonicalize(&b).unwrap()));
         assert!(Settings::try_parse_from(["mcp-code-sandbox", "--persist", "maybe"]).is_err());
+        // A bundle's form left blank passes an empty servers file: accepted, and read as off.
+        let blank = Settings::try_parse_from(["mcp-code-sandbox", "--mcp-servers", ""]).unwrap();
+        assert_eq!(blank.mcp_servers.as_deref(), Some(std::path::Path::new("")));
         let _ = std::fs::remove_dir(&a);
         let _ = std::fs::remove_dir(&b);
     }

@@ -503,3 +503,63 @@ async fn a_streamable_http_server_is_reached_and_without_servers_the_import_says
     assert!(!exec.description.as_deref().unwrap().contains("mcp_tools"));
     plain.stop().await;
 }
+
+#[tokio::test]
+async fn in_remote_mode_only_a_principal_whose_token_names_a_server_reaches_it() {
+    let setup = Setup::new(json!({}));
+    let file = setup.file.display().to_string();
+    let remote = crate::remote_harness::Remote::start(
+        &["alice mcp=memory", "bob"],
+        &[("CODE_SANDBOX_MCP_SERVERS", file.as_str())],
+    )
+    .await;
+    let alice = remote.client("alice").await;
+    let sb = alice.create().await;
+    let v = run(
+        &alice,
+        &sb,
+        "import mcp_tools\nmcp_tools.memory.create_entities(entities=[{'name': 'a', 'entityType': 't', 'observations': []}])\nsorted(mcp_tools.servers())",
+    )
+    .await;
+    assert_eq!(v["result"], "['memory']", "{v}");
+    // Another server of the same file is not hers.
+    let v = run(
+        &alice,
+        &sb,
+        "import mcp_tools\nmcp_tools.call('everything', 'echo', message='x')",
+    )
+    .await;
+    let (name, value) = error_of(&v);
+    assert_eq!(name, "PermissionError", "{v}");
+    assert!(value.contains("mcp=everything"), "{value}");
+    let tools = alice.client.list_all_tools().await.unwrap();
+    let said = tools
+        .iter()
+        .find(|t| t.name == "execute_code")
+        .unwrap()
+        .description
+        .clone()
+        .unwrap();
+    assert!(
+        said.contains("memory (") && !said.contains("everything ("),
+        "{said}"
+    );
+
+    // Bob's line names none: his code reaches nothing, and he is not told of any.
+    let bob = remote.client("bob").await;
+    let sb = bob.create().await;
+    let v = run(&bob, &sb, "import mcp_tools").await;
+    let (name, value) = error_of(&v);
+    assert_eq!(name, "ImportError", "{v}");
+    assert!(value.contains("mcp=NAME"), "{value}");
+    let tools = bob.client.list_all_tools().await.unwrap();
+    let said = tools
+        .iter()
+        .find(|t| t.name == "execute_code")
+        .unwrap()
+        .description
+        .clone()
+        .unwrap();
+    assert!(!said.contains("mcp_tools"), "{said}");
+    remote.terminate().await;
+}

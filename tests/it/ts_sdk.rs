@@ -1,7 +1,8 @@
 //! Runs tests/ts/*.test.mjs: the server through the official MCP TypeScript SDK client (the
 //! one inside Claude Desktop and Claude Code), which validates every result: over stdio
 //! (client.test.mjs), over streamable HTTP in remote mode (http.test.mjs), and past its own
-//! 60 s request timeout, where background runs carry the work (long.test.mjs).
+//! 60 s request timeout, where background runs carry the work (long.test.mjs), and code mode's
+//! results (code_mode.test.mjs).
 
 use crate::common;
 
@@ -11,6 +12,7 @@ use std::process::Command;
 fn the_typescript_sdk_accepts_every_result() {
     common::ensure_runtime();
     let dir = common::ensure_npm("tests/ts");
+    let servers = common::ensure_npm("tests/mcp-servers");
     let status = Command::new("node")
         .args([
             "--test",
@@ -18,10 +20,15 @@ fn the_typescript_sdk_accepts_every_result() {
             "client.test.mjs",
             "http.test.mjs",
             "long.test.mjs",
+            "code_mode.test.mjs",
         ])
         .current_dir(&dir)
         .env("MCP_CODE_SANDBOX_BIN", env!("CARGO_BIN_EXE_mcp-code-sandbox"))
         .env("CODE_SANDBOX_HOME", common::runtime_home())
+        .env(
+            "MCP_SERVERS_MODULES",
+            servers.join("node_modules").join("@modelcontextprotocol"),
+        )
         .status()
         .expect("node runs (it is on every machine; see README)");
     assert!(

@@ -80,7 +80,8 @@ fn manifest_json(tools: Vec<Value>) -> Value {
                 "env": {
                     "CODE_SANDBOX_MEMORY_MB": "${user_config.memory_mb}",
                     "CODE_SANDBOX_TIMEOUT": "${user_config.timeout_seconds}",
-                    "CODE_SANDBOX_PERSIST": "${user_config.persist}"
+                    "CODE_SANDBOX_PERSIST": "${user_config.persist}",
+                    "CODE_SANDBOX_MCP_SERVERS": "${user_config.mcp_servers}"
                 }
             }
         },
@@ -112,6 +113,13 @@ fn manifest_json(tools: Vec<Value>) -> Value {
                 "min": 1,
                 "max": 300,
                 "required": false
+            },
+            "mcp_servers": {
+                "type": "file",
+                "title": "MCP servers Claude's code may call (optional)",
+                "description": "A JSON file in Claude Desktop's own mcpServers shape (add \"allow\" or \"deny\" lists of tool names to narrow a server). Code in a sandbox can then call those servers' tools with `import mcp_tools`, so their data is filtered in code instead of passing through the conversation. Those servers run with your permissions. Leave empty to keep this off.",
+                "required": false,
+                "default": ""
             },
             "persist": {
                 "type": "boolean",
