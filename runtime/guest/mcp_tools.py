@@ -78,8 +78,26 @@ def _identifier(name):
     return out
 
 
+# The listing and the objects built from it, kept while the host's version of its servers
+# stays the same: a tool call then costs one round trip, not a listing too.
+_cache = {"version": None, "servers": {}, "objects": {}}
+
+
 def _listing():
-    return _ask({"mcp": 1, "op": "list"})["servers"]
+    version = _ask({"mcp": 1, "op": "version"})["version"]
+    servers = _cache["servers"]
+    # A server that was down is asked again (it may have come back).
+    if version != _cache["version"] or any(s.get("state") == "down" for s in servers.values()):
+        _forget()
+        _cache["servers"] = servers = _ask({"mcp": 1, "op": "list"})["servers"]
+        _cache["version"] = version
+    return servers
+
+
+def _forget():
+    for name in _cache["objects"]:
+        globals().pop(_identifier(name), None)
+    _cache["objects"] = {}
 
 
 def servers():
@@ -109,6 +127,10 @@ def _value(result):
 def call(server, tool, /, **arguments):
     """Calls `tool` of `server` with `arguments` and returns its value (see the module's help)."""
     answer = _ask({"mcp": 1, "op": "call", "server": server, "tool": tool, "args": arguments})
+    if answer.get("version") != _cache["version"]:
+        # The servers changed since the listing: the next lookup lists them again.
+        _forget()
+        _cache["version"] = None
     return _value(answer["result"])
 
 
@@ -174,7 +196,10 @@ class _Server:
         spec = self.__dict__.get("_tools", {}).get(attr)
         if spec is None:
             raise AttributeError(f"the {self._name!r} server has no tool {attr!r} this sandbox may use; it has: {', '.join(self._tools) or 'none'}")
-        return _tool_function(self._name, spec)
+        function = _tool_function(self._name, spec)
+        # Built once: later lookups find it as an attribute and skip this.
+        setattr(self, attr, function)
+        return function
 
     def __dir__(self):
         return sorted(self._tools)
@@ -191,9 +216,17 @@ def __getattr__(attr):
         if _identifier(name) == attr:
             if spec.get("state") == "down":
                 raise ConnectionError(f"the {name!r} MCP server is down: {spec.get('error') or 'it did not start'}")
-            return _Server(name, spec)
+            objects = _cache["objects"]
+            if name not in objects:
+                objects[name] = _Server(name, spec)
+                # Found as a plain attribute from now on, until the host's version changes.
+                globals()[attr] = objects[name]
+            return objects[name]
     raise AttributeError(f"no MCP server {attr!r} for this sandbox's code; there are: {', '.join(map(_identifier, listing)) or 'none'}")
 
 
 def __dir__():
-    return sorted(__all__ + [_identifier(n) for n in _listing()])
+    try:
+        return sorted(__all__ + [_identifier(n) for n in _listing()])
+    except (ConnectionError, OSError):
+        return sorted(__all__)

@@ -243,7 +243,9 @@ impl CallTools {
                     }
                     Ok(body) => {
                         let n = body.len();
-                        let mut frame = br#"{"ok":true,"result":"#.to_vec();
+                        let mut frame =
+                            format!(r#"{{"ok":true,"version":{},"result":"#, self.gateway.version())
+                                .into_bytes();
                         frame.extend_from_slice(&body);
                         frame.push(b'}');
                         (Ok(frame), n, ok)
@@ -303,6 +305,9 @@ impl GuestTools for CallTools {
         };
         match frame.op.as_str() {
             "source" => MODULE_SOURCE.as_bytes().to_vec(),
+            "version" => json!({"ok": true, "version": self.gateway.version()})
+                .to_string()
+                .into_bytes(),
             "list" => self.list(deadline).await.to_string().into_bytes(),
             "call" => match self.call(&frame.server, &frame.tool, frame.args, deadline).await {
                 Ok(frame) => frame,

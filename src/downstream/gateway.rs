@@ -72,6 +72,11 @@ impl Gateway {
         gateway
     }
 
+    /// The number [`Gateway::changes`] is at: the guest keeps its listing while it stays.
+    pub fn version(&self) -> u64 {
+        *self.version.borrow()
+    }
+
     /// Bumps whenever a server's tools may have changed (started, died, listed again).
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.version.subscribe()

@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept]`,
+//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode]`,
 //! `cargo xtask bundle`, `cargo xtask layers [--all]`.
 
 mod bench;
@@ -44,6 +44,9 @@ enum Task {
         /// Measure only a first install: the bundle started on an empty home (minutes).
         #[arg(long)]
         fresh: bool,
+        /// Measure only code mode: downstream tool calls from guest code beside direct ones.
+        #[arg(long)]
+        code_mode: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle,
@@ -107,6 +110,7 @@ fn main() -> anyhow::Result<()> {
             remote,
             kept,
             fresh,
+            code_mode,
         } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
@@ -116,6 +120,7 @@ fn main() -> anyhow::Result<()> {
                 (fresh, bench::Part::Fresh),
                 (kept, bench::Part::Kept),
                 (remote, bench::Part::Remote),
+                (code_mode, bench::Part::CodeMode),
             ]
             .into_iter()
             .find_map(|(asked, part)| asked.then_some(part));

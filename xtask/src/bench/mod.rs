@@ -2,10 +2,12 @@
 //! process, so the ratios mean something on a noisy machine.
 //!
 //! The entry points here run the parts: [`stdio`] (one server's round trips and speed),
-//! [`pandas`] (the data stack), [`persistence`], [`memory`], [`remote`] and [`kept`], all
+//! [`pandas`] (the data stack), [`persistence`], [`memory`], [`remote`], [`kept`] and
+//! [`code_mode`], all
 //! through [`harness`], printed by [`table`] beside [`baselines`].
 
 mod baselines;
+mod code_mode;
 mod fresh;
 mod harness;
 mod kept;
@@ -33,6 +35,8 @@ pub enum Part {
     Kept,
     /// `--fresh`: a first install, the bundle started on an empty home.
     Fresh,
+    /// `--code-mode`: downstream tool calls from guest code, and the bytes the model receives.
+    CodeMode,
 }
 
 /// Only the rows of `part`, with its note.
@@ -46,6 +50,10 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
         Part::Kept => {
             eprintln!("bench: 1,000 kept sandboxes (start, listing, 50 clients, eviction)");
             kept::rows(&bin, &home).await?
+        }
+        Part::CodeMode => {
+            eprintln!("bench: code mode (downstream calls from guest code)");
+            code_mode::rows(&root, &bin, &home).await?
         }
         Part::Fresh => {
             let bundle = xtask::bundle::ensure_current(&root, &bin, &home).await?;
