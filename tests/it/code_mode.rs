@@ -246,6 +246,26 @@ async fn errors_say_what_happened_as_python_exceptions() {
         assert_eq!(got, name, "{expr}: {v}");
         assert!(value.contains(says), "{expr}: {value}");
     }
+    // Guest code can send only the module's own operations: no other JSON-RPC (resources,
+    // prompts) passes, and a broken frame is told so.
+    let v = run(
+        &server,
+        &sb,
+        "import _host, json
+[json.loads(_host.call(f))['error']['kind'] for f in (b'{\"mcp\":1,\"op\":\"resources/read\",\"uri\":\"file:///etc/passwd\"}', b'{\"mcp\":1,', b'{\"mcp\":1,\"op\":\"call\",\"server\":\"everything\",\"tool\":\"echo\",\"args\":[1]}')]",
+    )
+    .await;
+    assert_eq!(v["result"], "['protocol', 'protocol', 'invalid_arguments']", "{v}");
+    // We declare no sampling or elicitation, so a server offers no tools that need them.
+    let v = run(
+        &server,
+        &sb,
+        "import mcp_tools
+[t for t in mcp_tools.servers()['everything'] if 'sampling' in t or 'elicitation' in t]",
+    )
+    .await;
+    assert_eq!(v["result"], "[]", "{v}");
+
     // The call budget: CODE_SANDBOX_MCP_CALLS per execute_code call, then a clear error.
     let v = run(
         &server,
