@@ -255,7 +255,10 @@ async fn errors_say_what_happened_as_python_exceptions() {
 [json.loads(_host.call(f))['error']['kind'] for f in (b'{\"mcp\":1,\"op\":\"resources/read\",\"uri\":\"file:///etc/passwd\"}', b'{\"mcp\":1,', b'{\"mcp\":1,\"op\":\"call\",\"server\":\"everything\",\"tool\":\"echo\",\"args\":[1]}')]",
     )
     .await;
-    assert_eq!(v["result"], "['protocol', 'protocol', 'invalid_arguments']", "{v}");
+    assert_eq!(
+        v["result"], "['protocol', 'protocol', 'invalid_arguments']",
+        "{v}"
+    );
     // We declare no sampling or elicitation, so a server offers no tools that need them.
     let v = run(
         &server,
@@ -287,9 +290,7 @@ async fn errors_say_what_happened_as_python_exceptions() {
     assert!(v["result"].as_str().unwrap().contains("again"), "{v}");
 
     // The model is told which servers its code may call, with their tool counts.
-    let tools = server.client.list_all_tools().await.unwrap();
-    let exec = tools.iter().find(|t| t.name == "execute_code").unwrap();
-    let said = exec.description.as_deref().unwrap();
+    let said = common::tool_description(&server.client, "execute_code").await;
     assert!(said.contains("import mcp_tools"), "{said}");
     assert!(said.contains("memory (9 tools)"), "{said}");
     assert!(
@@ -365,6 +366,38 @@ async fn a_server_killed_mid_call_raises_connection_error_and_is_started_again()
     let again = children_running(&server, "server-everything");
     assert_eq!(again.len(), 1, "{again:?}");
     assert_ne!(again[0], pids[0]);
+
+    // At shutdown every server it started stops with it.
+    let all: Vec<i32> = [
+        "server-everything",
+        "server-memory",
+        "server-filesystem",
+        "mcp-server-time",
+    ]
+    .iter()
+    .flat_map(|s| children_running(&server, s))
+    .collect();
+    assert_eq!(all.len(), 4, "{all:?}");
+    let Ok(server) = Arc::try_unwrap(server) else {
+        panic!("the server is still shared")
+    };
+    server.stop().await;
+    for _ in 0..100 {
+        if all.iter().all(|&pid| gone_or_zombie(pid)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left: Vec<i32> = all.iter().copied().filter(|&pid| !gone_or_zombie(pid)).collect();
+    assert!(left.is_empty(), "still running after shutdown: {left:?}");
+}
+
+/// Whether `pid` has exited (it may linger as a zombie until its parent reaps it).
+fn gone_or_zombie(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()) == Some("Z"),
+    }
 }
 
 #[tokio::test]
@@ -518,9 +551,8 @@ async fn a_streamable_http_server_is_reached_and_without_servers_the_import_says
     let (name, value) = error_of(&v);
     assert_eq!(name, "ImportError", "{v}");
     assert!(value.contains("CODE_SANDBOX_MCP_SERVERS"), "{value}");
-    let tools = plain.client.list_all_tools().await.unwrap();
-    let exec = tools.iter().find(|t| t.name == "execute_code").unwrap();
-    assert!(!exec.description.as_deref().unwrap().contains("mcp_tools"));
+    let said = common::tool_description(&plain.client, "execute_code").await;
+    assert!(!said.contains("mcp_tools"), "{said}");
     plain.stop().await;
 }
 
@@ -552,14 +584,7 @@ async fn in_remote_mode_only_a_principal_whose_token_names_a_server_reaches_it()
     let (name, value) = error_of(&v);
     assert_eq!(name, "PermissionError", "{v}");
     assert!(value.contains("mcp=everything"), "{value}");
-    let tools = alice.client.list_all_tools().await.unwrap();
-    let said = tools
-        .iter()
-        .find(|t| t.name == "execute_code")
-        .unwrap()
-        .description
-        .clone()
-        .unwrap();
+    let said = common::tool_description(&alice.client, "execute_code").await;
     assert!(
         said.contains("memory (") && !said.contains("everything ("),
         "{said}"
@@ -572,14 +597,7 @@ async fn in_remote_mode_only_a_principal_whose_token_names_a_server_reaches_it()
     let (name, value) = error_of(&v);
     assert_eq!(name, "ImportError", "{v}");
     assert!(value.contains("mcp=NAME"), "{value}");
-    let tools = bob.client.list_all_tools().await.unwrap();
-    let said = tools
-        .iter()
-        .find(|t| t.name == "execute_code")
-        .unwrap()
-        .description
-        .clone()
-        .unwrap();
+    let said = common::tool_description(&bob.client, "execute_code").await;
     assert!(!said.contains("mcp_tools"), "{said}");
     remote.terminate().await;
 }

@@ -222,3 +222,16 @@ pub fn text_of(r: &CallToolResult) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The description a client is given for the tool `name`.
+pub async fn tool_description<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    name: &str,
+) -> String {
+    let tools = client.list_all_tools().await.expect("tools/list");
+    tools
+        .into_iter()
+        .find(|t| t.name == name)
+        .and_then(|t| t.description.map(|d| d.to_string()))
+        .unwrap_or_else(|| panic!("no tool {name}"))
+}

@@ -893,3 +893,30 @@ async fn background_runs_work_on_e2b() {
     assert_eq!(last.0["result"], "'ticked'");
     let _ = c.cancel().await;
 }
+
+#[tokio::test]
+async fn code_mode_is_said_to_be_unavailable_on_e2b() {
+    let (url, _fake) = start_fake().await;
+    let dir = std::env::temp_dir().join(format!("mcs-e2b-code-mode-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let servers = dir.join("servers.json");
+    std::fs::write(
+        &servers,
+        r#"{"mcpServers": {"memory": {"command": "node", "args": ["x.js"]}}}"#,
+    )
+    .unwrap();
+    let servers = servers.display().to_string();
+    let c = server_with(
+        &url,
+        KEY,
+        &std::env::temp_dir().join("mcs-e2b-home"),
+        false,
+        &[("CODE_SANDBOX_MCP_SERVERS", &servers)],
+    )
+    .await;
+    let said = crate::common::tool_description(&c, "execute_code").await;
+    assert!(said.contains("not available with the e2b backend"), "{said}");
+    assert!(!said.contains("import mcp_tools"), "{said}");
+    let _ = c.cancel().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
