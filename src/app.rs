@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::config::{Backend, Settings, Transport};
 use crate::downstream::Gateway;
+use crate::egress::{EgressError, NetPolicy};
 use crate::sandbox::{Interpreter, SandboxError};
 
 pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxError> {
@@ -36,4 +37,22 @@ pub fn code_mode(settings: &Settings, backend: &dyn Interpreter) -> Option<Arc<G
     }
     let own = matches!(settings.transport, Transport::Http).then_some(settings.listen.as_str());
     Some(Gateway::start(file, own, settings.mcp_calls))
+}
+
+/// The hosts sandbox code may reach, or `None` (no network). A bad entry or CA file stops the
+/// start with what to fix: it is a security setting, and guessing would widen or break it.
+/// Read before the backend starts, so a bad entry stops the start at once.
+pub fn network(settings: &Settings) -> Result<Option<Arc<NetPolicy>>, EgressError> {
+    let policy = crate::egress::policy(
+        &settings.allow_hosts,
+        settings.ca_file.as_deref(),
+        settings.net_bytes,
+    )?;
+    if policy.is_some() && settings.interpreter_type != Backend::Wasm {
+        tracing::warn!(
+            "CODE_SANDBOX_ALLOW_HOSTS is ignored: the e2b backend's sandboxes have their own network"
+        );
+        return Ok(None);
+    }
+    Ok(policy)
 }

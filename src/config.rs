@@ -148,6 +148,21 @@ pub struct Settings {
     )]
     pub mcp_servers: Option<PathBuf>,
 
+    /// Hosts sandbox code may reach over HTTP(S) through the host (`api.example.com`,
+    /// `*.example.org`, `127.0.0.1:8443`, `http://intranet:8080`; comma-separated, or the flag
+    /// repeated). None (the default): no network at all.
+    #[arg(long = "allow-host", env = "CODE_SANDBOX_ALLOW_HOSTS", value_delimiter = ',')]
+    pub allow_hosts: Vec<String>,
+
+    /// Bytes sandbox code may receive from the network per call.
+    #[arg(long, env = "CODE_SANDBOX_NET_BYTES", default_value_t = 100_000_000)]
+    pub net_bytes: u64,
+
+    /// PEM file of extra CA certificates trusted for sandbox code's HTTPS (the platform's trust
+    /// store stays).
+    #[arg(long, env = "CODE_SANDBOX_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+
     /// Downstream tool calls one execute_code call may make (code mode).
     #[arg(long, env = "CODE_SANDBOX_MCP_CALLS", default_value_t = 200)]
     pub mcp_calls: usize,

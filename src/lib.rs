@@ -4,13 +4,15 @@
 //! [`sandbox`] defines the backend traits and the data they exchange; [`wasm`] and [`e2b`]
 //! implement them; [`tenancy`] shares one backend between principals; [`remote`] serves MCP
 //! over HTTP; [`runtime`] fetches and verifies the pinned CPython-on-WASI build; [`downstream`]
-//! reaches the user's other MCP servers for code mode.
+//! reaches the user's other MCP servers for code mode; [`egress`] makes guest code's requests
+//! to the hosts the user allows.
 
 pub mod app;
 pub mod config;
 pub mod disk_quota;
 pub mod downstream;
 pub mod e2b;
+pub mod egress;
 pub mod lock;
 pub mod remote;
 pub mod runtime;

@@ -117,6 +117,7 @@ fn raise_open_file_limit() {}
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     raise_open_file_limit();
     let settings = Arc::new(settings);
+    let network = mcp_code_sandbox::app::network(&settings)?;
     let backend = mcp_code_sandbox::app::backend(settings.clone())?;
     let code_mode = mcp_code_sandbox::app::code_mode(&settings, backend.as_ref());
     match settings.transport {
@@ -128,15 +129,16 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
                 }
                 tracing::info!("signal received, shutting down");
             };
-            remote::serve(settings, backend, code_mode, quit).await?;
+            remote::serve(settings, backend, code_mode, network, quit).await?;
         }
         Transport::Stdio => {
             // The local user: a remote-mode server on the same home may have made sandboxes
             // that belong to its principals, and those stay theirs.
             let backend =
                 mcp_code_sandbox::tenancy::LocalView::wrap(backend, settings.home_dir().join("owners.json"));
-            let server =
-                SandboxServer::new(backend.clone(), settings.clone()).with_code_mode(code_mode.clone());
+            let server = SandboxServer::new(backend.clone(), settings.clone())
+                .with_code_mode(code_mode.clone())
+                .with_network(network);
             tracing::info!("serving MCP over stdio ({} backend)", backend.backend());
             let transport = StdioTransport::new(
                 tokio::io::stdin(),

@@ -204,3 +204,211 @@ def __code_sandbox_rebirth():
 
 __code_sandbox_rebirth()
 del __code_sandbox_rebirth
+
+
+def __code_sandbox_network():
+    # The guest has no sockets: http.client (and urllib, pandas and whatever builds on them)
+    # sends each request through the host door instead, and the host makes it, to the hosts
+    # the user allows (CODE_SANDBOX_ALLOW_HOSTS) and nowhere else. http.client and
+    # urllib.request are patched when first imported (or now, if they already are).
+    import sys
+
+    import _host
+
+    def ask(frame):
+        import json
+
+        try:
+            return _host.call(json.dumps(frame).encode())
+        except ConnectionRefusedError:
+            return b'{"ok":false,"error":{"kind":"off","message":"network access is off: the user allows hosts with CODE_SANDBOX_ALLOW_HOSTS"}}'
+
+    def failure(error):
+        kind, message = error.get("kind"), error.get("message", "the request failed")
+        cls = {"off": PermissionError, "denied": PermissionError, "timeout": TimeoutError}.get(kind, ConnectionError)
+        return cls(message)
+
+    def patch_http_client(hc):
+        if getattr(hc, "__code_sandbox_net__", False):
+            return
+        import base64
+        import io
+        import json
+
+        class Body(io.RawIOBase):
+            # The response as http.client reads it from a socket: its head, then the body in
+            # pieces the host hands over as they arrive.
+            def __init__(self, head, rid):
+                self.pending, self.rid, self.eof = head, rid, False
+
+            def readable(self):
+                return True
+
+            def readinto(self, b):
+                while not self.pending and not self.eof:
+                    piece = ask({"net": 1, "op": "read", "id": self.rid})
+                    if piece[:1] == b"E":
+                        self.eof = True
+                        raise failure(json.loads(piece[1:])["error"])
+                    self.pending = piece[1:]
+                    self.eof = not self.pending
+                n = min(len(b), len(self.pending))
+                b[:n] = self.pending[:n]
+                self.pending = self.pending[n:]
+                return n
+
+            def close(self):
+                if not self.closed and not self.eof:
+                    self.eof = True
+                    ask({"net": 1, "op": "close", "id": self.rid})
+                super().close()
+
+        class Sock:
+            def __init__(self, raw):
+                self.raw = raw
+
+            def makefile(self, *args, **kwargs):
+                return io.BufferedReader(self.raw, 1 << 16)
+
+            def close(self):
+                pass
+
+        def connect(self):
+            self.sock = Sock(None)
+
+        def send(self, data):
+            if hasattr(data, "read"):
+                data = data.read()
+            if isinstance(data, str):
+                data = data.encode("iso-8859-1")
+            self.__dict__.setdefault("_sandbox_out", bytearray()).extend(bytes(data))
+
+        def getresponse(self):
+            out = bytes(self.__dict__.pop("_sandbox_out", b""))
+            head, _, body = out.partition(b"\r\n\r\n")
+            lines = head.decode("iso-8859-1").split("\r\n")
+            method, target = (lines[0].split(" ") + ["", ""])[:2]
+            headers = [tuple(part.strip() for part in line.split(":", 1)) for line in lines[1:] if ":" in line]
+            if any(k.lower() == "transfer-encoding" and "chunked" in v.lower() for k, v in headers):
+                body = dechunk(body)
+            scheme = "https" if isinstance(self, hc.HTTPSConnection) else "http"
+            if target.startswith(("http://", "https://")):
+                url = target
+            else:
+                host = f"[{self.host}]" if ":" in self.host else self.host
+                url = f"{scheme}://{host}:{self.port}{target}"
+            answer = json.loads(
+                ask({"net": 1, "op": "open", "method": method, "url": url, "headers": headers, "body": base64.b64encode(body).decode()})
+            )
+            self._HTTPConnection__state = hc._CS_IDLE
+            if not answer.get("ok"):
+                raise failure(answer.get("error") or {})
+            skip = {"transfer-encoding", "connection", "content-length"}
+            kept = [(k, v) for k, v in answer["headers"] if k.lower() not in skip or (k.lower() == "content-length" and method != "HEAD")]
+            raw_head = f"HTTP/1.1 {answer['status']} {answer['reason']}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in kept) + "Connection: close\r\n\r\n"
+            response = self.response_class(Sock(Body(raw_head.encode("iso-8859-1"), answer["id"])), method=method)
+            response.begin()
+            self.sock = None
+            return response
+
+        def dechunk(data):
+            out, rest = bytearray(), data
+            while rest:
+                size_line, _, rest = rest.partition(b"\r\n")
+                size = int(size_line.split(b";")[0] or b"0", 16)
+                if size == 0:
+                    break
+                out += rest[:size]
+                rest = rest[size + 2 :]
+            return bytes(out)
+
+        hc.HTTPConnection.connect = connect
+        hc.HTTPConnection.send = send
+        hc.HTTPConnection.getresponse = getresponse
+
+        class HTTPSConnection(hc.HTTPConnection):
+            # HTTPS made by the host (the guest has no ssl module): certificates are checked there.
+            default_port = hc.HTTPS_PORT
+
+            def __init__(self, host, port=None, *, timeout=None, source_address=None, context=None, blocksize=8192, **kwargs):
+                super().__init__(host, port, timeout=timeout, source_address=source_address, blocksize=blocksize)
+
+        if not hasattr(hc, "HTTPSConnection"):
+            hc.HTTPSConnection = HTTPSConnection
+            hc._create_https_context = lambda *args, **kwargs: None
+        hc.__code_sandbox_net__ = True
+
+    def patch_urllib_request(ur):
+        if getattr(ur, "__code_sandbox_net__", False):
+            return
+        import http.client
+
+        if not hasattr(ur, "HTTPSHandler"):
+
+            class HTTPSHandler(ur.AbstractHTTPHandler):
+                def __init__(self, debuglevel=None, context=None, check_hostname=None):
+                    super().__init__(debuglevel or 0)
+
+                def https_open(self, req):
+                    return self.do_open(http.client.HTTPSConnection, req)
+
+                https_request = ur.AbstractHTTPHandler.do_request_
+
+            ur.HTTPSHandler = HTTPSHandler
+            ur._opener = None
+        do_open = ur.AbstractHTTPHandler.do_open
+
+        def unwrapped(self, http_class, req, **kwargs):
+            # A refused host is a PermissionError that names the setting, not a URLError.
+            try:
+                return do_open(self, http_class, req, **kwargs)
+            except ur.URLError as err:
+                if isinstance(err.reason, (PermissionError, TimeoutError)):
+                    raise err.reason from None
+                raise
+
+        ur.AbstractHTTPHandler.do_open = unwrapped
+        ur.__code_sandbox_net__ = True
+
+    patches = {"http.client": patch_http_client, "urllib.request": patch_urllib_request}
+
+    class NetworkHook:
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            patch = patches.get(name)
+            if patch is None:
+                return None
+            for finder in sys.meta_path:
+                if finder is NetworkHook or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+            inner = spec.loader
+
+            class Loader:
+                @staticmethod
+                def create_module(spec):
+                    return inner.create_module(spec)
+
+                @staticmethod
+                def exec_module(module):
+                    inner.exec_module(module)
+                    if name == "urllib.request":
+                        patch_http_client(sys.modules["http.client"])
+                    patch(module)
+
+            spec.loader = Loader
+            return spec
+
+    sys.meta_path.insert(0, NetworkHook)
+    if "http.client" in sys.modules:
+        patch_http_client(sys.modules["http.client"])
+    if "urllib.request" in sys.modules:
+        patch_urllib_request(sys.modules["urllib.request"])
+
+
+__code_sandbox_network()
+del __code_sandbox_network

@@ -14,7 +14,7 @@ use super::gateway::{Allowed, Gateway};
 use super::link::{Called, Link};
 use crate::lock::Locked;
 use crate::sandbox::call_scope::{self, CallScope};
-use crate::sandbox::{GuestTools, ToolCall};
+use crate::sandbox::{GuestServices, ToolCall};
 
 /// The guest module, sent to the guest when it first imports `mcp_tools`.
 const MODULE_SOURCE: &str = include_str!("../../runtime/guest/mcp_tools.py");
@@ -297,7 +297,7 @@ impl CallTools {
 }
 
 #[async_trait]
-impl GuestTools for CallTools {
+impl GuestServices for CallTools {
     async fn answer(&self, frame: &[u8], deadline: Instant) -> Vec<u8> {
         let frame: Frame = match serde_json::from_slice(frame) {
             Ok(f) => f,

@@ -2,7 +2,7 @@
 //! rmcp's client, whose tools guest code calls through the `mcp_tools` module.
 //!
 //! `config` reads the servers file, `link` is one server's session (`child` its process), `gateway` all of them,
-//! and `frames` one execution's calls (the [`GuestTools`](crate::sandbox::GuestTools) a
+//! and `frames` one execution's calls (the [`GuestServices`](crate::sandbox::GuestServices) a
 //! backend carries frames to).
 
 mod child;

@@ -366,6 +366,7 @@ mod tests {
                 name: "local".into(),
                 quota: q,
                 mcp_servers: std::sync::Arc::from([]),
+                hosts: None,
             },
             listen.parse().unwrap(),
             &hosts.iter().map(|s| s.to_string()).collect::<Vec<_>>(),

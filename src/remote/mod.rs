@@ -68,6 +68,7 @@ pub async fn serve(
     settings: Arc<Settings>,
     backend: Arc<dyn Interpreter>,
     code_mode: Option<Arc<crate::downstream::Gateway>>,
+    network: Option<Arc<crate::egress::NetPolicy>>,
     quit: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), RemoteError> {
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&settings.listen)
@@ -108,6 +109,7 @@ pub async fn serve(
         // Code mode needs a tokens line naming the servers (`mcp=`): any local process can
         // reach a tokenless server, and the servers run with this machine's credentials.
         mcp_servers: Arc::from([]),
+        hosts: None,
     };
     let principals = book.as_ref().map_or(1, TokenBook::len);
     let guard = Arc::new(Guard::new(
@@ -131,8 +133,9 @@ pub async fn serve(
         settings.default_memory_mb,
     );
     let in_flight = Arc::new(InFlight::default());
-    let template =
-        SandboxServer::remote(backend.clone(), settings.clone(), tenancy).with_code_mode(code_mode.clone());
+    let template = SandboxServer::remote(backend.clone(), settings.clone(), tenancy)
+        .with_code_mode(code_mode.clone())
+        .with_network(network);
     let sessions = Arc::new(LocalSessionManager::default());
     guard.watch_sessions(sessions.clone());
     let stop = CancellationToken::new();

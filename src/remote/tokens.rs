@@ -39,6 +39,7 @@ struct Entry {
     hash: [u8; 32],
     quota: Quota,
     mcp_servers: Arc<[String]>,
+    hosts: Option<Arc<[String]>>,
 }
 
 /// The principals of the tokens file, kept in step with the file.
@@ -94,7 +95,18 @@ fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
         }
         let mut quota = defaults;
         let mut mcp_servers: Arc<[String]> = Arc::from([]);
+        let mut hosts: Option<Arc<[String]>> = None;
         for w in words {
+            if let Some(list) = w.strip_prefix("hosts=") {
+                hosts = Some(
+                    list.split(',')
+                        .map(str::trim)
+                        .filter(|h| !h.is_empty())
+                        .map(str::to_string)
+                        .collect(),
+                );
+                continue;
+            }
             if let Some(list) = w.strip_prefix("mcp=") {
                 mcp_servers = list
                     .split(',')
@@ -112,7 +124,7 @@ fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
                 Some(("memory_mb", v)) => quota.memory_mb = v,
                 Some(("disk_mb", v)) => quota.disk_mb = v,
                 _ => tracing::warn!(
-                    "{}:{}: '{w}' is not sandboxes=N, memory_mb=N, disk_mb=N or mcp=NAME,NAME; ignored",
+                    "{}:{}: '{w}' is not sandboxes=N, memory_mb=N, disk_mb=N, mcp=NAME,NAME or hosts=PATTERN,PATTERN; ignored",
                     file.display(),
                     n + 1
                 ),
@@ -123,6 +135,7 @@ fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
             hash,
             quota,
             mcp_servers,
+            hosts,
         });
     }
     out
@@ -188,6 +201,7 @@ impl TokenBook {
                     name: e.name.as_str().into(),
                     quota: e.quota,
                     mcp_servers: e.mcp_servers.clone(),
+                    hosts: e.hosts.clone(),
                 });
             }
         }

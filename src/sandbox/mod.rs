@@ -3,7 +3,7 @@
 //! backend plugs in by implementing them and adding a line to [`crate::app::backend`].
 
 pub mod call_scope;
-mod guest_tools;
+mod guest_services;
 pub mod last_use;
 pub mod open_set;
 pub mod paths;
@@ -12,7 +12,7 @@ pub mod text_cap;
 pub mod timeouts;
 mod types;
 
-pub use guest_tools::{GuestTools, ToolCall};
+pub use guest_services::{GuestServices, NetUse, ToolCall};
 pub use types::*;
 
 use async_trait::async_trait;

@@ -104,7 +104,7 @@ pub struct ExecOptions {
     /// Every byte of output, as it is written.
     pub output: Option<OutputSink>,
     /// The other MCP servers' tools the code may call (code mode); `None`: no tools.
-    pub tools: Option<std::sync::Arc<dyn super::GuestTools>>,
+    pub tools: Option<std::sync::Arc<dyn super::GuestServices>>,
 }
 
 /// Which limit stopped a call.
@@ -156,6 +156,8 @@ pub struct Execution {
     pub notes: Vec<String>,
     /// The downstream tool calls the code made (code mode).
     pub tool_calls: Vec<super::ToolCall>,
+    /// The hosts the code reached (egress).
+    pub network: Vec<super::NetUse>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]

@@ -8,6 +8,7 @@ use super::handler::SandboxServer;
 use super::tools;
 use crate::config::Settings;
 use crate::downstream::{Allowed, Gateway};
+use crate::egress::NetPolicy;
 use crate::sandbox::Interpreter;
 use crate::tenancy::Tenancy;
 
@@ -28,7 +29,14 @@ impl SandboxServer {
             runs: Arc::default(),
             code_mode: None,
             mcp_allowed: Allowed::All,
+            net: None,
+            hosts_narrowed: None,
         }
+    }
+
+    /// Lets sandbox code reach the hosts the user allows (egress).
+    pub fn with_network(self, net: Option<Arc<NetPolicy>>) -> Self {
+        SandboxServer { net, ..self }
     }
 
     /// Lets sandbox code call the user's other MCP servers (code mode).

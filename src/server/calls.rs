@@ -11,8 +11,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
 use super::SandboxServer;
+use super::services::CallServices;
 use crate::downstream::{Allowed, CallTools};
-use crate::sandbox::GuestTools;
+use crate::egress::{Egress, HostRule};
+use crate::sandbox::GuestServices;
 use crate::sandbox::call_scope::{self, CallScope, Notify};
 use crate::tenancy::Principal;
 
@@ -65,8 +67,22 @@ impl SandboxServer {
                 None,
             )
         })?;
+        // A principal's `hosts=` narrows the server's list; an entry that is not a pattern
+        // narrows it to nothing rather than being skipped.
+        let hosts_narrowed = who.hosts.as_ref().map(|list| {
+            list.iter()
+                .filter_map(|h| match HostRule::parse(h) {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        tracing::warn!("principal {}: {e}", who.name);
+                        None
+                    }
+                })
+                .collect()
+        });
         Ok(SandboxServer {
             mcp_allowed: Allowed::Only(who.mcp_servers.clone()),
+            hosts_narrowed,
             backend: tenancy.view(who),
             ..self.clone()
         })
@@ -82,11 +98,22 @@ impl SandboxServer {
         }
     }
 
-    /// The tools one execution's code may call, if any: `in_call` when the execution answers
-    /// this call (its progress then names the tool it waits for), not for a background run.
-    pub(super) fn guest_tools(&self, in_call: bool) -> Option<Arc<dyn GuestTools>> {
-        let tools = CallTools::for_call(self.code_mode.as_ref()?, self.mcp_allowed.clone(), in_call)?;
-        Some(tools)
+    /// What one execution's code may reach beyond its sandbox, if anything: `in_call` when the
+    /// execution answers this call (its progress then names the tool it waits for), not for a
+    /// background run.
+    pub(super) fn guest_services(&self, in_call: bool) -> Option<Arc<dyn GuestServices>> {
+        let tools = self
+            .code_mode
+            .as_ref()
+            .and_then(|g| CallTools::for_call(g, self.mcp_allowed.clone(), in_call));
+        let net = self
+            .net
+            .as_ref()
+            .map(|policy| Egress::new(policy.clone(), self.hosts_narrowed.clone()));
+        if tools.is_none() && net.is_none() {
+            return None;
+        }
+        Some(Arc::new(CallServices { tools, net }))
     }
 
     pub(super) async fn dispatch(

@@ -248,6 +248,7 @@ fn shape_with(
         state: None,
         started_at: None,
         tool_calls: ex.tool_calls.clone(),
+        network: ex.network.clone(),
     };
 
     // Figures get what the text leaves, less room for the links and the note about them.

@@ -15,6 +15,7 @@ use rmcp::{ServerHandler, tool_handler};
 
 use crate::config::Settings;
 use crate::downstream::{Allowed, Gateway};
+use crate::egress::{HostRule, NetPolicy};
 use crate::sandbox::Interpreter;
 use crate::tenancy::Tenancy;
 
@@ -33,6 +34,10 @@ pub struct SandboxServer {
     pub(super) code_mode: Option<Arc<Gateway>>,
     /// Which of them this caller's code may use (a remote principal: its tokens line's).
     pub(super) mcp_allowed: Allowed,
+    /// The hosts sandbox code may reach, when the user allows any.
+    pub(super) net: Option<Arc<NetPolicy>>,
+    /// A remote principal's `hosts=`, which narrows them.
+    pub(super) hosts_narrowed: Option<Vec<HostRule>>,
 }
 
 const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state between calls. \

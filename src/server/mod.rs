@@ -15,6 +15,7 @@ mod request_id;
 mod resources;
 mod runs;
 mod schema;
+mod services;
 mod stdio;
 mod tasks;
 mod tools;

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{FileEntry, InstallOutcome, LimitKind, PyError, SandboxStatus, ToolCall};
+use crate::sandbox::{FileEntry, InstallOutcome, LimitKind, NetUse, PyError, SandboxStatus, ToolCall};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CloseResult {
@@ -111,6 +111,9 @@ pub struct ExecResult {
     /// Code mode: each call the code made to the user's other MCP servers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// The hosts the code reached over the network, and the bytes received from each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<NetUse>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

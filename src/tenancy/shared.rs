@@ -28,6 +28,8 @@ pub struct Principal {
     /// The downstream MCP servers this principal's code may call (code mode); none unless its
     /// tokens line names them, since they run with the host's credentials.
     pub mcp_servers: Arc<[String]>,
+    /// `hosts=` on its tokens line: narrows the hosts its code may reach (never widens them).
+    pub hosts: Option<Arc<[String]>>,
 }
 
 /// Calls one principal may have waiting for a slot; more are refused rather than queued.

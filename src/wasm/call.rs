@@ -121,7 +121,10 @@ pub async fn execute(
     call.finish();
     let ended = out.status.is_err();
     let mut ex = results::execution(out, before, timeout.as_secs_f64());
-    ex.tool_calls = opts.tools.as_ref().map(|t| t.calls()).unwrap_or_default();
+    if let Some(services) = &opts.tools {
+        ex.tool_calls = services.calls();
+        ex.network = services.network();
+    }
     if let Some(why) = after_call.reset_reason() {
         ex.state_lost = true;
         ex.notes.push(format!(

@@ -17,6 +17,7 @@ mod keeping;
 mod layers;
 mod lifecycle;
 mod limits;
+mod network;
 mod packages;
 mod persistence;
 mod prepare;

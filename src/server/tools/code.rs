@@ -70,7 +70,7 @@ impl SandboxServer {
             timeout,
             cancel: Some(context.ct.clone()),
             progress: progress_reporter(),
-            tools: self.guest_tools(true),
+            tools: self.guest_services(true),
             ..ExecOptions::default()
         }
     }

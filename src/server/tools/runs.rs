@@ -39,7 +39,7 @@ impl SandboxServer {
             progress: None,
             background: Some(run.id.clone()),
             output: Some(Arc::new(move |kind, bytes: &[u8]| sink_run.output(kind, bytes))),
-            tools: self.guest_tools(false),
+            tools: self.guest_services(false),
         };
         let me = self.clone();
         let task_run = run.clone();
@@ -83,6 +83,7 @@ impl SandboxServer {
             state: Some(RunState::Running),
             started_at: Some(run.started_at.clone()),
             tool_calls: Vec::new(),
+            network: Vec::new(),
         };
         ok(&res, notes.join("\n"))
     }
@@ -230,6 +231,8 @@ struct EndedFields {
     saved_files: Vec<String>,
     #[serde(default)]
     tool_calls: Vec<crate::sandbox::ToolCall>,
+    #[serde(default)]
+    network: Vec<crate::sandbox::NetUse>,
 }
 
 impl EndedFields {
@@ -250,6 +253,7 @@ impl EndedFields {
             state: None,
             started_at: None,
             tool_calls: self.tool_calls,
+            network: self.network,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! The guest prelude sends small JSON messages through it (a final expression's repr, a
 //! structured exception, a figure's PNG), so results never have to be scraped from stdout.
 //! Frames of code mode's `mcp_tools` module pass through it too, to the call's
-//! [`GuestTools`], and their answers come back the same way.
+//! [`GuestServices`], and their answers come back the same way.
 //! Everything arriving here is guest-controlled: sizes are capped and bounds checked, and the
 //! function never traps, since a trap would end the session.
 
@@ -13,7 +13,7 @@ use std::time::Instant;
 use wasmtime::{Caller, Extern, Linker};
 
 use super::guest_memory;
-use crate::sandbox::GuestTools;
+use crate::sandbox::GuestServices;
 
 /// Largest single message (a big PNG fits; a runaway loop does not).
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -37,9 +37,10 @@ fn is_runtime_tool_frame(message: &[u8]) -> bool {
     message.starts_with(br#"{"v""#)
 }
 
-/// A frame of code mode's `mcp_tools` module (runtime/guest/mcp_tools.py).
-fn is_mcp_frame(message: &[u8]) -> bool {
-    message.starts_with(br#"{"mcp""#)
+/// A frame for the call's services: code mode's `mcp_tools` module (runtime/guest/mcp_tools.py)
+/// or the prelude's HTTP client (egress).
+fn is_service_frame(message: &[u8]) -> bool {
+    message.starts_with(br#"{"mcp""#) || message.starts_with(br#"{"net""#)
 }
 
 /// Messages received during the current call, and the tools it may call.
@@ -49,7 +50,7 @@ pub struct Inbox {
     pub bytes: usize,
     pub dropped: usize,
     /// Code mode: the tools this call's code may use, and when its turn ends.
-    pub tools: Option<(Arc<dyn GuestTools>, Instant)>,
+    pub tools: Option<(Arc<dyn GuestServices>, Instant)>,
     pub tool_frames: usize,
 }
 
@@ -117,7 +118,7 @@ async fn answer<T: Send>(
     if is_runtime_tool_frame(&message) {
         return NO_HOST;
     }
-    if is_mcp_frame(&message) {
+    if is_service_frame(&message) {
         let inbox = inbox_of(caller.data_mut());
         let Some((tools, deadline)) = inbox.tools.clone() else {
             return NO_HOST;

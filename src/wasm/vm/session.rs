@@ -23,7 +23,7 @@ use super::turn::{DeadlineReached, Ended, TurnOutput, classify, run_turn};
 const WASM_PAGE: u64 = 64 << 10;
 use super::state::GuestState;
 use crate::sandbox::paths::WORKSPACE;
-use crate::sandbox::{GuestTools, OutputKind, OutputSink};
+use crate::sandbox::{GuestServices, OutputKind, OutputSink};
 
 pub const PRELUDE: &str = include_str!("../../../runtime/guest/prelude.py");
 /// An interpreter started from a warm image has run the prelude already; it only needs
@@ -85,7 +85,7 @@ pub struct Session {
     stderr: Capture,
     metered: bool,
     /// Tools the next turn's code may call (code mode); that turn takes them.
-    lent_tools: Option<Arc<dyn GuestTools>>,
+    lent_tools: Option<Arc<dyn GuestServices>>,
 }
 
 impl Session {
@@ -337,7 +337,7 @@ impl Session {
 
     /// Lets the next turn's code call `tools` (code mode); only that turn, not the after-call
     /// turn or any later one.
-    pub fn lend_tools(&mut self, tools: Option<Arc<dyn GuestTools>>) {
+    pub fn lend_tools(&mut self, tools: Option<Arc<dyn GuestServices>>) {
         self.lent_tools = tools;
     }
 

@@ -1,9 +1,10 @@
-//! Code mode's seam: the other MCP servers' tools one execution may call from guest code.
+//! What guest code may reach beyond its sandbox during one execution: the user's other MCP
+//! servers' tools (code mode) and the hosts the user allows (egress).
 //!
 //! A backend only carries frames between its guest and this trait; what the frames mean
-//! (listing, calling, limits, the record of calls) belongs to whoever implements it, so a
-//! backend never learns about MCP clients, and the server decides per call (and per principal)
-//! what the code may reach.
+//! (listing, calling, requests, limits, the record of use) belongs to whoever implements it, so
+//! a backend never learns about MCP clients or HTTP, and the server decides per call (and per
+//! principal) what the code may reach.
 
 use std::time::Instant;
 
@@ -25,12 +26,24 @@ pub struct ToolCall {
 }
 
 #[async_trait]
-pub trait GuestTools: Send + Sync {
+pub trait GuestServices: Send + Sync {
     /// Answers one frame the guest's `mcp_tools` module sent. `deadline` is when the guest's
     /// turn ends: a call still going then is cancelled in time for the guest to hear so.
     /// Never fails: a bad frame gets a frame that says what was wrong.
     async fn answer(&self, frame: &[u8], deadline: Instant) -> Vec<u8>;
 
-    /// The calls made so far through this value, oldest first.
+    /// The tool calls made so far through this value, oldest first.
     fn calls(&self) -> Vec<ToolCall>;
+
+    /// The hosts reached so far, with the bytes received from each.
+    fn network(&self) -> Vec<NetUse> {
+        Vec::new()
+    }
+}
+
+/// A host guest code reached, and what it received from it.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct NetUse {
+    pub host: String,
+    pub bytes: u64,
 }

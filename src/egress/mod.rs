@@ -1,0 +1,65 @@
+//! Egress: HTTP(S) from guest code to the hosts the user allows (`CODE_SANDBOX_ALLOW_HOSTS`),
+//! made by the host on the guest's behalf, since the guest has no sockets. Off unless hosts are
+//! listed.
+//!
+//! `rules` is the allowlist, `address` the addresses never reached by name, `fetch` one
+//! execution's requests.
+
+mod address;
+mod fetch;
+mod rules;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use fetch::{Egress, NetPolicy};
+pub use rules::{HostRule, RuleError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    #[error(transparent)]
+    Rule(#[from] RuleError),
+    #[error(
+        "CODE_SANDBOX_CA_FILE {file} could not be used ({why}); it must be a PEM file of CA certificates"
+    )]
+    Roots { file: String, why: String },
+}
+
+/// The server's network policy, or `None` when no host is allowed (no network at all).
+pub fn policy(
+    allow: &[String],
+    ca_file: Option<&Path>,
+    max_bytes: u64,
+) -> Result<Option<Arc<NetPolicy>>, EgressError> {
+    let rules = allow
+        .iter()
+        .map(|s| s.trim())
+        .filter(|s| !s.is_empty())
+        .map(HostRule::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    if rules.is_empty() {
+        return Ok(None);
+    }
+    let roots = match ca_file.filter(|f| !f.as_os_str().is_empty()) {
+        None => Vec::new(),
+        Some(file) => {
+            let bad = |why: String| EgressError::Roots {
+                file: file.display().to_string(),
+                why,
+            };
+            let pem = std::fs::read(file).map_err(|e| bad(e.to_string()))?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(bad("it holds no certificate".into()));
+            }
+            certs
+        }
+    };
+    // reqwest is built without a default TLS provider (the E2B client installs the same one).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Ok(Some(Arc::new(NetPolicy {
+        rules,
+        roots,
+        max_bytes,
+    })))
+}

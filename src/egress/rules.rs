@@ -1,0 +1,171 @@
+//! The hosts guest code may reach (`CODE_SANDBOX_ALLOW_HOSTS`): `api.example.com`,
+//! `*.example.org`, an IP address, optionally `:port`, and `http://` in front for plain HTTP
+//! (HTTPS is the default and the only scheme otherwise).
+//!
+//! Hosts are compared after the WHATWG URL parser has normalised them (lower case, IDNA to
+//! punycode, IPv4 in decimal, octal or hex to dotted form), so a look-alike never matches a
+//! name it only resembles, and an IP address matches only an entry that is that address.
+
+use std::net::IpAddr;
+
+/// One entry of the allowlist.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostRule {
+    pub https: bool,
+    pub host: HostPattern,
+    /// `None`: the scheme's default port only.
+    pub port: Option<u16>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostPattern {
+    Name(String),
+    /// `*.example.org`: any name below it (not the name itself).
+    Below(String),
+    Ip(IpAddr),
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{entry:?} in CODE_SANDBOX_ALLOW_HOSTS is not a host pattern ({why}); write entries like api.example.com, *.example.org, 127.0.0.1:8443 or http://intranet.local:8080"
+)]
+pub struct RuleError {
+    pub entry: String,
+    pub why: String,
+}
+
+impl HostRule {
+    pub fn parse(entry: &str) -> Result<HostRule, RuleError> {
+        let bad = |why: &str| RuleError {
+            entry: entry.to_string(),
+            why: why.to_string(),
+        };
+        let text = entry.trim();
+        let (https, rest) = match text.split_once("://") {
+            Some(("https", rest)) => (true, rest),
+            Some(("http", rest)) => (false, rest),
+            Some(_) => return Err(bad("only http:// and https:// are schemes")),
+            None => (true, text),
+        };
+        if rest.contains(['/', '@', '?', '#']) || rest.is_empty() {
+            return Err(bad("a host, with an optional :port, and nothing else"));
+        }
+        let (wild, rest) = match rest.strip_prefix("*.") {
+            Some(r) => (true, r),
+            None => (false, rest),
+        };
+        // Let the URL parser normalise the host and port exactly as it will a request's.
+        let scheme = if https { "https" } else { "http" };
+        let url = reqwest::Url::parse(&format!("{scheme}://{rest}/")).map_err(|e| bad(&e.to_string()))?;
+        let host = match url.host() {
+            Some(url::Host::Domain(d)) => {
+                if d.ends_with('.') {
+                    return Err(bad("no trailing dot"));
+                }
+                if wild {
+                    HostPattern::Below(d.to_string())
+                } else {
+                    HostPattern::Name(d.to_string())
+                }
+            }
+            Some(url::Host::Ipv4(ip)) if !wild => HostPattern::Ip(IpAddr::V4(ip)),
+            Some(url::Host::Ipv6(ip)) if !wild => HostPattern::Ip(IpAddr::V6(ip)),
+            Some(_) => return Err(bad("a wildcard goes only before a name")),
+            None => return Err(bad("no host")),
+        };
+        Ok(HostRule {
+            https,
+            host,
+            port: url.port(),
+        })
+    }
+
+    /// Whether a request to `url` is what this entry allows.
+    pub fn permits(&self, url: &reqwest::Url) -> bool {
+        let scheme_ok = match url.scheme() {
+            "https" => self.https,
+            "http" => !self.https,
+            _ => false,
+        };
+        let default = if self.https { 443 } else { 80 };
+        let port_ok = url.port_or_known_default() == Some(self.port.unwrap_or(default));
+        let host_ok = match (url.host(), &self.host) {
+            (Some(url::Host::Domain(d)), HostPattern::Name(n)) => d == n,
+            (Some(url::Host::Domain(d)), HostPattern::Below(n)) => {
+                d.len() > n.len() + 1
+                    && d.ends_with(n.as_str())
+                    && d.as_bytes()[d.len() - n.len() - 1] == b'.'
+            }
+            (Some(url::Host::Ipv4(a)), HostPattern::Ip(b)) => IpAddr::V4(a) == *b,
+            (Some(url::Host::Ipv6(a)), HostPattern::Ip(b)) => IpAddr::V6(a) == *b,
+            _ => false,
+        };
+        scheme_ok && port_ok && host_ok
+    }
+
+    /// Whether this entry names the address itself (or `localhost`), which lets a request
+    /// reach it though it is loopback or private.
+    pub fn names_address(&self, ip: IpAddr) -> bool {
+        match &self.host {
+            HostPattern::Ip(a) => *a == ip,
+            HostPattern::Name(n) => n == "localhost" && ip.is_loopback(),
+            HostPattern::Below(_) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(u: &str) -> reqwest::Url {
+        reqwest::Url::parse(u).unwrap()
+    }
+
+    #[test]
+    fn entries_match_only_what_they_name() {
+        let api = HostRule::parse("api.example.com").unwrap();
+        assert!(api.permits(&url("https://api.example.com/v1?q=1")));
+        assert!(
+            api.permits(&url("https://API.Example.COM/")),
+            "the same name in other case"
+        );
+        assert!(!api.permits(&url("http://api.example.com/")), "https only");
+        assert!(
+            !api.permits(&url("https://api.example.com:8443/")),
+            "another port"
+        );
+        assert!(!api.permits(&url("https://api.example.com.evil/")));
+        assert!(!api.permits(&url("https://api.example.com@evil.org/")));
+        assert!(!api.permits(&url("https://api.example.com./")), "a trailing dot");
+        assert!(!api.permits(&url("https://xn--pple-43d.com/")));
+        let star = HostRule::parse("*.example.org").unwrap();
+        assert!(star.permits(&url("https://a.b.example.org/")));
+        assert!(!star.permits(&url("https://example.org/")));
+        assert!(!star.permits(&url("https://badexample.org/")));
+        let ip = HostRule::parse("127.0.0.1:8443").unwrap();
+        assert!(ip.permits(&url("https://127.0.0.1:8443/")));
+        assert!(
+            ip.permits(&url("https://2130706433:8443/")),
+            "the same address in decimal"
+        );
+        assert!(!ip.permits(&url("https://localhost:8443/")));
+        assert!(ip.names_address("127.0.0.1".parse().unwrap()));
+        let plain = HostRule::parse("http://intranet.local:8080").unwrap();
+        assert!(plain.permits(&url("http://intranet.local:8080/x")));
+        assert!(!plain.permits(&url("https://intranet.local:8080/x")));
+        // A look-alike in Unicode is compared as its punycode, never as the name it resembles.
+        let apple = HostRule::parse("apple.com").unwrap();
+        assert!(!apple.permits(&url("https://аpple.com/")));
+        for bad in [
+            "",
+            "https://a.com/path",
+            "user@a.com",
+            "*.",
+            "ftp://a.com",
+            "*.1.2.3.4",
+        ] {
+            assert!(HostRule::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
