@@ -14,7 +14,7 @@ use super::gateway::{Allowed, Gateway};
 use super::link::{Called, Link};
 use crate::lock::Locked;
 use crate::sandbox::call_scope::{self, CallScope};
-use crate::sandbox::{GuestServices, ToolCall};
+use crate::sandbox::{GuestServices, Refusal, ToolCall};
 
 /// The guest module, sent to the guest when it first imports `mcp_tools`.
 const MODULE_SOURCE: &str = include_str!("../../runtime/guest/mcp_tools.py");
@@ -37,19 +37,6 @@ struct Frame {
     tool: String,
     #[serde(default)]
     args: Option<Value>,
-}
-
-/// Why a frame got no value; `kind` is what the guest raises (runtime/guest/mcp_tools.py).
-struct Refusal {
-    kind: &'static str,
-    message: String,
-}
-
-fn refuse(kind: &'static str, message: impl Into<String>) -> Refusal {
-    Refusal {
-        kind,
-        message: message.into(),
-    }
 }
 
 pub struct CallTools {
@@ -132,7 +119,7 @@ impl CallTools {
                 .links(&self.allowed)
                 .map(|l| l.name.as_str())
                 .collect();
-            return Err(refuse(
+            return Err(Refusal::new(
                 "unknown_tool",
                 format!(
                     "there is no MCP server {server:?} for this code; there are: {}",
@@ -141,7 +128,7 @@ impl CallTools {
             ));
         };
         if !self.allowed.admits(server) {
-            return Err(refuse(
+            return Err(Refusal::new(
                 "denied",
                 format!(
                     "this token may not use the {server} server: its line in the tokens file (CODE_SANDBOX_TOKENS) needs mcp={server} (or a list naming it)"
@@ -149,7 +136,7 @@ impl CallTools {
             ));
         }
         if !link.policy.permits(tool) {
-            return Err(refuse(
+            return Err(Refusal::new(
                 "denied",
                 format!(
                     "the user does not allow code to call {server}.{tool}: the \"allow\"/\"deny\" lists of {server:?} in the CODE_SANDBOX_MCP_SERVERS file leave it out"
@@ -160,7 +147,7 @@ impl CallTools {
             None => serde_json::Map::new(),
             Some(Value::Object(m)) => m,
             Some(_) => {
-                return Err(refuse(
+                return Err(Refusal::new(
                     "invalid_arguments",
                     "a tool's arguments are keywords (a JSON object)",
                 ));
@@ -168,7 +155,7 @@ impl CallTools {
         };
         let sent = serde_json::to_vec(&args).map(|v| v.len()).unwrap_or(usize::MAX);
         if sent > MAX_BYTES {
-            return Err(refuse(
+            return Err(Refusal::new(
                 "too_large",
                 format!(
                     "the arguments for {server}.{tool} are {sent} bytes, over the {MAX_BYTES} bytes code mode carries; pass less (a path, an id) instead"
@@ -180,7 +167,7 @@ impl CallTools {
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_err()
         {
-            return Err(refuse(
+            return Err(Refusal::new(
                 "budget_exceeded",
                 format!(
                     "this execute_code call made its {} tool calls (CODE_SANDBOX_MCP_CALLS); make more in the next call, or do more per call",
@@ -193,9 +180,9 @@ impl CallTools {
             .progress(server, tool, link.call(tool, args, Self::call_deadline(deadline)))
             .await;
         let (answer, received, ok) = match outcome {
-            Err(down) => (Err(refuse("down", down)), 0, false),
+            Err(down) => (Err(Refusal::new("down", down)), 0, false),
             Ok(Err(Called::Timeout)) => (
-                Err(refuse(
+                Err(Refusal::new(
                     "timeout",
                     format!(
                         "{server}.{tool} did not answer within this execute_code call's time limit; it was cancelled (ask for less, or give the call a longer timeout_seconds)"
@@ -205,7 +192,7 @@ impl CallTools {
                 false,
             ),
             Ok(Err(Called::TooLarge)) => (
-                Err(refuse(
+                Err(Refusal::new(
                     "too_large",
                     format!(
                         "the result of {server}.{tool} is over {} bytes, more than code mode reads from a server (and over the {MAX_BYTES} bytes it carries into the sandbox); ask the tool for less (a filter, a page, a narrower query)",
@@ -216,12 +203,12 @@ impl CallTools {
                 false,
             ),
             Ok(Err(Called::Refused(why))) => (
-                Err(refuse("tool_error", format!("{server}.{tool}: {why}"))),
+                Err(Refusal::new("tool_error", format!("{server}.{tool}: {why}"))),
                 0,
                 false,
             ),
             Ok(Err(Called::Protocol(why))) => (
-                Err(refuse("protocol", format!("{server}.{tool}: {why}"))),
+                Err(Refusal::new("protocol", format!("{server}.{tool}: {why}"))),
                 0,
                 false,
             ),
@@ -231,7 +218,7 @@ impl CallTools {
                     Ok(body) if body.len() > MAX_BYTES => {
                         let n = body.len();
                         (
-                            Err(refuse(
+                            Err(Refusal::new(
                                 "too_large",
                                 format!(
                                     "the result of {server}.{tool} is {n} bytes, over the {MAX_BYTES} bytes code mode carries into the sandbox; ask the tool for less (a filter, a page, a narrower query)"
@@ -250,7 +237,11 @@ impl CallTools {
                         frame.push(b'}');
                         (Ok(frame), n, ok)
                     }
-                    Err(e) => (Err(refuse("protocol", format!("{server}.{tool}: {e}"))), 0, false),
+                    Err(e) => (
+                        Err(Refusal::new("protocol", format!("{server}.{tool}: {e}"))),
+                        0,
+                        false,
+                    ),
                 }
             }
         };
@@ -301,7 +292,7 @@ impl GuestServices for CallTools {
     async fn answer(&self, frame: &[u8], deadline: Instant) -> Vec<u8> {
         let frame: Frame = match serde_json::from_slice(frame) {
             Ok(f) => f,
-            Err(e) => return error_frame(&refuse("protocol", format!("the frame could not be read: {e}"))),
+            Err(e) => return Refusal::new("protocol", format!("the frame could not be read: {e}")).frame(),
         };
         match frame.op.as_str() {
             "source" => MODULE_SOURCE.as_bytes().to_vec(),
@@ -311,19 +302,13 @@ impl GuestServices for CallTools {
             "list" => self.list(deadline).await.to_string().into_bytes(),
             "call" => match self.call(&frame.server, &frame.tool, frame.args, deadline).await {
                 Ok(frame) => frame,
-                Err(r) => error_frame(&r),
+                Err(r) => r.frame(),
             },
-            other => error_frame(&refuse("protocol", format!("unknown operation {other:?}"))),
+            other => Refusal::new("protocol", format!("unknown operation {other:?}")).frame(),
         }
     }
 
     fn calls(&self) -> Vec<ToolCall> {
         self.log.locked().clone()
     }
-}
-
-fn error_frame(r: &Refusal) -> Vec<u8> {
-    json!({"ok": false, "error": {"kind": r.kind, "message": r.message}})
-        .to_string()
-        .into_bytes()
 }

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::address::is_internal;
 use super::rules::HostRule;
 use crate::lock::Locked;
-use crate::sandbox::NetUse;
+use crate::sandbox::{NetUse, Refusal};
 
 /// A piece of a body handed to the guest at once.
 const PIECE: usize = 256 << 10;
@@ -46,18 +46,6 @@ struct Frame {
     /// Base64.
     #[serde(default)]
     body: String,
-}
-
-struct Refusal {
-    kind: &'static str,
-    message: String,
-}
-
-fn refuse(kind: &'static str, message: impl Into<String>) -> Refusal {
-    Refusal {
-        kind,
-        message: message.into(),
-    }
 }
 
 struct Open {
@@ -103,14 +91,14 @@ impl Egress {
     pub async fn answer(&self, frame: &[u8], deadline: Instant) -> Vec<u8> {
         let frame: Frame = match serde_json::from_slice(frame) {
             Ok(f) => f,
-            Err(e) => return error_json(&refuse("protocol", format!("the frame could not be read: {e}"))),
+            Err(e) => return Refusal::new("protocol", format!("the frame could not be read: {e}")).frame(),
         };
         let stop = deadline
             - (deadline.saturating_duration_since(Instant::now()) / 10).min(Duration::from_millis(500));
         match frame.op.as_str() {
             "open" => match self.open(frame, stop).await {
                 Ok(v) => v.to_string().into_bytes(),
-                Err(r) => error_json(&r),
+                Err(r) => r.frame(),
             },
             "read" => match self.read(frame.id, stop).await {
                 Ok(mut piece) => {
@@ -119,7 +107,7 @@ impl Egress {
                 }
                 Err(r) => {
                     let mut out = b"E".to_vec();
-                    out.extend(error_json(&r));
+                    out.extend(r.frame());
                     out
                 }
             },
@@ -127,14 +115,14 @@ impl Egress {
                 self.open.locked().remove(&frame.id);
                 b"{\"ok\":true}".to_vec()
             }
-            other => error_json(&refuse("protocol", format!("unknown operation {other:?}"))),
+            other => Refusal::new("protocol", format!("unknown operation {other:?}")).frame(),
         }
     }
 
     fn rule_for(&self, url: &reqwest::Url) -> Result<&HostRule, Refusal> {
         let shown = url.host_str().unwrap_or_default();
         let rule = self.policy.rules.iter().find(|r| r.permits(url)).ok_or_else(|| {
-            refuse(
+            Refusal::new(
                 "denied",
                 format!(
                     "{}://{shown}{} is not an allowed host: the user lists the hosts sandbox code may reach in CODE_SANDBOX_ALLOW_HOSTS",
@@ -146,7 +134,7 @@ impl Egress {
         if let Some(narrow) = &self.narrow
             && !narrow.iter().any(|r| r.permits(url))
         {
-            return Err(refuse(
+            return Err(Refusal::new(
                 "denied",
                 format!(
                     "{shown} is not among the hosts this token may reach (hosts= in its tokens-file line)"
@@ -172,11 +160,11 @@ impl Egress {
                 let until = stop.min(Instant::now() + RESOLVE_TIME);
                 let found = tokio::time::timeout_at(until.into(), tokio::net::lookup_host((d, port)))
                     .await
-                    .map_err(|_| refuse("timeout", format!("{d} did not resolve in time")))?
-                    .map_err(|e| refuse("failed", format!("{d} could not be resolved: {e}")))?;
+                    .map_err(|_| Refusal::new("timeout", format!("{d} did not resolve in time")))?
+                    .map_err(|e| Refusal::new("failed", format!("{d} could not be resolved: {e}")))?;
                 found.map(|a| a.ip()).collect()
             }
-            None => return Err(refuse("invalid_arguments", "the URL has no host")),
+            None => return Err(Refusal::new("invalid_arguments", "the URL has no host")),
         };
         candidates
             .iter()
@@ -184,7 +172,7 @@ impl Egress {
             .find(|ip| !is_internal(*ip) || rule.names_address(*ip))
             .map(|ip| SocketAddr::new(ip, port))
             .ok_or_else(|| {
-                refuse(
+                Refusal::new(
                     "denied",
                     format!(
                         "{shown} is (or resolves to) an internal address ({}), which sandbox code may reach only when CODE_SANDBOX_ALLOW_HOSTS lists that address itself",
@@ -196,11 +184,11 @@ impl Egress {
 
     async fn open(&self, f: Frame, stop: Instant) -> Result<Value, Refusal> {
         let url = reqwest::Url::parse(&f.url)
-            .map_err(|e| refuse("invalid_arguments", format!("{:?} is not a URL: {e}", f.url)))?;
+            .map_err(|e| Refusal::new("invalid_arguments", format!("{:?} is not a URL: {e}", f.url)))?;
         let rule = self.rule_for(&url)?;
         let addr = self.address(&url, rule, stop).await?;
         if self.open.locked().len() >= MAX_OPEN {
-            return Err(refuse(
+            return Err(Refusal::new(
                 "too_many",
                 format!("{MAX_OPEN} responses are open; read or close one first"),
             ));
@@ -217,16 +205,16 @@ impl Egress {
         }
         let client = builder
             .build()
-            .map_err(|e| refuse("failed", format!("the HTTP client could not be made: {e}")))?;
+            .map_err(|e| Refusal::new("failed", format!("the HTTP client could not be made: {e}")))?;
         let method = reqwest::Method::from_bytes(f.method.as_bytes()).map_err(|_| {
-            refuse(
+            Refusal::new(
                 "invalid_arguments",
                 format!("{:?} is not an HTTP method", f.method),
             )
         })?;
         let body = base64::engine::general_purpose::STANDARD
             .decode(f.body.as_bytes())
-            .map_err(|_| refuse("protocol", "the body is not base64"))?;
+            .map_err(|_| Refusal::new("protocol", "the body is not base64"))?;
         let mut request = client.request(method, url.clone()).body(body);
         for (k, v) in &f.headers {
             let lower = k.to_ascii_lowercase();
@@ -241,13 +229,13 @@ impl Egress {
         let response = tokio::time::timeout_at(stop.into(), request.send())
             .await
             .map_err(|_| {
-                refuse(
+                Refusal::new(
                     "timeout",
                     format!("{host} did not answer within this execute_code call's time limit"),
                 )
             })?
             .map_err(|e| {
-                refuse(
+                Refusal::new(
                     "failed",
                     format!("the request to {host} failed: {}", error_chain(&e)),
                 )
@@ -278,14 +266,14 @@ impl Egress {
 
     async fn read(&self, id: u32, stop: Instant) -> Result<Vec<u8>, Refusal> {
         let Some(mut open) = self.open.locked().remove(&id) else {
-            return Err(refuse("protocol", "no such response (it was closed)"));
+            return Err(Refusal::new("protocol", "no such response (it was closed)"));
         };
         let mut piece = Vec::new();
         while piece.len() < PIECE {
             let chunk = tokio::time::timeout_at(stop.into(), open.response.chunk())
                 .await
                 .map_err(|_| {
-                    refuse(
+                    Refusal::new(
                         "timeout",
                         format!(
                             "{} did not send its body within this execute_code call's time limit",
@@ -294,7 +282,7 @@ impl Egress {
                     )
                 })?
                 .map_err(|e| {
-                    refuse(
+                    Refusal::new(
                         "failed",
                         format!("reading from {} failed: {}", open.host, error_chain(&e)),
                     )
@@ -303,7 +291,7 @@ impl Egress {
             let total = self.received.fetch_add(chunk.len() as u64, Ordering::SeqCst) + chunk.len() as u64;
             *self.used.locked().entry(open.host.clone()).or_insert(0) += chunk.len() as u64;
             if total > self.policy.max_bytes {
-                return Err(refuse(
+                return Err(Refusal::new(
                     "too_large",
                     format!(
                         "this execute_code call received more than {} bytes from the network (CODE_SANDBOX_NET_BYTES); ask for less, or fetch it in parts over several calls",
@@ -318,12 +306,6 @@ impl Egress {
         }
         Ok(piece)
     }
-}
-
-fn error_json(r: &Refusal) -> Vec<u8> {
-    json!({"ok": false, "error": {"kind": r.kind, "message": r.message}})
-        .to_string()
-        .into_bytes()
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

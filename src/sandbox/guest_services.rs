@@ -47,3 +47,26 @@ pub struct NetUse {
     pub host: String,
     pub bytes: u64,
 }
+
+/// Why a frame got no value: `kind` is what the guest raises (see runtime/guest), `message`
+/// what it says.
+pub struct Refusal {
+    pub kind: &'static str,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(kind: &'static str, message: impl Into<String>) -> Refusal {
+        Refusal {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The answer frame: `{"ok": false, "error": {"kind", "message"}}`.
+    pub fn frame(&self) -> Vec<u8> {
+        serde_json::json!({"ok": false, "error": {"kind": self.kind, "message": self.message}})
+            .to_string()
+            .into_bytes()
+    }
+}

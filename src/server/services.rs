@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use crate::downstream::CallTools;
 use crate::egress::Egress;
-use crate::sandbox::{GuestServices, NetUse, ToolCall};
+use crate::sandbox::{GuestServices, NetUse, Refusal, ToolCall};
 
 pub struct CallServices {
     pub tools: Option<Arc<CallTools>>,
@@ -43,7 +43,5 @@ impl GuestServices for CallServices {
 }
 
 fn off(why: &str) -> Vec<u8> {
-    serde_json::json!({"ok": false, "error": {"kind": "off", "message": why}})
-        .to_string()
-        .into_bytes()
+    Refusal::new("off", why).frame()
 }
