@@ -277,3 +277,40 @@ async fn a_bad_allowlist_entry_stops_the_start_with_what_to_fix() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_principals_hosts_narrow_the_servers_list_and_never_widen_it() {
+    let https = Https::start();
+    let allow = format!("127.0.0.1:{},*.example.org", https.port);
+    let ca = https.ca.display().to_string();
+    let remote = crate::remote_harness::Remote::start(
+        &["wide", "narrow hosts=*.example.org,127.0.0.2"],
+        &[("CODE_SANDBOX_ALLOW_HOSTS", allow.as_str()), ("CODE_SANDBOX_CA_FILE", ca.as_str())],
+    )
+    .await;
+    let fetch = format!(
+        "import urllib.request\ntry:\n    r = urllib.request.urlopen({:?}).read().decode().splitlines()[0]\nexcept PermissionError as e:\n    r = 'refused: ' + str(e)\nr",
+        https.url("/data.csv")
+    );
+    let wide = remote.client("wide").await;
+    let sb = wide.create().await;
+    let v = run(&wide, &sb, &fetch).await;
+    assert_eq!(v["result"], "'city,population'", "{v}");
+
+    // Its own list names 127.0.0.2, which the server's does not: still refused; and the
+    // server's 127.0.0.1 is not on its list.
+    let narrow = remote.client("narrow").await;
+    let sb = narrow.create().await;
+    let v = run(&narrow, &sb, &fetch).await;
+    let said = v["result"].as_str().unwrap_or_default();
+    assert!(said.contains("refused") && said.contains("hosts="), "{v}");
+    let v = run(
+        &narrow,
+        &sb,
+        &fetch.replace(&format!("127.0.0.1:{}", https.port), &format!("127.0.0.2:{}", https.port)),
+    )
+    .await;
+    let said = v["result"].as_str().unwrap_or_default();
+    assert!(said.contains("refused") && said.contains("CODE_SANDBOX_ALLOW_HOSTS"), "{v}");
+    remote.terminate().await;
+}
