@@ -25,11 +25,43 @@ const MAX_OPEN: usize = 8;
 /// How long a name may take to resolve.
 const RESOLVE_TIME: Duration = Duration::from_secs(10);
 
+/// Clients kept for reuse (making one loads the platform's roots: milliseconds).
+const KEPT_CLIENTS: usize = 64;
+
 /// What the server allows, for every call.
 pub struct NetPolicy {
     pub rules: Vec<HostRule>,
     pub roots: Vec<reqwest::Certificate>,
     pub max_bytes: u64,
+    /// One client per name and the address it was checked to reach (an IP host: no name).
+    pub clients: Mutex<HashMap<(Option<String>, SocketAddr), reqwest::Client>>,
+}
+
+impl NetPolicy {
+    /// A client that connects `domain` (if any) to `addr` only, follows no redirect and
+    /// trusts the platform's roots plus the extra ones.
+    fn client(&self, domain: Option<&str>, addr: SocketAddr) -> Result<reqwest::Client, reqwest::Error> {
+        let key = (domain.map(str::to_string), addr);
+        if let Some(c) = self.clients.locked().get(&key) {
+            return Ok(c.clone());
+        }
+        let mut builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .http1_only()
+            .tls_certs_merge(self.roots.iter().cloned());
+        if let Some(d) = domain {
+            // Connect to the address checked, not to whatever a second lookup returns.
+            builder = builder.resolve(d, addr);
+        }
+        let client = builder.build()?;
+        let mut kept = self.clients.locked();
+        if kept.len() >= KEPT_CLIENTS {
+            kept.clear();
+        }
+        kept.insert(key, client.clone());
+        Ok(client)
+    }
 }
 
 #[derive(Deserialize)]
@@ -194,17 +226,13 @@ impl Egress {
             ));
         }
         let host = url.host_str().unwrap_or_default().to_string();
-        let mut builder = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .http1_only()
-            .tls_certs_merge(self.policy.roots.iter().cloned());
-        if let Some(url::Host::Domain(d)) = url.host() {
-            // Connect to the address checked above, not to whatever a second lookup returns.
-            builder = builder.resolve(d, addr);
-        }
-        let client = builder
-            .build()
+        let domain = match url.host() {
+            Some(url::Host::Domain(d)) => Some(d),
+            _ => None,
+        };
+        let client = self
+            .policy
+            .client(domain, addr)
             .map_err(|e| Refusal::new("failed", format!("the HTTP client could not be made: {e}")))?;
         let method = reqwest::Method::from_bytes(f.method.as_bytes()).map_err(|_| {
             Refusal::new(

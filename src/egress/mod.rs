@@ -61,5 +61,6 @@ pub fn policy(
         rules,
         roots,
         max_bytes,
+        clients: Default::default(),
     })))
 }

@@ -153,6 +153,8 @@ pub struct Run {
     progress: Mutex<Progress>,
     /// Bumped at every change, so a waiting `get_run` wakes for new output or the end.
     version: watch::Sender<u64>,
+    /// Set once the run's last files are written: nothing of it touches its sandbox after.
+    settled: std::sync::atomic::AtomicBool,
 }
 
 impl Run {
@@ -165,6 +167,7 @@ impl Run {
             started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             started: Instant::now(),
             cancel: CancellationToken::new(),
+            settled: std::sync::atomic::AtomicBool::new(false),
             progress: Mutex::new(Progress {
                 state: RunState::Running,
                 stdout: Stream::default(),
@@ -204,6 +207,25 @@ impl Run {
 
     pub fn state(&self) -> RunState {
         self.progress.locked().state
+    }
+
+    /// Marks the run's last files written.
+    pub fn settle(&self) {
+        self.settled.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.version.send_modify(|v| *v += 1);
+    }
+
+    /// Waits up to `wait` until the run has ended and written its last files, so that a close
+    /// of its sandbox does not race them.
+    pub async fn settled(&self, wait: Duration) {
+        let mut rx = self.version.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        while !self.settled.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::select! {
+                changed = rx.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
+        }
     }
 
     pub fn elapsed(&self) -> Duration {
@@ -366,6 +388,21 @@ impl Runs {
     pub fn get(&self, run_id: &str, caller: Option<&str>) -> Option<Arc<Run>> {
         let run = self.runs.locked().get(run_id).cloned()?;
         (run.owner.as_deref() == caller).then_some(run)
+    }
+
+    /// Waits (up to `wait`) until no run of `sandbox_id` that has ended is still writing its
+    /// files (one still going is stopped by the close itself).
+    pub async fn settle_sandbox(&self, sandbox_id: &str, wait: Duration) {
+        let runs: Vec<Arc<Run>> = self
+            .runs
+            .locked()
+            .values()
+            .filter(|r| r.sandbox_id == sandbox_id && r.state() != RunState::Running)
+            .cloned()
+            .collect();
+        for r in runs {
+            r.settled(wait).await;
+        }
     }
 
     /// An error naming the run going in `sandbox_id`, if one is.

@@ -161,14 +161,17 @@ fn process_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// The server's anonymous resident memory (guest memories are anonymous mappings): unlike the
+/// whole RSS it leaves out the compiled interpreter's file pages, which a busy machine may
+/// have faulted in or not, so what it measures is memory given back or kept.
 fn rss_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     let kb: u64 = status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with("RssAnon:"))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
-        .expect("VmRSS");
+        .expect("RssAnon");
     kb / 1024
 }
 
@@ -249,9 +252,11 @@ async fn all_sandboxes_together_stay_within_the_memory_budget() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let after = rss_mib(pid);
     eprintln!("server RSS after closing them: {after} MiB");
+    // The three sandboxes held 300 MB: most of it is given back (what stays is the spare
+    // sandbox started meanwhile and the allocator's own keeping).
     assert!(
-        after < before + 150,
-        "memory is given back: {before} MiB -> {after} MiB"
+        peak.saturating_sub(after) >= 250,
+        "memory is given back: {before} MiB before, {peak} MiB with the sandboxes, {after} MiB after closing them"
     );
     still_sound(&s, &other, &[]).await;
     s.stop().await;

@@ -285,7 +285,10 @@ async fn a_principals_hosts_narrow_the_servers_list_and_never_widen_it() {
     let ca = https.ca.display().to_string();
     let remote = crate::remote_harness::Remote::start(
         &["wide", "narrow hosts=*.example.org,127.0.0.2"],
-        &[("CODE_SANDBOX_ALLOW_HOSTS", allow.as_str()), ("CODE_SANDBOX_CA_FILE", ca.as_str())],
+        &[
+            ("CODE_SANDBOX_ALLOW_HOSTS", allow.as_str()),
+            ("CODE_SANDBOX_CA_FILE", ca.as_str()),
+        ],
     )
     .await;
     let fetch = format!(
@@ -307,10 +310,16 @@ async fn a_principals_hosts_narrow_the_servers_list_and_never_widen_it() {
     let v = run(
         &narrow,
         &sb,
-        &fetch.replace(&format!("127.0.0.1:{}", https.port), &format!("127.0.0.2:{}", https.port)),
+        &fetch.replace(
+            &format!("127.0.0.1:{}", https.port),
+            &format!("127.0.0.2:{}", https.port),
+        ),
     )
     .await;
     let said = v["result"].as_str().unwrap_or_default();
-    assert!(said.contains("refused") && said.contains("CODE_SANDBOX_ALLOW_HOSTS"), "{v}");
+    assert!(
+        said.contains("refused") && said.contains("CODE_SANDBOX_ALLOW_HOSTS"),
+        "{v}"
+    );
     remote.terminate().await;
 }

@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode]`,
+//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode|--network]`,
 //! `cargo xtask bundle`, `cargo xtask layers [--all]`.
 
 mod bench;
@@ -47,6 +47,9 @@ enum Task {
         /// Measure only code mode: downstream tool calls from guest code beside direct ones.
         #[arg(long)]
         code_mode: bool,
+        /// Measure only the network: fetches from guest code through the host beside native ones.
+        #[arg(long)]
+        network: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle,
@@ -111,6 +114,7 @@ fn main() -> anyhow::Result<()> {
             kept,
             fresh,
             code_mode,
+            network,
         } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
@@ -121,6 +125,7 @@ fn main() -> anyhow::Result<()> {
                 (kept, bench::Part::Kept),
                 (remote, bench::Part::Remote),
                 (code_mode, bench::Part::CodeMode),
+                (network, bench::Part::Network),
             ]
             .into_iter()
             .find_map(|(asked, part)| asked.then_some(part));

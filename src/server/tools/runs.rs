@@ -117,6 +117,7 @@ impl SandboxServer {
         saver.abort();
         run.finish(state, result);
         run.save(self.backend.files()).await;
+        run.settle();
         tracing::info!(
             "background run {} ended: {} after {} s",
             run.id,
@@ -353,9 +354,12 @@ impl SandboxServer {
         };
         acted_on(&run.sandbox_id);
         run.cancel.cancel();
-        // The guest stops at its next epoch tick; wait (briefly) for the run to record it.
-        run.wait(Duration::from_secs(10), u64::MAX, u64::MAX, &context.ct)
-            .await;
+        // The guest stops at its next epoch tick; wait (briefly) for the run to record it and
+        // write its last files, so a close right after does not race them.
+        tokio::select! {
+            _ = run.settled(Duration::from_secs(10)) => {}
+            _ = context.ct.cancelled() => {}
+        }
         let r = run_result(&run, &run.view(u64::MAX, u64::MAX, 0));
         let text = format!(
             "Run {} is {} after {:.1} s; get_run shows its output and result.",

@@ -78,6 +78,10 @@ impl SandboxServer {
             ));
         }
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
+        // A run that just ended may still be writing its files there.
+        self.runs
+            .settle_sandbox(&id, std::time::Duration::from_secs(5))
+            .await;
         attempt!(self.backend.close(&id).await);
         Ok(ok(
             &CloseResult {

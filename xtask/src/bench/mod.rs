@@ -3,7 +3,7 @@
 //!
 //! The entry points here run the parts: [`stdio`] (one server's round trips and speed),
 //! [`pandas`] (the data stack), [`persistence`], [`memory`], [`remote`], [`kept`] and
-//! [`code_mode`], all
+//! [`code_mode`] and [`network`], all
 //! through [`harness`], printed by [`table`] beside [`baselines`].
 
 mod baselines;
@@ -12,6 +12,7 @@ mod fresh;
 mod harness;
 mod kept;
 mod memory;
+mod network;
 mod pandas;
 mod persistence;
 mod remote;
@@ -37,6 +38,8 @@ pub enum Part {
     Fresh,
     /// `--code-mode`: downstream tool calls from guest code, and the bytes the model receives.
     CodeMode,
+    /// `--network`: fetches from guest code through the host beside native ones.
+    Network,
 }
 
 /// Only the rows of `part`, with its note.
@@ -50,6 +53,10 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
         Part::Kept => {
             eprintln!("bench: 1,000 kept sandboxes (start, listing, 50 clients, eviction)");
             kept::rows(&bin, &home).await?
+        }
+        Part::Network => {
+            eprintln!("bench: network (fetches from guest code through the host)");
+            network::rows(&bin, &home).await?
         }
         Part::CodeMode => {
             eprintln!("bench: code mode (downstream calls from guest code)");
