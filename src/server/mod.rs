@@ -13,6 +13,7 @@ mod outputs;
 mod reply;
 mod request_id;
 mod resources;
+mod run_output;
 mod runs;
 mod schema;
 mod services;
