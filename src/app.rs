@@ -46,6 +46,7 @@ pub fn network(settings: &Settings) -> Result<Option<Arc<NetPolicy>>, EgressErro
     let policy = crate::egress::policy(
         &settings.allow_hosts,
         settings.ca_file.as_deref(),
+        settings.secrets.as_deref(),
         settings.net_bytes,
     )?;
     if policy.is_some() && settings.interpreter_type != Backend::Wasm {

@@ -163,6 +163,12 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_CA_FILE")]
     pub ca_file: Option<PathBuf>,
 
+    /// File (mode 0600) of `NAME HOST-PATTERN VALUE` lines: sandbox code sees a placeholder in
+    /// `os.environ["NAME"]`, which the host replaces with the value only in requests to that
+    /// host (headers and query).
+    #[arg(long, env = "CODE_SANDBOX_SECRETS")]
+    pub secrets: Option<PathBuf>,
+
     /// Downstream tool calls one execute_code call may make (code mode).
     #[arg(long, env = "CODE_SANDBOX_MCP_CALLS", default_value_t = 200)]
     pub mcp_calls: usize,

@@ -404,6 +404,45 @@ def __code_sandbox_network():
             return spec
 
     sys.meta_path.insert(0, NetworkHook)
+
+    import os
+
+    class SecretEnviron(type(os.environ)):
+        # os.environ, plus the user's secrets (CODE_SANDBOX_SECRETS) as placeholders the host
+        # swaps for their values in requests to their own hosts only; asked of the host when a
+        # name is not in the environment itself, so a call with no network sees none.
+        def _secrets(self):
+            import json
+
+            try:
+                answer = json.loads(_host.call(b'{"net":1,"op":"secrets"}'))
+            except Exception:
+                return {}
+            return answer.get("secrets", {}) if answer.get("ok") else {}
+
+        def __getitem__(self, key):
+            try:
+                return super().__getitem__(key)
+            except KeyError:
+                secrets = self._secrets()
+                if key in secrets:
+                    return secrets[key]
+                raise
+
+        def __contains__(self, key):
+            return super().__contains__(key) or key in self._secrets()
+
+        def __iter__(self):
+            seen = set()
+            for key in super().__iter__():
+                seen.add(key)
+                yield key
+            yield from (k for k in self._secrets() if k not in seen)
+
+        def __len__(self):
+            return len(set(super().__iter__()) | set(self._secrets()))
+
+    os.environ.__class__ = SecretEnviron
     if "http.client" in sys.modules:
         patch_http_client(sys.modules["http.client"])
     if "urllib.request" in sys.modules:

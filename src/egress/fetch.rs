@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::address::is_internal;
 use super::rules::HostRule;
+use super::secrets::{self, Secret};
 use crate::lock::Locked;
 use crate::sandbox::{NetUse, Refusal};
 
@@ -33,6 +34,8 @@ pub struct NetPolicy {
     pub rules: Vec<HostRule>,
     pub roots: Vec<reqwest::Certificate>,
     pub max_bytes: u64,
+    /// Secrets put in for the hosts they belong to (`CODE_SANDBOX_SECRETS`).
+    pub secrets: Vec<Secret>,
     /// One client per name and the address it was checked to reach (an IP host: no name).
     pub clients: Mutex<HashMap<(Option<String>, SocketAddr), reqwest::Client>>,
 }
@@ -143,6 +146,15 @@ impl Egress {
                     out
                 }
             },
+            "secrets" => {
+                let names: serde_json::Map<String, Value> = self
+                    .policy
+                    .secrets
+                    .iter()
+                    .map(|s| (s.name.clone(), Value::String(s.placeholder())))
+                    .collect();
+                json!({"ok": true, "secrets": names}).to_string().into_bytes()
+            }
             "close" => {
                 self.open.locked().remove(&frame.id);
                 b"{\"ok\":true}".to_vec()
@@ -243,8 +255,11 @@ impl Egress {
         let body = base64::engine::general_purpose::STANDARD
             .decode(f.body.as_bytes())
             .map_err(|_| Refusal::new("protocol", "the body is not base64"))?;
-        let mut request = client.request(method, url.clone()).body(body);
-        for (k, v) in &f.headers {
+        let mut headers = f.headers;
+        let url = secrets::substitute(&self.policy.secrets, &url, &mut headers, &body)
+            .map_err(|why| Refusal::new("denied", why))?;
+        let mut request = client.request(method, url).body(body);
+        for (k, v) in &headers {
             let lower = k.to_ascii_lowercase();
             if matches!(
                 lower.as_str(),
@@ -262,10 +277,11 @@ impl Egress {
                     format!("{host} did not answer within this execute_code call's time limit"),
                 )
             })?
+            // Without the URL: its query may hold a secret's value now.
             .map_err(|e| {
                 Refusal::new(
                     "failed",
-                    format!("the request to {host} failed: {}", error_chain(&e)),
+                    format!("the request to {host} failed: {}", error_chain(&e.without_url())),
                 )
             })?;
         tracing::info!(target: "mcp_code_sandbox::egress", host = %host, status = response.status().as_u16(), "guest request");
@@ -312,7 +328,11 @@ impl Egress {
                 .map_err(|e| {
                     Refusal::new(
                         "failed",
-                        format!("reading from {} failed: {}", open.host, error_chain(&e)),
+                        format!(
+                            "reading from {} failed: {}",
+                            open.host,
+                            error_chain(&e.without_url())
+                        ),
                     )
                 })?;
             let Some(chunk) = chunk else { break };

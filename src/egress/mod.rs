@@ -8,12 +8,14 @@
 mod address;
 mod fetch;
 mod rules;
+mod secrets;
 
 use std::path::Path;
 use std::sync::Arc;
 
 pub use fetch::{Egress, NetPolicy};
 pub use rules::{HostRule, RuleError};
+pub use secrets::SecretsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EgressError {
@@ -23,12 +25,15 @@ pub enum EgressError {
         "CODE_SANDBOX_CA_FILE {file} could not be used ({why}); it must be a PEM file of CA certificates"
     )]
     Roots { file: String, why: String },
+    #[error(transparent)]
+    Secrets(#[from] SecretsError),
 }
 
 /// The server's network policy, or `None` when no host is allowed (no network at all).
 pub fn policy(
     allow: &[String],
     ca_file: Option<&Path>,
+    secrets_file: Option<&Path>,
     max_bytes: u64,
 ) -> Result<Option<Arc<NetPolicy>>, EgressError> {
     let rules = allow
@@ -37,7 +42,16 @@ pub fn policy(
         .filter(|s| !s.is_empty())
         .map(HostRule::parse)
         .collect::<Result<Vec<_>, _>>()?;
+    let secrets = match secrets_file.filter(|f| !f.as_os_str().is_empty()) {
+        Some(file) => secrets::load(file)?,
+        None => Vec::new(),
+    };
     if rules.is_empty() {
+        if !secrets.is_empty() {
+            tracing::warn!(
+                "CODE_SANDBOX_SECRETS is set but no host is allowed (CODE_SANDBOX_ALLOW_HOSTS), so no secret is ever sent"
+            );
+        }
         return Ok(None);
     }
     let roots = match ca_file.filter(|f| !f.as_os_str().is_empty()) {
@@ -61,6 +75,7 @@ pub fn policy(
         rules,
         roots,
         max_bytes,
+        secrets,
         clients: Default::default(),
     })))
 }

@@ -323,3 +323,78 @@ async fn a_principals_hosts_narrow_the_servers_list_and_never_widen_it() {
     );
     remote.terminate().await;
 }
+
+#[tokio::test]
+async fn a_secret_reaches_its_own_host_only_and_never_the_guest() {
+    use sha2::Digest;
+    let https = Https::start();
+    let p = https.port;
+    let value = "s3cret-value-7f1c";
+    let file = https.dir.join("secrets");
+    std::fs::write(&file, format!("# tokens\nAPI_TOKEN 127.0.0.1:{p} {value}\n")).unwrap();
+    let allow = format!("127.0.0.1:{p},localhost:{p}");
+    let ca = https.ca.display().to_string();
+    let secrets = file.display().to_string();
+    let env = [
+        ("CODE_SANDBOX_ALLOW_HOSTS", allow.as_str()),
+        ("CODE_SANDBOX_CA_FILE", ca.as_str()),
+        ("CODE_SANDBOX_SECRETS", secrets.as_str()),
+    ];
+
+    // A file others may read stops the start, saying how to fix it.
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"))
+        .env("CODE_SANDBOX_HOME", common::runtime_home())
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("chmod 600"), "{err}");
+    assert!(!err.contains(value));
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+
+    let server = Server::start_with(&env).await;
+    let sb = server.create().await;
+    let code = format!(
+        "import os, json, urllib.request, gc\n\
+         token = os.environ['API_TOKEN']\n\
+         req = urllib.request.Request('https://127.0.0.1:{p}/digest?key=' + token, headers={{'Authorization': 'Bearer ' + token}})\n\
+         got = json.loads(urllib.request.urlopen(req).read())\n\
+         other = urllib.request.Request('https://localhost:{p}/digest', headers={{'Authorization': 'Bearer ' + token}})\n\
+         try:\n    urllib.request.urlopen(other)\n    refused = None\nexcept PermissionError as e:\n    refused = str(e)\n\
+         seen = [o for o in gc.get_objects() if isinstance(o, str) and {value:?} in o]\n\
+         (token, 'API_TOKEN' in os.environ, os.getenv('API_TOKEN') == token, got['auth'], got['key'], refused, len(seen), {value:?} in repr(dict(os.environ)))"
+    );
+    let (_, v, text) = server
+        .call_json(
+            "execute_code",
+            json!({"sandbox_id": sb, "code": code, "timeout_seconds": 60}),
+        )
+        .await;
+    let hex = |s: &str| hex::encode(sha2::Sha256::digest(s.as_bytes()));
+    let result = v["result"].as_str().unwrap_or_default();
+    assert!(
+        result.starts_with("('__MCS_SECRET_API_TOKEN__', True, True, "),
+        "{v}"
+    );
+    assert!(
+        result.contains(&hex(&format!("Bearer {value}"))),
+        "the server got the value in the header: {v}"
+    );
+    assert!(result.contains(&hex(value)), "and in the query: {v}");
+    assert!(
+        result.contains("carries the placeholder of the secret API_TOKEN"),
+        "{v}"
+    );
+    assert!(
+        result.ends_with(", 0, False)"),
+        "the value never entered the guest: {v}"
+    );
+    assert!(
+        !text.contains(value) && !v.to_string().contains(value),
+        "nor the result"
+    );
+    server.stop().await;
+}

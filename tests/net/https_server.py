@@ -9,6 +9,7 @@ It binds 127.0.0.1 on a free port, writes the port to PORTFILE, and serves:
     /redirect?to=URL     302 to URL
     /headers             the request's headers as JSON
     /slow                waits 600 s before answering
+    /digest?key=K        the SHA-256 of the Authorization header and of K (never the values)
 """
 
 import json
@@ -56,6 +57,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send(302, b"", extra=[("Location", q["to"][0])])
         elif url.path == "/headers":
             self.send(200, json.dumps(dict(self.headers.items())).encode(), "application/json")
+        elif url.path == "/digest":
+            import hashlib
+
+            digest = lambda v: hashlib.sha256(v.encode()).hexdigest()
+            body = {"auth": digest(self.headers.get("Authorization", "")), "key": digest(q.get("key", [""])[0])}
+            self.send(200, json.dumps(body).encode(), "application/json")
         elif url.path == "/slow":
             time.sleep(600)
             self.send(200, b"late")
