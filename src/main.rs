@@ -26,6 +26,9 @@ fn init_logging() {
 fn main() -> ExitCode {
     let settings = Settings::load();
     init_logging();
+    // reqwest is built without a default TLS provider: every client in this process (E2B,
+    // downstream HTTP servers, guest egress) uses this one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let async_rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

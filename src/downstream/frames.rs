@@ -14,7 +14,7 @@ use super::gateway::{Allowed, Gateway};
 use super::link::{Called, Link};
 use crate::lock::Locked;
 use crate::sandbox::call_scope::{self, CallScope};
-use crate::sandbox::{GuestServices, Refusal, ToolCall};
+use crate::sandbox::{GuestServices, Refusal, ToolCall, answer_by};
 
 /// The guest module, sent to the guest when it first imports `mcp_tools`.
 const MODULE_SOURCE: &str = include_str!("../../runtime/guest/mcp_tools.py");
@@ -71,15 +71,8 @@ impl CallTools {
         })
     }
 
-    /// A deadline a little before the turn's, so the guest hears of a timeout and its
-    /// interpreter lives on, instead of being stopped mid-call.
-    fn call_deadline(turn_deadline: Instant) -> Instant {
-        let left = turn_deadline.saturating_duration_since(Instant::now());
-        turn_deadline - (left / 10).min(Duration::from_millis(500))
-    }
-
     async fn list(&self, deadline: Instant) -> Value {
-        let wait = Self::call_deadline(deadline).min(Instant::now() + LIST_WAIT);
+        let wait = answer_by(deadline).min(Instant::now() + LIST_WAIT);
         let links: Vec<&Arc<Link>> = self.gateway.links(&self.allowed).collect();
         let sessions = futures_util::future::join_all(links.iter().map(|l| l.session(wait))).await;
         let mut servers = serde_json::Map::new();
@@ -177,7 +170,7 @@ impl CallTools {
         }
         let started = Instant::now();
         let outcome = self
-            .progress(server, tool, link.call(tool, args, Self::call_deadline(deadline)))
+            .progress(server, tool, link.call(tool, args, answer_by(deadline)))
             .await;
         let (answer, received, ok) = match outcome {
             Err(down) => (Err(Refusal::new("down", down)), 0, false),

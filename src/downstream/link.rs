@@ -232,9 +232,6 @@ impl Link {
                 (service, Some(child))
             }
             Reach::Http { url, headers } => {
-                // reqwest is built without a default TLS provider (the E2B client installs the
-                // same one).
-                let _ = rustls::crypto::ring::default_provider().install_default();
                 let mut custom = std::collections::HashMap::new();
                 for (k, v) in headers {
                     let name = http::HeaderName::try_from(k.as_str())

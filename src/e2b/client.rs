@@ -103,8 +103,6 @@ impl Client {
             .clone()
             .map(|u| trim_slash(&u))
             .unwrap_or_else(|| format!("https://api.{domain}"));
-        // rustls needs a process-wide crypto provider; a second install is harmless.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(15))
             .http1_only()

@@ -17,7 +17,7 @@ use super::address::is_internal;
 use super::rules::HostRule;
 use super::secrets::{self, Secret};
 use crate::lock::Locked;
-use crate::sandbox::{NetUse, Refusal};
+use crate::sandbox::{NetUse, Refusal, answer_by};
 
 /// A piece of a body handed to the guest at once.
 const PIECE: usize = 256 << 10;
@@ -128,8 +128,7 @@ impl Egress {
             Ok(f) => f,
             Err(e) => return Refusal::new("protocol", format!("the frame could not be read: {e}")).frame(),
         };
-        let stop = deadline
-            - (deadline.saturating_duration_since(Instant::now()) / 10).min(Duration::from_millis(500));
+        let stop = answer_by(deadline);
         match frame.op.as_str() {
             "open" => match self.open(frame, stop).await {
                 Ok(v) => v.to_string().into_bytes(),

@@ -69,8 +69,6 @@ pub fn policy(
             certs
         }
     };
-    // reqwest is built without a default TLS provider (the E2B client installs the same one).
-    let _ = rustls::crypto::ring::default_provider().install_default();
     Ok(Some(Arc::new(NetPolicy {
         rules,
         roots,

@@ -41,6 +41,14 @@ pub trait GuestServices: Send + Sync {
     }
 }
 
+/// When a service must answer a frame sent during a turn ending at `turn_deadline`: a little
+/// before it (a tenth of what is left, at most half a second), so the guest hears of the
+/// timeout and its interpreter lives on instead of being stopped mid-call.
+pub fn answer_by(turn_deadline: Instant) -> Instant {
+    let left = turn_deadline.saturating_duration_since(Instant::now());
+    turn_deadline - (left / 10).min(std::time::Duration::from_millis(500))
+}
+
 /// A host guest code reached, and what it received from it.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct NetUse {

@@ -12,7 +12,7 @@ pub mod text_cap;
 pub mod timeouts;
 mod types;
 
-pub use guest_services::{GuestServices, NetUse, Refusal, ToolCall};
+pub use guest_services::{GuestServices, NetUse, Refusal, ToolCall, answer_by};
 pub use types::*;
 
 use async_trait::async_trait;

@@ -67,8 +67,8 @@ impl SandboxServer {
                 None,
             )
         })?;
-        // A principal's `hosts=` narrows the server's list; an entry that is not a pattern
-        // narrows it to nothing rather than being skipped.
+        // A principal's `hosts=` narrows the server's list. An entry that is not a pattern is
+        // logged and left out, which narrows further, never widens.
         let hosts_narrowed = who.hosts.as_ref().map(|list| {
             list.iter()
                 .filter_map(|h| match HostRule::parse(h) {
@@ -86,16 +86,6 @@ impl SandboxServer {
             backend: tenancy.view(who),
             ..self.clone()
         })
-    }
-
-    /// Which downstream servers the caller's code may use: over stdio all of them, in remote
-    /// mode those its principal's tokens line names.
-    pub(super) fn mcp_allowed_for(&self, context: &RequestContext<RoleServer>) -> Allowed {
-        match (&self.tenancy, principal_of(context)) {
-            (None, _) => Allowed::All,
-            (Some(_), Some(who)) => Allowed::Only(who.mcp_servers),
-            (Some(_), None) => Allowed::Only(Arc::from([])),
-        }
     }
 
     /// What one execution's code may reach beyond its sandbox, if anything: `in_call` when the

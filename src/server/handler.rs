@@ -70,7 +70,7 @@ impl ServerHandler for SandboxServer {
         let mut tools = self.tool_router.list_all();
         if let Some(gateway) = &self.code_mode {
             // What code may call depends on who asks, and changes as servers start.
-            let said = gateway.describe(&self.mcp_allowed_for(&context));
+            let said = gateway.describe(&self.for_caller(&context)?.mcp_allowed);
             for t in tools.iter_mut().filter(|t| t.name == "execute_code") {
                 let base = t.description.as_deref().unwrap_or_default();
                 t.description = Some(format!("{base}{said}").into());

@@ -3,7 +3,7 @@
 //! everything; pinned in tests/mcp-servers) and a Python one from the package index
 //! (mcp-server-time, pinned with hashes), started by the real binary as a user's config says.
 
-use crate::common::{self, Server};
+use crate::common::{self, Server, error_of, run};
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -83,26 +83,6 @@ impl Drop for Setup {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// Runs code in `sb`: its structured result (a Python exception included).
-async fn run(server: &Server, sb: &str, code: &str) -> Value {
-    let (err, v, text) = server
-        .call_json(
-            "execute_code",
-            json!({"sandbox_id": sb, "code": code, "timeout_seconds": 120}),
-        )
-        .await;
-    assert!(v["sandbox_id"] == sb, "execute_code gave no execution: {text}");
-    assert_eq!(err, !v["error"].is_null(), "{v}");
-    v
-}
-
-fn error_of(v: &Value) -> (String, String) {
-    (
-        v["error"]["name"].as_str().unwrap_or_default().to_string(),
-        v["error"]["value"].as_str().unwrap_or_default().to_string(),
-    )
 }
 
 #[tokio::test]

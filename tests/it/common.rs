@@ -235,3 +235,25 @@ pub async fn tool_description<H: rmcp::ClientHandler>(
         .and_then(|t| t.description.map(|d| d.to_string()))
         .unwrap_or_else(|| panic!("no tool {name}"))
 }
+
+/// Runs code in `sb` with up to two minutes: its structured result, a Python exception
+/// included (which is an error result that still carries the execution).
+pub async fn run(server: &Server, sb: &str, code: &str) -> Value {
+    let (err, v, text) = server
+        .call_json(
+            "execute_code",
+            json!({"sandbox_id": sb, "code": code, "timeout_seconds": 120}),
+        )
+        .await;
+    assert!(v["sandbox_id"] == sb, "execute_code gave no execution: {text}");
+    assert_eq!(err, !v["error"].is_null(), "{v}");
+    v
+}
+
+/// `(exception name, message)` of an execution's error; empty when it has none.
+pub fn error_of(v: &Value) -> (String, String) {
+    (
+        v["error"]["name"].as_str().unwrap_or_default().to_string(),
+        v["error"]["value"].as_str().unwrap_or_default().to_string(),
+    )
+}

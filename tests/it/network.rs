@@ -3,7 +3,7 @@
 //! tests/net/https_server.py) with a certificate from a test CA, trusted through
 //! `CODE_SANDBOX_CA_FILE`.
 
-use crate::common::{self, Server};
+use crate::common::{self, Server, error_of, run};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -68,25 +68,6 @@ impl Drop for Https {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-async fn run(server: &Server, sb: &str, code: &str) -> Value {
-    let (_, v, text) = server
-        .call_json(
-            "execute_code",
-            json!({"sandbox_id": sb, "code": code, "timeout_seconds": 60}),
-        )
-        .await;
-    assert_eq!(v["sandbox_id"], sb, "execute_code gave no execution: {text}");
-    v
-}
-
-/// `(exception name, message)` of `code`'s failure, or of each URL `code` formats into a fetch.
-fn error_of(v: &Value) -> (String, String) {
-    (
-        v["error"]["name"].as_str().unwrap_or_default().to_string(),
-        v["error"]["value"].as_str().unwrap_or_default().to_string(),
-    )
 }
 
 fn hostname() -> String {
