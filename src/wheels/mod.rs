@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod index;
 pub mod install;
+pub mod remote_index;
 pub mod resolve;
 pub mod unpack;
 
