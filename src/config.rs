@@ -169,6 +169,11 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_SECRETS")]
     pub secrets: Option<PathBuf>,
 
+    /// A PEP 503/691 package index `install_package` may fetch pure-Python wheels from, when the
+    /// local cache lacks them (installs only; sandbox code cannot reach it). Unset: the cache only.
+    #[arg(long, env = "CODE_SANDBOX_INDEX_URL")]
+    pub index_url: Option<String>,
+
     /// Downstream tool calls one execute_code call may make (code mode).
     #[arg(long, env = "CODE_SANDBOX_MCP_CALLS", default_value_t = 200)]
     pub mcp_calls: usize,

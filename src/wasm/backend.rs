@@ -87,7 +87,19 @@ impl WasmBackend {
     fn wheel_dirs(&self) -> Vec<std::path::PathBuf> {
         let mut dirs = vec![Layout::new(self.settings.home_dir()).wheels_dir()];
         dirs.extend(self.settings.wheel_dir.clone());
+        if let Some(cache) = self.index_cache() {
+            dirs.push(cache);
+        }
         dirs
+    }
+
+    /// Where wheels fetched from `CODE_SANDBOX_INDEX_URL` are kept, when one is set.
+    fn index_cache(&self) -> Option<std::path::PathBuf> {
+        self.settings
+            .index_url
+            .as_ref()
+            .filter(|u| !u.trim().is_empty())
+            .map(|_| Layout::new(self.settings.home_dir()).wheels_dir().join("index"))
     }
 
     /// The limits a new sandbox really gets, and notes on what was clamped.
@@ -257,6 +269,38 @@ impl Interpreter for WasmBackend {
         let python = program.files.python_version.clone();
         let dirs = sb.dirs.clone();
         let quota = sb.quota.clone();
+        if let (Some(url), Some(cache)) = (self.settings.index_url.as_deref(), self.index_cache()) {
+            // The simple API's base, with the slash its project pages are joined to.
+            let url = reqwest::Url::parse(&format!("{}/", url.trim_end_matches('/'))).map_err(|e| {
+                SandboxError::InvalidArgument(format!("CODE_SANDBOX_INDEX_URL is not a URL: {e}"))
+            })?;
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let client = reqwest::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .map_err(|e| {
+                    SandboxError::Backend(format!("the package index client could not be made: {e}").into())
+                })?;
+            let target =
+                |f: &dyn Fn(&crate::wheels::install::Target) -> Result<(), crate::wheels::WheelError>| {
+                    f(&crate::wheels::install::Target {
+                        python: &python,
+                        wheel_dirs: &wheel_dirs,
+                        runtime: &runtime_packages,
+                        site_packages: &dirs.site_packages,
+                        scratch: &dirs.scratch,
+                        quota: &quota,
+                    })
+                };
+            let fetched = crate::wheels::remote_index::fill(&client, &url, &cache, || {
+                target(&|t| crate::wheels::install::plan(&request, t))
+            })
+            .await
+            .map_err(|e| SandboxError::Package(Box::new(e)))?;
+            if !fetched.is_empty() {
+                tracing::info!("fetched from the package index: {}", fetched.join(", "));
+            }
+        }
         let outcome = tokio::task::spawn_blocking(move || {
             crate::wheels::install::install(
                 &request,

@@ -75,6 +75,13 @@ pub fn available(wheel_dirs: &[PathBuf]) -> Vec<(String, String)> {
     out
 }
 
+/// Whether `request` resolves against the cache as it is now (nothing is unpacked): the
+/// resolver's error says what is missing.
+pub fn plan(request: &str, t: &Target) -> Result<(), WheelError> {
+    let req = parse_request(request)?;
+    resolve(&req, t.python, &scan(t.wheel_dirs), &present(t)).map(|_| ())
+}
+
 pub fn install(request: &str, t: &Target) -> Result<Outcome, WheelError> {
     let req = parse_request(request)?;
     let index: Vec<WheelFile> = scan(t.wheel_dirs);

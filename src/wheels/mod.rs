@@ -34,7 +34,21 @@ pub enum WheelError {
     )]
     BadName(String),
     #[error("no package named '{name}' is in the local wheel cache.{hint}")]
-    Unknown { name: String, hint: String },
+    Unknown {
+        name: String,
+        hint: String,
+        /// What was asked for, so a package index may be asked for it instead.
+        wanted: Box<pep508_rs::Requirement>,
+    },
+    #[error(
+        "{by} needs {shown}, which is not in the local wheel cache; add its wheel to CODE_SANDBOX_WHEEL_DIR"
+    )]
+    DependencyMissing {
+        by: String,
+        shown: String,
+        /// The dependency, so a package index may be asked for it instead.
+        wanted: Box<pep508_rs::Requirement>,
+    },
     #[error(
         "'{0}' exists only as compiled (platform-specific) wheels, and compiled extensions cannot load in the WebAssembly sandbox. Look for a pure-Python alternative"
     )]

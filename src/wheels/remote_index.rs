@@ -2,7 +2,8 @@
 //! project's files read from it, the newest pure-Python wheel a requirement allows picked, and
 //! downloaded into the wheel cache only when its SHA-256 matches what the index states.
 //!
-//! Work in progress for issue 28: not yet called by `install`.
+//! [`fill`] asks the index for each requirement the local cache cannot satisfy, then the
+//! ordinary resolver and installer take over.
 
 use std::path::{Path, PathBuf};
 
@@ -245,6 +246,45 @@ pub async fn download(client: &reqwest::Client, file: &IndexFile, dir: &Path) ->
     std::fs::write(&aside, &bytes).map_err(io(format!("writing {}", aside.display())))?;
     std::fs::rename(&aside, &target).map_err(io(format!("placing {}", target.display())))?;
     Ok(target)
+}
+
+/// Most wheels one install may fetch from the index (a dependency tree that large is a mistake).
+const MAX_FETCHES: usize = 64;
+
+/// Until `request` resolves against the wheels in `dirs`, fetches from `index` into `cache`
+/// (one of `dirs`) the wheel of each requirement the resolver reports missing. Returns the
+/// files fetched. An error other than a missing package is left for the install to report.
+pub async fn fill(
+    client: &reqwest::Client,
+    index: &reqwest::Url,
+    cache: &Path,
+    resolves: impl Fn() -> Result<(), WheelError>,
+) -> Result<Vec<String>, WheelError> {
+    let mut fetched = Vec::new();
+    for _ in 0..MAX_FETCHES {
+        let wanted = match resolves() {
+            Err(WheelError::Unknown { wanted, .. }) | Err(WheelError::DependencyMissing { wanted, .. }) => {
+                wanted
+            }
+            _ => return Ok(fetched),
+        };
+        let files = project(client, index, wanted.name.as_ref()).await?;
+        let Some((file, _)) = pick(&files, &wanted) else {
+            if only_compiled(&files, wanted.name.as_ref()) {
+                return Err(WheelError::NativeOnly(normalize(wanted.name.as_ref())));
+            }
+            // Not on the index either: the resolver's own message says so.
+            return Ok(fetched);
+        };
+        if fetched.contains(&file.filename) {
+            return Ok(fetched);
+        }
+        download(client, file, cache).await?;
+        fetched.push(file.filename.clone());
+    }
+    Err(WheelError::Conflict(format!(
+        "installing it would fetch more than {MAX_FETCHES} wheels from the package index; install its parts one by one"
+    )))
 }
 
 #[cfg(test)]

@@ -174,11 +174,13 @@ pub fn resolve(
                 None => WheelError::Unknown {
                     name: req.name.to_string(),
                     hint: suggestions(&name, index, present),
+                    wanted: Box::new(req.clone()),
                 },
-                Some(b) => WheelError::Conflict(format!(
-                    "{b} needs {}, which is not in the local wheel cache; add its wheel to CODE_SANDBOX_WHEEL_DIR",
-                    shown(&req)
-                )),
+                Some(b) => WheelError::DependencyMissing {
+                    by: b.to_string(),
+                    shown: shown(&req),
+                    wanted: Box::new(req.clone()),
+                },
             });
         }
         if !same_name.iter().any(|w| w.pure) {
