@@ -12,7 +12,18 @@ use crate::sandbox::{Interpreter, SandboxError};
 pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxError> {
     match settings.interpreter_type {
         Backend::Wasm => Ok(Arc::new(crate::wasm::WasmBackend::new(settings)?)),
-        Backend::E2b => crate::e2b::E2bBackend::build(settings),
+        Backend::E2b => {
+            if settings
+                .index_url
+                .as_deref()
+                .is_some_and(|u| !u.trim().is_empty())
+            {
+                tracing::warn!(
+                    "CODE_SANDBOX_INDEX_URL is ignored: the e2b backend's sandboxes install with pip from their own network"
+                );
+            }
+            crate::e2b::E2bBackend::build(settings)
+        }
     }
 }
 

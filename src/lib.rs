@@ -19,5 +19,6 @@ pub mod runtime;
 pub mod sandbox;
 pub mod server;
 pub mod tenancy;
+pub mod tls_roots;
 pub mod wasm;
 pub mod wheels;

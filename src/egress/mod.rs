@@ -56,18 +56,10 @@ pub fn policy(
     }
     let roots = match ca_file.filter(|f| !f.as_os_str().is_empty()) {
         None => Vec::new(),
-        Some(file) => {
-            let bad = |why: String| EgressError::Roots {
-                file: file.display().to_string(),
-                why,
-            };
-            let pem = std::fs::read(file).map_err(|e| bad(e.to_string()))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
-            if certs.is_empty() {
-                return Err(bad("it holds no certificate".into()));
-            }
-            certs
-        }
+        Some(file) => crate::tls_roots::load(file).map_err(|why| EgressError::Roots {
+            file: file.display().to_string(),
+            why,
+        })?,
     };
     Ok(Some(Arc::new(NetPolicy {
         rules,

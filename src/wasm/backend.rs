@@ -21,6 +21,8 @@ use crate::sandbox::{
     Checkpoint, CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits, SandboxError,
     SandboxFiles, SandboxInfo, SandboxStatus, Usage,
 };
+use crate::wheels::package_index::PackageIndex;
+use sha2::Digest;
 
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
 /// Smallest memory limit that still starts the interpreter (its image alone is 40 MiB).
@@ -35,6 +37,8 @@ pub struct WasmBackend {
     calls: Arc<tokio::sync::Semaphore>,
     ctx: Arc<Context>,
     files: WasmFiles,
+    /// `CODE_SANDBOX_INDEX_URL`, when set: installs fetch what the local cache lacks.
+    index: Option<Arc<PackageIndex>>,
 }
 
 impl WasmBackend {
@@ -59,6 +63,7 @@ impl WasmBackend {
             keep_bytes,
         );
         tracing::info!("guest memory budget for all sandboxes: {} MiB", total >> 20);
+        let index = package_index(&settings)?;
         let memory = MemoryBudget::new(total);
         memory.set_reclaim(live::reclaimer(&registry));
         let backend = WasmBackend {
@@ -71,6 +76,7 @@ impl WasmBackend {
             spare: Spare::default(),
             calls: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_calls.max(1))),
             files: WasmFiles::new(registry),
+            index,
             settings,
         };
         backend.warm_spare();
@@ -83,23 +89,12 @@ impl WasmBackend {
         self.spare.warm(&self.ctx, limits);
     }
 
-    /// The pinned cache, then the user's own folder of wheels.
+    /// The pinned cache, the user's own folder of wheels, then what came from the index.
     fn wheel_dirs(&self) -> Vec<std::path::PathBuf> {
         let mut dirs = vec![Layout::new(self.settings.home_dir()).wheels_dir()];
         dirs.extend(self.settings.wheel_dir.clone());
-        if let Some(cache) = self.index_cache() {
-            dirs.push(cache);
-        }
+        dirs.extend(self.index.as_ref().map(|i| i.cache().to_path_buf()));
         dirs
-    }
-
-    /// Where wheels fetched from `CODE_SANDBOX_INDEX_URL` are kept, when one is set.
-    fn index_cache(&self) -> Option<std::path::PathBuf> {
-        self.settings
-            .index_url
-            .as_ref()
-            .filter(|u| !u.trim().is_empty())
-            .map(|_| Layout::new(self.settings.home_dir()).wheels_dir().join("index"))
     }
 
     /// The limits a new sandbox really gets, and notes on what was clamped.
@@ -132,6 +127,35 @@ impl WasmBackend {
 
 /// The limits of a kept sandbox, read from its metadata on disk, bounded by what a request
 /// could have asked for under these settings (an edited file must not raise them).
+/// The package index installs may fetch from (`CODE_SANDBOX_INDEX_URL`), or `None`. A bad URL
+/// or CA file stops the start with what to fix.
+fn package_index(settings: &Settings) -> Result<Option<Arc<PackageIndex>>, SandboxError> {
+    let Some(url) = settings.index_url.as_deref().filter(|u| !u.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let roots = match settings.ca_file.as_deref().filter(|f| !f.as_os_str().is_empty()) {
+        None => Vec::new(),
+        Some(file) => crate::tls_roots::load(file).map_err(|why| {
+            SandboxError::InvalidArgument(format!(
+                "CODE_SANDBOX_CA_FILE {} could not be used ({why}); it must be a PEM file of CA certificates",
+                file.display()
+            ))
+        })?,
+    };
+    // Beside the pinned cache, one folder per index: another index is another source.
+    let cache = settings
+        .home_dir()
+        .join("index-wheels")
+        .join(&hex::encode(sha2::Sha256::digest(url.trim().as_bytes()))[..16]);
+    let index =
+        PackageIndex::new(url, roots, cache).map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
+    tracing::info!(
+        "install_package may fetch from the package index {}",
+        index.shown()
+    );
+    Ok(Some(Arc::new(index)))
+}
+
 fn clamp_kept(settings: &Settings, total_memory: u64, kept: Limits) -> Limits {
     let most_mb = (WASM32_MAX_BYTES >> 20)
         .min(total_memory >> 20)
@@ -264,58 +288,24 @@ impl Interpreter for WasmBackend {
             // Closed while this install waited: nothing may land in its folders.
             return Err(SandboxError::NotFound(sb.id.clone()));
         }
+        let target = Arc::new(crate::wheels::install::Target {
+            python: program.files.python_version.clone(),
+            wheel_dirs,
+            runtime: program.files.packages.clone(),
+            site_packages: sb.dirs.site_packages.clone(),
+            scratch: sb.dirs.scratch.clone(),
+            quota: sb.quota.clone(),
+        });
         let request = name.to_string();
-        let runtime_packages = program.files.packages.clone();
-        let python = program.files.python_version.clone();
-        let dirs = sb.dirs.clone();
-        let quota = sb.quota.clone();
-        if let (Some(url), Some(cache)) = (self.settings.index_url.as_deref(), self.index_cache()) {
-            // The simple API's base, with the slash its project pages are joined to.
-            let url = reqwest::Url::parse(&format!("{}/", url.trim_end_matches('/'))).map_err(|e| {
-                SandboxError::InvalidArgument(format!("CODE_SANDBOX_INDEX_URL is not a URL: {e}"))
-            })?;
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let client = reqwest::Client::builder()
-                .timeout(Duration::from_secs(120))
-                .build()
-                .map_err(|e| {
-                    SandboxError::Backend(format!("the package index client could not be made: {e}").into())
-                })?;
-            let target =
-                |f: &dyn Fn(&crate::wheels::install::Target) -> Result<(), crate::wheels::WheelError>| {
-                    f(&crate::wheels::install::Target {
-                        python: &python,
-                        wheel_dirs: &wheel_dirs,
-                        runtime: &runtime_packages,
-                        site_packages: &dirs.site_packages,
-                        scratch: &dirs.scratch,
-                        quota: &quota,
-                    })
-                };
-            let fetched = crate::wheels::remote_index::fill(&client, &url, &cache, || {
-                target(&|t| crate::wheels::install::plan(&request, t))
-            })
-            .await
-            .map_err(|e| SandboxError::Package(Box::new(e)))?;
-            if !fetched.is_empty() {
-                tracing::info!("fetched from the package index: {}", fetched.join(", "));
-            }
+        if let Some(index) = &self.index {
+            index
+                .fill(&target.python, || crate::wheels::install::plan(&request, &target))
+                .await
+                .map_err(|e| SandboxError::Package(Box::new(e)))?;
         }
-        let outcome = tokio::task::spawn_blocking(move || {
-            crate::wheels::install::install(
-                &request,
-                &crate::wheels::install::Target {
-                    python: &python,
-                    wheel_dirs: &wheel_dirs,
-                    runtime: &runtime_packages,
-                    site_packages: &dirs.site_packages,
-                    scratch: &dirs.scratch,
-                    quota: &quota,
-                },
-            )
-        })
-        .await?
-        .map_err(|e| SandboxError::Package(Box::new(e)))?;
+        let outcome = tokio::task::spawn_blocking(move || crate::wheels::install::install(&request, &target))
+            .await?
+            .map_err(|e| SandboxError::Package(Box::new(e)))?;
         if !outcome.installed.is_empty()
             && let Some(session) = slot.session.as_mut()
         {

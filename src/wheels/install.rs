@@ -16,16 +16,18 @@ use super::unpack::unpack;
 use super::{WheelError, normalize};
 use crate::disk_quota::{DiskQuota, tree_cost};
 
-pub struct Target<'a> {
-    pub python: &'a str,
-    pub wheel_dirs: &'a [PathBuf],
+/// One sandbox as an install sees it. Owned, so a planning pass on the async side and the
+/// install on a blocking thread share one.
+pub struct Target {
+    pub python: String,
+    pub wheel_dirs: Vec<PathBuf>,
     /// `(name, version)` of what the runtime already carries.
-    pub runtime: &'a [(String, String)],
-    pub site_packages: &'a Path,
+    pub runtime: Vec<(String, String)>,
+    pub site_packages: PathBuf,
     /// A host-private folder for staging.
-    pub scratch: &'a Path,
+    pub scratch: PathBuf,
     /// The sandbox's disk quota, which the installed files count against.
-    pub quota: &'a DiskQuota,
+    pub quota: std::sync::Arc<DiskQuota>,
 }
 
 #[derive(Debug, PartialEq)]
@@ -42,12 +44,12 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> WheelError {
 /// Packages already importable in this sandbox: the runtime's, then its own installs.
 fn present(t: &Target) -> HashMap<String, Present> {
     let mut map = HashMap::new();
-    for (name, version) in t.runtime {
+    for (name, version) in &t.runtime {
         if let Ok(v) = version.parse::<Version>() {
             map.insert(normalize(name), Present::Runtime(v));
         }
     }
-    if let Ok(rd) = std::fs::read_dir(t.site_packages) {
+    if let Ok(rd) = std::fs::read_dir(&t.site_packages) {
         for e in rd.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
             if let Some(stem) = n.strip_suffix(".dist-info")
@@ -79,14 +81,14 @@ pub fn available(wheel_dirs: &[PathBuf]) -> Vec<(String, String)> {
 /// resolver's error says what is missing.
 pub fn plan(request: &str, t: &Target) -> Result<(), WheelError> {
     let req = parse_request(request)?;
-    resolve(&req, t.python, &scan(t.wheel_dirs), &present(t)).map(|_| ())
+    resolve(&req, &t.python, &scan(&t.wheel_dirs), &present(t)).map(|_| ())
 }
 
 pub fn install(request: &str, t: &Target) -> Result<Outcome, WheelError> {
     let req = parse_request(request)?;
-    let index: Vec<WheelFile> = scan(t.wheel_dirs);
+    let index: Vec<WheelFile> = scan(&t.wheel_dirs);
     let present = present(t);
-    let plan = resolve(&req, t.python, &index, &present)?;
+    let plan = resolve(&req, &t.python, &index, &present)?;
     if plan.already.is_some() {
         return Ok(Outcome {
             installed: Vec::new(),
@@ -97,7 +99,7 @@ pub fn install(request: &str, t: &Target) -> Result<Outcome, WheelError> {
         .scratch
         .join(format!(".install-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&staging).map_err(io("creating the staging folder"))?;
-    let result = stage_and_move(&plan.wheels, &staging, t.site_packages, t.quota);
+    let result = stage_and_move(&plan.wheels, &staging, &t.site_packages, &t.quota);
     let _ = std::fs::remove_dir_all(&staging);
     result?;
     Ok(Outcome {

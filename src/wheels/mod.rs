@@ -5,6 +5,7 @@
 pub mod catalog;
 pub mod index;
 pub mod install;
+pub mod package_index;
 pub mod remote_index;
 pub mod resolve;
 pub mod unpack;
@@ -49,6 +50,22 @@ pub enum WheelError {
         /// The dependency, so a package index may be asked for it instead.
         wanted: Box<pep508_rs::Requirement>,
     },
+    #[error("{message}")]
+    VersionMissing {
+        message: String,
+        /// The requirement as the user is shown it, with who needs it.
+        named: String,
+        /// What no cached version satisfies, so a package index may be asked for it instead.
+        wanted: Box<pep508_rs::Requirement>,
+    },
+    #[error(
+        "{what} is neither in the local wheel cache nor on the package index {index} (CODE_SANDBOX_INDEX_URL) as a pure-Python wheel for Python {python}; check the name and version, or add its wheel to CODE_SANDBOX_WHEEL_DIR"
+    )]
+    NotOnIndex {
+        what: String,
+        index: String,
+        python: String,
+    },
     #[error(
         "'{0}' exists only as compiled (platform-specific) wheels, and compiled extensions cannot load in the WebAssembly sandbox. Look for a pure-Python alternative"
     )]
@@ -69,6 +86,29 @@ pub enum WheelError {
     Fetch(String),
     #[error("{0}. Nothing was installed")]
     DiskFull(String),
+}
+
+impl WheelError {
+    /// The requirement the local cache could not satisfy, when that is what went wrong (a
+    /// package index may have it).
+    pub fn missing(&self) -> Option<&pep508_rs::Requirement> {
+        match self {
+            WheelError::Unknown { wanted, .. }
+            | WheelError::DependencyMissing { wanted, .. }
+            | WheelError::VersionMissing { wanted, .. } => Some(wanted),
+            _ => None,
+        }
+    }
+
+    /// How a missing requirement is named to the user once the package index lacks it too.
+    pub fn missing_named(&self) -> Option<String> {
+        match self {
+            WheelError::Unknown { name, .. } => Some(format!("'{name}'")),
+            WheelError::DependencyMissing { by, shown, .. } => Some(format!("{shown} (needed by {by})")),
+            WheelError::VersionMissing { named, .. } => Some(named.clone()),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -2,13 +2,14 @@
 //! project's files read from it, the newest pure-Python wheel a requirement allows picked, and
 //! downloaded into the wheel cache only when its SHA-256 matches what the index states.
 //!
-//! [`fill`] asks the index for each requirement the local cache cannot satisfy, then the
-//! ordinary resolver and installer take over.
+//! [`super::package_index`] decides what to ask it for.
 
 use std::path::{Path, PathBuf};
 
 use pep508_rs::Requirement;
-use pep508_rs::pep440_rs::Version;
+use std::str::FromStr;
+
+use pep508_rs::pep440_rs::{Version, VersionSpecifiers};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -120,16 +121,22 @@ fn unescape(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
-/// The newest pure-Python wheel of `req`'s project that it allows, not yanked.
-pub fn pick<'a>(files: &'a [IndexFile], req: &Requirement) -> Option<(&'a IndexFile, Version)> {
+/// The newest pure-Python wheel of `req`'s project that it allows, not yanked, and (when the
+/// index says) made for `python`.
+pub fn pick<'a>(files: &'a [IndexFile], req: &Requirement, python: &str) -> Option<(&'a IndexFile, Version)> {
     let name = normalize(req.name.as_ref());
     let allows = |v: &Version| match &req.version_or_url {
         Some(pep508_rs::VersionOrUrl::VersionSpecifier(s)) => s.contains(v),
         _ => true,
     };
+    let python = Version::from_str(python).ok();
+    let fits_python = |f: &IndexFile| match (&f.requires_python, &python) {
+        (Some(spec), Some(v)) => VersionSpecifiers::from_str(spec).map_or(true, |s| s.contains(v)),
+        _ => true,
+    };
     files
         .iter()
-        .filter(|f| !f.yanked)
+        .filter(|f| !f.yanked && fits_python(f))
         .filter_map(|f| {
             let (n, v, pure) = parse_file_name(&f.filename)?;
             (n == name && pure && allows(&v)).then_some((f, v))
@@ -157,13 +164,18 @@ pub async fn project(
 ) -> Result<Vec<IndexFile>, WheelError> {
     let url = index
         .join(&format!("{}/", normalize(name)))
-        .map_err(|e| WheelError::Fetch(format!("the index URL {index} cannot name a project: {e}")))?;
+        .map_err(|e| WheelError::Fetch(format!("the index URL cannot name the project {name}: {e}")))?;
     let response = client
         .get(url.clone())
         .header("Accept", "application/vnd.pypi.simple.v1+json, text/html;q=0.1")
         .send()
         .await
-        .map_err(|e| WheelError::Fetch(format!("the package index did not answer for {name}: {e}")))?;
+        .map_err(|e| {
+            WheelError::Fetch(format!(
+                "the package index (CODE_SANDBOX_INDEX_URL) did not answer for {name}: {}; check that it is up and reachable",
+                e.without_url()
+            ))
+        })?;
     if response.status() == reqwest::StatusCode::NOT_FOUND {
         return Ok(Vec::new());
     }
@@ -179,10 +191,12 @@ pub async fn project(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("json"));
     let base = response.url().clone();
-    let bytes = response
-        .bytes()
-        .await
-        .map_err(|e| WheelError::Fetch(format!("reading the index page of {name} failed: {e}")))?;
+    let bytes = response.bytes().await.map_err(|e| {
+        WheelError::Fetch(format!(
+            "reading the index page of {name} failed: {}",
+            e.without_url()
+        ))
+    })?;
     if bytes.len() > MAX_PAGE {
         return Err(WheelError::Fetch(format!(
             "the index page of {name} is over {MAX_PAGE} bytes"
@@ -217,13 +231,21 @@ pub async fn download(client: &reqwest::Client, file: &IndexFile, dir: &Path) ->
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| WheelError::Fetch(format!("downloading {} failed: {e}", file.filename)))?;
+        .map_err(|e| {
+            WheelError::Fetch(format!(
+                "downloading {} failed: {}",
+                file.filename,
+                e.without_url()
+            ))
+        })?;
     let mut bytes = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| WheelError::Fetch(format!("downloading {} failed: {e}", file.filename)))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(|e| {
+        WheelError::Fetch(format!(
+            "downloading {} failed: {}",
+            file.filename,
+            e.without_url()
+        ))
+    })? {
         bytes.extend_from_slice(&chunk);
         if bytes.len() as u64 > MAX_WHEEL {
             return Err(WheelError::Unsafe {
@@ -242,55 +264,20 @@ pub async fn download(client: &reqwest::Client, file: &IndexFile, dir: &Path) ->
     let io = |context: String| move |source| WheelError::Io { context, source };
     std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     let target = dir.join(&file.filename);
-    let aside = dir.join(format!(".{}.part", file.filename));
+    // Two installs may fetch the same wheel at once: each writes its own file aside.
+    let aside = dir.join(format!(
+        ".{}.{}.part",
+        file.filename,
+        uuid::Uuid::new_v4().simple()
+    ));
     std::fs::write(&aside, &bytes).map_err(io(format!("writing {}", aside.display())))?;
     std::fs::rename(&aside, &target).map_err(io(format!("placing {}", target.display())))?;
     Ok(target)
 }
 
-/// Most wheels one install may fetch from the index (a dependency tree that large is a mistake).
-const MAX_FETCHES: usize = 64;
-
-/// Until `request` resolves against the wheels in `dirs`, fetches from `index` into `cache`
-/// (one of `dirs`) the wheel of each requirement the resolver reports missing. Returns the
-/// files fetched. An error other than a missing package is left for the install to report.
-pub async fn fill(
-    client: &reqwest::Client,
-    index: &reqwest::Url,
-    cache: &Path,
-    resolves: impl Fn() -> Result<(), WheelError>,
-) -> Result<Vec<String>, WheelError> {
-    let mut fetched = Vec::new();
-    for _ in 0..MAX_FETCHES {
-        let wanted = match resolves() {
-            Err(WheelError::Unknown { wanted, .. }) | Err(WheelError::DependencyMissing { wanted, .. }) => {
-                wanted
-            }
-            _ => return Ok(fetched),
-        };
-        let files = project(client, index, wanted.name.as_ref()).await?;
-        let Some((file, _)) = pick(&files, &wanted) else {
-            if only_compiled(&files, wanted.name.as_ref()) {
-                return Err(WheelError::NativeOnly(normalize(wanted.name.as_ref())));
-            }
-            // Not on the index either: the resolver's own message says so.
-            return Ok(fetched);
-        };
-        if fetched.contains(&file.filename) {
-            return Ok(fetched);
-        }
-        download(client, file, cache).await?;
-        fetched.push(file.filename.clone());
-    }
-    Err(WheelError::Conflict(format!(
-        "installing it would fetch more than {MAX_FETCHES} wheels from the package index; install its parts one by one"
-    )))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::str::FromStr;
 
     fn base() -> reqwest::Url {
         reqwest::Url::parse("http://127.0.0.1:8080/simple/demo-pkg/").unwrap()
@@ -314,13 +301,16 @@ mod tests {
         assert_eq!(files[1].requires_python.as_deref(), Some(">=3.8"));
         assert!(files[3].yanked);
         let req = Requirement::from_str("demo-pkg").unwrap();
-        let (f, v) = pick(&files, &req).unwrap();
+        let (f, v) = pick(&files, &req, "3.13").unwrap();
         assert_eq!(
             (f.filename.as_str(), v.to_string()),
             ("demo_pkg-2.0-py3-none-any.whl", "2.0".into())
         );
         let req = Requirement::from_str("demo-pkg<2").unwrap();
-        assert_eq!(pick(&files, &req).unwrap().1.to_string(), "1.0");
+        assert_eq!(pick(&files, &req, "3.13").unwrap().1.to_string(), "1.0");
+        // 2.0 needs Python 3.8 or newer: an older guest gets 1.0.
+        let req = Requirement::from_str("demo-pkg").unwrap();
+        assert_eq!(pick(&files, &req, "3.7").unwrap().1.to_string(), "1.0");
         assert!(!only_compiled(&files, "demo-pkg"));
 
         let json = r#"{"meta": {"api-version": "1.0"}, "name": "demo-pkg", "files": [
@@ -343,6 +333,6 @@ mod tests {
             r#"<a href="n-1.0-cp312-cp312-win_amd64.whl#sha256=1">n-1.0-cp312-cp312-win_amd64.whl</a>"#,
         );
         assert!(only_compiled(&files, "n"));
-        assert!(pick(&files, &Requirement::from_str("n").unwrap()).is_none());
+        assert!(pick(&files, &Requirement::from_str("n").unwrap(), "3.13").is_none());
     }
 }

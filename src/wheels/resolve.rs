@@ -211,11 +211,18 @@ pub fn resolve(
                 .filter(|w| w.name == name)
                 .map(|w| w.version.to_string())
                 .collect();
-            return Err(WheelError::Conflict(format!(
-                "{who} requires {}, but the cache has {name} {} only (or none for Python {python})",
-                shown(&req),
-                versions.join(", ")
-            )));
+            return Err(WheelError::VersionMissing {
+                message: format!(
+                    "{who} requires {}, but the cache has {name} {} only (or none for Python {python})",
+                    shown(&req),
+                    versions.join(", ")
+                ),
+                named: match &by {
+                    None => shown(&req),
+                    Some(b) => format!("{} (needed by {b})", shown(&req)),
+                },
+                wanted: Box::new(req.clone()),
+            });
         };
         let extras: Vec<ExtraName> = req.extras.clone();
         for dep in &meta.requires_dist {

@@ -12,6 +12,7 @@ mod e2b;
 mod figures;
 mod first_start;
 mod host_safety;
+mod index;
 mod isolation;
 mod keeping;
 mod layers;

@@ -11,15 +11,15 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 /// The HTTPS server, its CA file and its port; stopped on drop.
-struct Https {
+pub struct Https {
     child: std::process::Child,
     dir: PathBuf,
-    port: u16,
-    ca: PathBuf,
+    pub port: u16,
+    pub ca: PathBuf,
 }
 
 impl Https {
-    fn start() -> Https {
+    pub fn start() -> Https {
         let dir = std::env::temp_dir().join(format!("mcs-net-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&dir).unwrap();
         let ca_key = rcgen::KeyPair::generate().unwrap();
@@ -57,7 +57,7 @@ impl Https {
         Https { child, dir, port, ca }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.port)
     }
 }

@@ -1,5 +1,6 @@
 //! A Python virtual environment holding a folder's pinned `requirements.txt` (every package
-//! with its version and SHA-256), made once, for the tests that start a Python MCP server.
+//! with its version and SHA-256), made once, for the tests that start a Python server (an MCP
+//! server, a package index); and a folder of pinned wheels for such an index to serve.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -7,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use sha2::{Digest, Sha256};
 
-/// In the venv after a successful install: the SHA-256 of the requirements it holds.
+/// In a made folder: the SHA-256 of the list it was made from.
 const STAMP: &str = ".installed-requirements.sha256";
 const LOCK: &str = ".venv.lock";
 
@@ -37,60 +38,106 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VenvError + '_ {
 /// Makes `dir/venv` hold exactly `dir/requirements.txt` (installed with `--require-hashes`),
 /// unless it already does; one process installs, the others wait. Returns the venv's folder.
 pub fn ensure(dir: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, VenvError> {
-    let req = dir.join("requirements.txt");
-    let want = hex::encode(Sha256::digest(std::fs::read(&req).map_err(io(&req))?));
     let venv = dir.join("venv");
-    let stamp = venv.join(STAMP);
+    let req = dir.join("requirements.txt");
+    made_once(dir, &venv, &req, &|| {
+        progress(&format!(
+            "making the pinned Python venv of {} (pip --require-hashes)",
+            dir.display()
+        ));
+        run(
+            dir,
+            "python3 -m venv",
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        )?;
+        run(
+            dir,
+            "pip install --require-hashes",
+            Command::new(venv.join("bin").join("pip"))
+                .args([
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--require-hashes",
+                    "-r",
+                ])
+                .arg(&req),
+        )
+    })?;
+    Ok(venv)
+}
+
+/// Makes `dir/packages` hold exactly the wheels `dir/packages.txt` pins (downloaded with the
+/// venv's pip, `--require-hashes`, no dependencies: the list names them all), unless it
+/// already does. Returns the folder.
+pub fn wheels(dir: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, VenvError> {
+    let venv = ensure(dir, progress)?;
+    let packages = dir.join("packages");
+    let list = dir.join("packages.txt");
+    made_once(dir, &packages, &list, &|| {
+        progress(&format!("downloading the pinned wheels of {}", list.display()));
+        run(
+            dir,
+            "pip download --require-hashes",
+            Command::new(venv.join("bin").join("pip"))
+                .args([
+                    "download",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "--require-hashes",
+                    "-d",
+                ])
+                .arg(&packages)
+                .arg("-r")
+                .arg(&list),
+        )
+    })?;
+    Ok(packages)
+}
+
+/// Runs `make` to fill `target` from `list`, unless `target` holds a stamp of this very list
+/// already; `target` is emptied first. One process makes it, the others wait on a lock in `dir`.
+fn made_once(
+    dir: &Path,
+    target: &Path,
+    list: &Path,
+    make: &dyn Fn() -> Result<(), VenvError>,
+) -> Result<(), VenvError> {
+    let want = hex::encode(Sha256::digest(std::fs::read(list).map_err(io(list))?));
+    let stamp = target.join(STAMP);
     let current = || std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == want);
     if current() {
-        return Ok(venv);
+        return Ok(());
     }
     let lock_path = dir.join(LOCK);
     let guard = File::create(&lock_path).map_err(io(&lock_path))?;
     guard.lock().map_err(io(&lock_path))?;
     if current() {
-        return Ok(venv);
+        return Ok(());
     }
-    progress(&format!(
-        "making the pinned Python venv of {} (pip --require-hashes)",
-        dir.display()
-    ));
-    let _ = std::fs::remove_dir_all(&venv);
-    let run = |step: &'static str, cmd: &mut Command| -> Result<(), VenvError> {
-        let status = cmd
-            .stdin(Stdio::null())
-            .stdout(std::io::stderr())
-            .status()
-            .map_err(|source| VenvError::PythonMissing {
-                dir: dir.to_path_buf(),
-                source,
-            })?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(VenvError::Failed {
-                dir: dir.to_path_buf(),
-                step,
-                status: status.to_string(),
-            })
-        }
-    };
-    run(
-        "python3 -m venv",
-        Command::new("python3").args(["-m", "venv"]).arg(&venv),
-    )?;
-    run(
-        "pip install --require-hashes",
-        Command::new(venv.join("bin").join("pip"))
-            .args([
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--require-hashes",
-                "-r",
-            ])
-            .arg(&req),
-    )?;
-    std::fs::write(&stamp, &want).map_err(io(&stamp))?;
-    Ok(venv)
+    let _ = std::fs::remove_dir_all(target);
+    make()?;
+    std::fs::write(&stamp, &want).map_err(io(&stamp))
+}
+
+fn run(dir: &Path, step: &'static str, cmd: &mut Command) -> Result<(), VenvError> {
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(std::io::stderr())
+        .status()
+        .map_err(|source| VenvError::PythonMissing {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(VenvError::Failed {
+            dir: dir.to_path_buf(),
+            step,
+            status: status.to_string(),
+        })
+    }
 }

@@ -25,7 +25,11 @@ use super::state::GuestState;
 use crate::sandbox::paths::WORKSPACE;
 use crate::sandbox::{GuestServices, OutputKind, OutputSink};
 
-pub const PRELUDE: &str = include_str!("../../../runtime/guest/prelude.py");
+/// The first turn of every interpreter: its hooks, then the HTTP libraries' way to the host.
+pub const PRELUDE: &str = concat!(
+    include_str!("../../../runtime/guest/prelude.py"),
+    include_str!("../../../runtime/guest/network.py")
+);
 /// An interpreter started from a warm image has run the prelude already; it only needs
 /// generators of its own (the prelude defines the hook).
 const REBIRTH: &str = "if True: __code_sandbox_rebirth__()";

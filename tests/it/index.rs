@@ -1,0 +1,349 @@
+//! Installs from a package index (`CODE_SANDBOX_INDEX_URL`): a real pypiserver on loopback
+//! (pinned in tests/index/requirements.txt) serving real wheels the pinned cache lacks
+//! (tests/index/packages.txt: requests and httpx with their dependencies, an older idna); then
+//! requests and httpx, installed from it, reaching an allowed HTTPS host.
+
+use crate::common::{self, Server, error_of, run};
+use crate::network::Https;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// A server process on a loopback port; killed on drop.
+struct Served {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `cmd` (given the port) and waits until `path` answers on it.
+fn serve(cmd: impl Fn(u16) -> Command, path: &str) -> Served {
+    let port = free_port();
+    let child = cmd(port)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the index server");
+    let served = Served { child, port };
+    for _ in 0..300 {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            use std::io::{Read, Write};
+            let _ = write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+            let mut head = [0u8; 12];
+            if s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.") && &head[9..12] == b"200" {
+                return served;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the index server did not answer {path} on port {port}");
+}
+
+/// The pinned wheels, downloaded once into tests/index/packages.
+fn pinned_wheels() -> PathBuf {
+    xtask::pyvenv::wheels(&common::repo_root().join("tests/index"), &|m| common::progress(m))
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// pypiserver serving `dir`, never sending a client on to another index.
+fn pypiserver(dir: &Path) -> Served {
+    let exe = common::repo_root().join("tests/index/venv/bin/pypi-server");
+    serve(
+        |port| {
+            let mut c = Command::new(&exe);
+            c.args([
+                "run",
+                "-i",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "--disable-fallback",
+            ])
+            .args(["--hash-algo", "sha256"])
+            .arg(dir);
+            c
+        },
+        "/health",
+    )
+}
+
+fn installed(v: &Value) -> Vec<String> {
+    v["installed"]
+        .as_array()
+        .unwrap_or(&Vec::new())
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}",
+                p["name"].as_str().unwrap_or(""),
+                p["version"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn packages_the_cache_lacks_come_from_the_index_and_requests_and_httpx_reach_an_allowed_host() {
+    let wheels = pinned_wheels();
+    let index = pypiserver(&wheels);
+    let https = Https::start();
+    let home = common::private_home();
+    let home_s = home.display().to_string();
+    let index_url = format!("http://127.0.0.1:{}/simple/", index.port);
+    let allow = format!("127.0.0.1:{}", https.port);
+    let ca = https.ca.display().to_string();
+    let envs = [
+        ("CODE_SANDBOX_HOME", home_s.as_str()),
+        ("CODE_SANDBOX_INDEX_URL", index_url.as_str()),
+        ("CODE_SANDBOX_ALLOW_HOSTS", allow.as_str()),
+        ("CODE_SANDBOX_CA_FILE", ca.as_str()),
+    ];
+    let server = Server::start_with(&envs).await;
+    let sb = server.create().await;
+
+    // requests and three of its dependencies come from the index; idna from the pinned cache.
+    let v = server.install(&sb, "requests").await;
+    let mut got = installed(&v);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "certifi 2026.10.19.post1",
+            "idna 3.20",
+            "requests 2.34.2",
+            "urllib3 2.8.0"
+        ],
+        "{v}"
+    );
+    let v = server.install(&sb, "httpx").await;
+    let mut got = installed(&v);
+    got.sort();
+    assert_eq!(
+        got,
+        ["anyio 4.16.0", "h11 0.16.0", "httpcore 1.0.9", "httpx 0.29.0"],
+        "{v}"
+    );
+
+    // Both reach the allowed HTTPS host (certificates checked by the host, against the test CA):
+    // plain gets, a JSON post, a streamed body, a session reused.
+    let v = run(
+        &server,
+        &sb,
+        &format!(
+            "import requests, httpx\n\
+             r = requests.get({csv:?})\n\
+             posted = requests.post({echo:?}, json={{'a': 1}}).json()\n\
+             streamed = sum(len(c) for c in requests.get({big:?}, stream=True).iter_content(65536))\n\
+             s = requests.Session()\n\
+             again = [s.get({csv:?}).status_code for _ in range(3)]\n\
+             h = httpx.get({csv:?})\n\
+             with httpx.Client() as c:\n\
+             \x20   with c.stream('GET', {big:?}) as resp:\n\
+             \x20       hstreamed = sum(len(x) for x in resp.iter_bytes())\n\
+             \x20   hposted = c.post({echo:?}, content=b'12345').json()\n\
+             (r.status_code, r.text.splitlines()[1], posted['echo'], streamed, again, h.status_code, h.text.splitlines()[2], hstreamed, hposted['received'])",
+            csv = https.url("/data.csv"),
+            echo = https.url("/echo"),
+            big = https.url("/big?n=3000000"),
+        ),
+    )
+    .await;
+    assert_eq!(
+        v["result"],
+        "(200, 'Oslo,700', '{\"a\": 1}', 3000000, [200, 200, 200], 200, 'Bergen,290', 3000000, 5)",
+        "{v}"
+    );
+    assert_eq!(v["network"][0]["host"], "127.0.0.1", "{v}");
+
+    // A host not listed is a PermissionError naming the setting, from either library, and so is
+    // the index itself: it serves installs, not sandbox code.
+    let v = run(
+        &server,
+        &sb,
+        &format!(
+            "import requests, httpx\nout = []\n\
+             for get in (requests.get, httpx.get):\n\
+             \x20   for u in ('https://example.com/', {index_url:?}):\n\
+             \x20       try:\n\
+             \x20           get(u)\n\
+             \x20           out.append('REACHED ' + u)\n\
+             \x20       except PermissionError as e:\n\
+             \x20           out.append('CODE_SANDBOX_ALLOW_HOSTS' in str(e))\n\
+             out"
+        ),
+    )
+    .await;
+    assert_eq!(v["result"], "[True, True, True, True]", "{v}");
+
+    // A version the cache lacks (it has idna 3.20) comes from the index too.
+    let sb2 = server.create().await;
+    let v = server.install(&sb2, "idna<3.20").await;
+    assert_eq!(installed(&v), ["idna 3.10"], "{v}");
+    let v = run(&server, &sb2, "import idna\nidna.__version__").await;
+    assert_eq!(v["result"], "'3.10'", "{v}");
+
+    // A name on neither: the error names the index and says what to do.
+    let (is_err, _, text) = server
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": sb2, "package_name": "no-such-package-anywhere"}),
+        )
+        .await;
+    assert!(is_err, "{text}");
+    assert!(
+        text.contains("neither in the local wheel cache nor on the package index")
+            && text.contains(&index_url)
+            && text.contains("CODE_SANDBOX_INDEX_URL"),
+        "{text}"
+    );
+    server.stop().await;
+
+    // Fetched wheels are kept: with the index gone, a new sandbox installs requests at once.
+    drop(index);
+    let server = Server::start_with(&envs).await;
+    let sb = server.create().await;
+    let v = server.install(&sb, "requests").await;
+    assert!(installed(&v).contains(&"requests 2.34.2".to_string()), "{v}");
+    let v = run(&server, &sb, "import requests\nrequests.__version__").await;
+    assert_eq!(v["result"], "'2.34.2'", "{v}");
+    // An install that needs the index while it is down says so.
+    let (is_err, _, text) = server
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": sb, "package_name": "idna<3.10"}),
+        )
+        .await;
+    assert!(
+        is_err && text.contains("did not answer") && text.contains("CODE_SANDBOX_INDEX_URL"),
+        "{text}"
+    );
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+#[tokio::test]
+async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_and_nothing_lands() {
+    let wheels = pinned_wheels();
+    // A static PEP 503 index (CPython's http.server): h11 listed with a SHA-256 that is not its
+    // own, anyio listed with none.
+    let root = std::env::temp_dir().join(format!("mcs-index-{}", uuid::Uuid::new_v4().simple()));
+    for (project, file, fragment) in [
+        (
+            "h11",
+            "h11-0.16.0-py3-none-any.whl",
+            format!("#sha256={}", "0".repeat(64)),
+        ),
+        ("anyio", "anyio-4.16.0-py3-none-any.whl", String::new()),
+    ] {
+        let dir = root.join("simple").join(project);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(root.join("files")).unwrap();
+        std::fs::copy(wheels.join(file), root.join("files").join(file)).unwrap();
+        std::fs::write(
+            dir.join("index.html"),
+            format!("<html><body><a href=\"../../files/{file}{fragment}\">{file}</a></body></html>"),
+        )
+        .unwrap();
+    }
+    let index = serve(
+        |port| {
+            let mut c = Command::new("python3");
+            c.args([
+                "-m",
+                "http.server",
+                "--bind",
+                "127.0.0.1",
+                &port.to_string(),
+                "--directory",
+            ])
+            .arg(&root);
+            c
+        },
+        "/simple/h11/",
+    );
+    let home = common::private_home();
+    let home_s = home.display().to_string();
+    let index_url = format!("http://127.0.0.1:{}/simple", index.port);
+    let server = Server::start_with(&[
+        ("CODE_SANDBOX_HOME", home_s.as_str()),
+        ("CODE_SANDBOX_INDEX_URL", index_url.as_str()),
+    ])
+    .await;
+    let sb = server.create().await;
+    for (package, says) in [
+        ("h11", "its SHA-256 is "),
+        ("anyio", "the index gives no SHA-256 for it"),
+    ] {
+        let (is_err, _, text) = server
+            .call_json(
+                "install_package",
+                json!({"sandbox_id": sb, "package_name": package}),
+            )
+            .await;
+        assert!(is_err, "{text}");
+        assert!(
+            text.contains("was refused") && text.contains(says) && text.contains("Nothing was installed"),
+            "{text}"
+        );
+    }
+    let v = run(&server, &sb, "import h11").await;
+    assert_eq!(error_of(&v).0, "ModuleNotFoundError", "{v}");
+    // Nothing was kept either, not even a part of a file.
+    let kept: Vec<PathBuf> = walk(&home.join("index-wheels"));
+    assert!(kept.is_empty(), "{kept:?}");
+    server.stop().await;
+    drop(index);
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// Every file under `dir` (none when it does not exist).
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        if e.path().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_bad_index_url_stops_the_start_with_what_to_fix() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"))
+        .env("CODE_SANDBOX_HOME", common::runtime_home())
+        .env("CODE_SANDBOX_INDEX_URL", "ftp://example.com/simple")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CODE_SANDBOX_INDEX_URL must be http:// or https://"),
+        "{err}"
+    );
+}
