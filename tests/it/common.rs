@@ -103,6 +103,9 @@ pub struct Server {
     pub pid: Option<u32>,
 }
 
+/// Not passed to the server: `start_with` writes its log (stderr) to this file instead.
+pub const LOG_TO: &str = "MCS_TEST_LOG_TO";
+
 /// A generous bound so a hung server fails the test instead of hanging CI.
 const CALL_BOUND: Duration = Duration::from_secs(120);
 
@@ -124,10 +127,22 @@ impl Server {
             .env("RUST_LOG", "warn")
             .env("CODE_SANDBOX_PERSIST", "false");
         cmd.env_remove("INTERPRETER_TYPE");
+        let mut log = None;
         for (k, v) in envs {
-            cmd.env(k, v);
+            if *k == LOG_TO {
+                log = Some(std::fs::File::create(v).expect("create the server's log file"));
+            } else {
+                cmd.env(k, v);
+            }
         }
-        let transport = TokioChildProcess::new(cmd).expect("spawn the server");
+        let transport = match log {
+            Some(file) => TokioChildProcess::builder(cmd)
+                .stderr(file)
+                .spawn()
+                .map(|(t, _)| t),
+            None => TokioChildProcess::new(cmd),
+        }
+        .expect("spawn the server");
         let pid = transport.id();
         let client = tokio::time::timeout(CALL_BOUND, ().serve(transport))
             .await

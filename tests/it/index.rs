@@ -244,7 +244,7 @@ async fn packages_the_cache_lacks_come_from_the_index_and_requests_and_httpx_rea
 async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_and_nothing_lands() {
     let wheels = pinned_wheels();
     // A static PEP 503 index (CPython's http.server): h11 listed with a SHA-256 that is not its
-    // own, anyio listed with none.
+    // own, anyio listed with none, and a project with only a compiled wheel.
     let root = std::env::temp_dir().join(format!("mcs-index-{}", uuid::Uuid::new_v4().simple()));
     for (project, file, fragment) in [
         (
@@ -256,6 +256,19 @@ async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_an
     ] {
         let dir = root.join("simple").join(project);
         std::fs::create_dir_all(&dir).unwrap();
+        if project == "h11" {
+            let compiled = root.join("simple").join("ujson");
+            std::fs::create_dir_all(&compiled).unwrap();
+            let name = "ujson-5.10.0-cp312-cp312-manylinux_2_17_x86_64.whl";
+            std::fs::write(
+                compiled.join("index.html"),
+                format!(
+                    "<a href=\"../../files/{name}#sha256={}\">{name}</a>",
+                    "1".repeat(64)
+                ),
+            )
+            .unwrap();
+        }
         std::fs::create_dir_all(root.join("files")).unwrap();
         std::fs::copy(wheels.join(file), root.join("files").join(file)).unwrap();
         std::fs::write(
@@ -305,6 +318,13 @@ async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_an
             "{text}"
         );
     }
+    let (is_err, _, text) = server
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": sb, "package_name": "ujson"}),
+        )
+        .await;
+    assert!(is_err && text.contains("exists only as compiled"), "{text}");
     let v = run(&server, &sb, "import h11").await;
     assert_eq!(error_of(&v).0, "ModuleNotFoundError", "{v}");
     // Nothing was kept either, not even a part of a file.

@@ -336,7 +336,11 @@ async fn a_secret_reaches_its_own_host_only_and_never_the_guest() {
     assert!(!err.contains(value));
     std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
 
-    let server = Server::start_with(&env).await;
+    let log = https.dir.join("server.log");
+    let log_s = log.display().to_string();
+    let mut logged_env = env.to_vec();
+    logged_env.extend([("RUST_LOG", "info"), (common::LOG_TO, log_s.as_str())]);
+    let server = Server::start_with(&logged_env).await;
     let sb = server.create().await;
     let code = format!(
         "import os, json, urllib.request, gc\n\
@@ -378,4 +382,8 @@ async fn a_secret_reaches_its_own_host_only_and_never_the_guest() {
         "nor the result"
     );
     server.stop().await;
+    // Nor the log, which does record the requests.
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert!(log.contains("127.0.0.1"), "{log}");
+    assert!(!log.contains(value), "{log}");
 }

@@ -81,7 +81,9 @@ fn manifest_json(tools: Vec<Value>) -> Value {
                     "CODE_SANDBOX_MEMORY_MB": "${user_config.memory_mb}",
                     "CODE_SANDBOX_TIMEOUT": "${user_config.timeout_seconds}",
                     "CODE_SANDBOX_PERSIST": "${user_config.persist}",
-                    "CODE_SANDBOX_MCP_SERVERS": "${user_config.mcp_servers}"
+                    "CODE_SANDBOX_MCP_SERVERS": "${user_config.mcp_servers}",
+                    "CODE_SANDBOX_ALLOW_HOSTS": "${user_config.allow_hosts}",
+                    "CODE_SANDBOX_INDEX_URL": "${user_config.index_url}"
                 }
             }
         },
@@ -118,6 +120,20 @@ fn manifest_json(tools: Vec<Value>) -> Value {
                 "type": "file",
                 "title": "MCP servers Claude's code may call (optional)",
                 "description": "A JSON file in Claude Desktop's own mcpServers shape (add \"allow\" or \"deny\" lists of tool names to narrow a server). Code in a sandbox can then call those servers' tools with `import mcp_tools`, so their data is filtered in code instead of passing through the conversation. Those servers run with your permissions. Leave empty to keep this off.",
+                "required": false,
+                "default": ""
+            },
+            "allow_hosts": {
+                "type": "string",
+                "title": "Hosts Claude's code may reach (optional)",
+                "description": "Comma-separated host names code in a sandbox may fetch from over HTTPS, like api.example.com or *.example.org (add :PORT for another port, http:// in front for plain HTTP). Addresses inside your network are refused unless listed as such. Leave empty for no network at all.",
+                "required": false,
+                "default": ""
+            },
+            "index_url": {
+                "type": "string",
+                "title": "Package index for installs (optional)",
+                "description": "A package index (its simple API URL) install_package may fetch pure-Python packages from when the built-in cache lacks them. Only installs use it; code in a sandbox cannot reach it. Leave empty to use the built-in cache only.",
                 "required": false,
                 "default": ""
             },
