@@ -5,8 +5,8 @@ def __code_sandbox_network():
     # The guest has no sockets and no ssl module: HTTP libraries send each request through the
     # host door instead, and the host makes it, to the hosts the user allows
     # (CODE_SANDBOX_ALLOW_HOSTS) and nowhere else, checking certificates itself. http.client
-    # and urllib.request (and what builds on them: pandas), urllib3 (and requests) and httpx
-    # are patched when first imported (or now, if they already are).
+    # and urllib.request (and what builds on them: pandas), urllib3 (and requests), httpx and
+    # asyncio's event loop are patched when first imported (or now, if they already are).
     import sys
 
     import _host
@@ -301,7 +301,28 @@ def __code_sandbox_network():
         default.HTTPTransport = HTTPTransport
         default.AsyncHTTPTransport = AsyncHTTPTransport
 
+    def patch_asyncio(se):
+        # An event loop makes a socket pair to wake itself from other threads and signal
+        # handlers; WASI has no socket pair. The guest has one thread and no signals, so a loop
+        # without one loses nothing, and asyncio (httpx.AsyncClient among its users) works.
+        loop = se.BaseSelectorEventLoop
+        make, close = loop._make_self_pipe, loop._close_self_pipe
+
+        def make_self_pipe(self):
+            try:
+                make(self)
+            except OSError:
+                self._ssock = self._csock = None
+
+        def close_self_pipe(self):
+            if getattr(self, "_ssock", None) is not None:
+                close(self)
+
+        loop._make_self_pipe = make_self_pipe
+        loop._close_self_pipe = close_self_pipe
+
     patches = {
+        "asyncio.selector_events": patch_asyncio,
         "http.client": patch_http_client,
         "urllib.request": patch_urllib_request,
         "urllib3.connection": patch_urllib3_connection,
@@ -381,9 +402,9 @@ def __code_sandbox_network():
             return len(set(super().__iter__()) | set(self._secrets()))
 
     os.environ.__class__ = SecretEnviron
-    for name in ("http.client", "urllib.request"):
+    for name, patch in patches.items():
         if name in sys.modules:
-            patches[name](sys.modules[name])
+            patch(sys.modules[name])
 
 
 __code_sandbox_network()

@@ -173,6 +173,22 @@ async fn packages_the_cache_lacks_come_from_the_index_and_requests_and_httpx_rea
         "{v}"
     );
     assert_eq!(v["network"][0]["host"], "127.0.0.1", "{v}");
+    // httpx's async client too, requests in flight together.
+    let v = run(
+        &server,
+        &sb,
+        &format!(
+            "import asyncio, httpx
+async def main():
+    async with httpx.AsyncClient() as c:
+        rs = await asyncio.gather(*(c.get({csv:?}) for _ in range(3)))
+        return [r.status_code for r in rs], rs[0].text.splitlines()[3]
+asyncio.run(main())",
+            csv = https.url("/data.csv"),
+        ),
+    )
+    .await;
+    assert_eq!(v["result"], "([200, 200, 200], 'Tromso,77')", "{v}");
 
     // A host not listed is a PermissionError naming the setting, from either library, and so is
     // the index itself: it serves installs, not sandbox code.

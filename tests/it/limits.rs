@@ -54,6 +54,48 @@ async fn sleeping_is_stopped_at_the_timeout() {
 }
 
 #[tokio::test]
+async fn asyncio_runs_and_a_waiting_event_loop_is_stopped_at_the_timeout() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    // Event loops work although WASI has no socket pair: tasks, timers, queues, wait_for.
+    let v = s
+        .run_ok(
+            &id,
+            "import asyncio
+async def square(i):
+    await asyncio.sleep(0.01 * i)
+    return i * i
+async def main():
+    got = await asyncio.gather(*(square(i) for i in range(5)))
+    q = asyncio.Queue()
+    for i in range(3):
+        await q.put(i)
+    try:
+        await asyncio.wait_for(asyncio.sleep(60), 0.05)
+        late = 'no'
+    except TimeoutError:
+        late = 'stopped'
+    return got, [q.get_nowait() for _ in range(3)], late
+asyncio.run(main())",
+        )
+        .await;
+    assert_eq!(v["result"], "([0, 1, 4, 9, 16], [0, 1, 2], 'stopped')", "{v}");
+    // A loop waiting on a long timer is stopped at the call's limit like a sleep.
+    let (err, v) = s
+        .call_json(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "import asyncio\nasyncio.run(asyncio.sleep(10**6))", "timeout_seconds": 2}),
+        )
+        .await
+        .into_pair();
+    assert!(err);
+    assert_eq!(v["limit"], "timeout", "{v}");
+    let v = s.run_ok(&id, "1+1").await;
+    assert_eq!(v["result"], "2");
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn memory_bomb_is_a_memory_error_and_the_session_survives() {
     let s = Server::start().await;
     let id = s.create_with(json!({"memory_mb": 256})).await;

@@ -111,3 +111,31 @@ pub fn portable_config(metered: bool) -> Option<Config> {
     c.target(triple).ok()?;
     Some(c)
 }
+
+/// Runs `work` (a compile nobody is waiting on) on a thread of its own at a lower priority, so
+/// the calls people wait for, and the saves at shutdown, get the cores first. Not tokio's
+/// blocking pool: a lowered pool thread would slow later work, and the runtime waits for its
+/// threads at exit, where a compile cut off by shutdown should simply end with the process.
+pub async fn in_background<T: Send + 'static>(
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawned = std::thread::Builder::new().name(name.to_string()).spawn(move || {
+        // On Linux a nice value belongs to one thread (and the threads it starts, such as the
+        // compiler's pool on first use); elsewhere it would lower the whole process.
+        #[cfg(target_os = "linux")]
+        // SAFETY: plain system calls on the calling thread's own id.
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
+        }
+        let _ = tx.send(work());
+    });
+    match spawned {
+        Ok(_) => rx.await.ok(),
+        Err(e) => {
+            tracing::warn!("could not start the {name} thread: {e}");
+            None
+        }
+    }
+}

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::{Module, Val};
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
-use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, write_aside};
+use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, in_background, write_aside};
 use super::engine::{self, Image, Program};
 use super::preopens::SessionConfig;
 use super::session::{PRELUDE, Session};
@@ -243,9 +243,9 @@ async fn build(
         .map_err(|e| WarmError::Snapshot(format!("instrumenting the image: {e:#}")))?;
     let snapshot_sha256 = hex::encode(Sha256::digest(&snapshot));
     let engine = plain.engine.clone();
-    let compiled = tokio::task::spawn_blocking(move || engine.precompile_module(&snapshot))
+    let compiled = in_background("warm-image-compile", move || engine.precompile_module(&snapshot))
         .await
-        .map_err(|e| WarmError::Snapshot(e.to_string()))?
+        .ok_or_else(|| WarmError::Snapshot("the compile thread ended without a result".into()))?
         .map_err(|e| WarmError::Snapshot(format!("compiling the image: {e:#}")))?;
     let cache = layout.cache_dir();
     std::fs::create_dir_all(&cache).map_err(io(&cache))?;
