@@ -64,26 +64,10 @@ fn pinned_wheels() -> PathBuf {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// pypiserver serving `dir`, never sending a client on to another index.
+/// pypiserver serving `dir` (see `xtask::pyvenv::pypiserver`).
 fn pypiserver(dir: &Path) -> Served {
-    let exe = common::repo_root().join("tests/index/venv/bin/pypi-server");
-    serve(
-        |port| {
-            let mut c = Command::new(&exe);
-            c.args([
-                "run",
-                "-i",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "--disable-fallback",
-            ])
-            .args(["--hash-algo", "sha256"])
-            .arg(dir);
-            c
-        },
-        "/health",
-    )
+    let venv_dir = common::repo_root().join("tests/index");
+    serve(|port| xtask::pyvenv::pypiserver(&venv_dir, dir, port), "/health")
 }
 
 fn installed(v: &Value) -> Vec<String> {

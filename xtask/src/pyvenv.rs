@@ -141,3 +141,20 @@ fn run(dir: &Path, step: &'static str, cmd: &mut Command) -> Result<(), VenvErro
         })
     }
 }
+
+/// pypiserver from `dir`'s venv, serving `wheels` on loopback `port` with SHA-256 links, and
+/// never sending a client on to another index for what it lacks.
+pub fn pypiserver(dir: &Path, wheels: &Path, port: u16) -> Command {
+    let mut c = Command::new(dir.join("venv").join("bin").join("pypi-server"));
+    c.args([
+        "run",
+        "-i",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "--disable-fallback",
+    ])
+    .args(["--hash-algo", "sha256"])
+    .arg(wheels);
+    c
+}

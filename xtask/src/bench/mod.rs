@@ -3,13 +3,14 @@
 //!
 //! The entry points here run the parts: [`stdio`] (one server's round trips and speed),
 //! [`pandas`] (the data stack), [`persistence`], [`memory`], [`remote`], [`kept`] and
-//! [`code_mode`] and [`network`], all
+//! [`code_mode`] and [`network`] (with [`index`]), all
 //! through [`harness`], printed by [`table`] beside [`baselines`].
 
 mod baselines;
 mod code_mode;
 mod fresh;
 mod harness;
+mod index;
 mod kept;
 mod memory;
 mod network;
@@ -55,8 +56,10 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
             kept::rows(&bin, &home).await?
         }
         Part::Network => {
-            eprintln!("bench: network (fetches from guest code through the host)");
-            network::rows(&bin, &home).await?
+            eprintln!("bench: network (fetches from guest code through the host, installs from an index)");
+            let (mut rows, note) = network::rows(&bin, &home).await?;
+            rows.extend(index::rows(&root, &bin, &home).await?);
+            (rows, note)
         }
         Part::CodeMode => {
             eprintln!("bench: code mode (downstream calls from guest code)");

@@ -1,0 +1,186 @@
+//! Part of `--network`: `install_package` from a package index on loopback (pypiserver over the
+//! pinned wheels of tests/index), each time into an empty cache, beside pip installing the same
+//! wheels from the same index; and `requests.get` from guest code beside the same on native CPython.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::harness::{self, call};
+use super::table::Row;
+
+const INSTALLS: usize = 5;
+const FETCHES: usize = 30;
+
+/// A child process killed on drop.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn wait_for(port: u16) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<Vec<Row>> {
+    let dir = root.join("tests/index");
+    let wheels =
+        xtask::pyvenv::wheels(&dir, &|m| eprintln!("bench: {m}")).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let venv = dir.join("venv");
+    let port = free_port()?;
+    let _index = Child(
+        xtask::pyvenv::pypiserver(&dir, &wheels, port)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?,
+    );
+    wait_for(port);
+    let index = format!("http://127.0.0.1:{port}/simple/");
+    let web_port = free_port()?;
+    let scratch = std::env::temp_dir().join(format!("mcs-bench-index-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    std::fs::write(scratch.join("1k.bin"), vec![b'x'; 1 << 10])?;
+    let _web = Child(
+        std::process::Command::new("python3")
+            .args(["-m", "http.server", &web_port.to_string(), "--bind", "127.0.0.1"])
+            .current_dir(&scratch)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?,
+    );
+    wait_for(web_port);
+
+    eprintln!("bench: {INSTALLS} installs of requests from a loopback index, ours and pip's");
+    let allow = format!("http://127.0.0.1:{web_port}");
+    let mut ours = Vec::new();
+    let mut pips = Vec::new();
+    let mut last: Option<(harness::Client, std::path::PathBuf)> = None;
+    for i in 0..INSTALLS {
+        // An empty index cache each time: the wheels come over HTTP, as on a first install.
+        let h = harness::private_home(home, &format!("index-{i}"))?;
+        let (client, _) = harness::serve(
+            bin,
+            &h,
+            &[
+                ("CODE_SANDBOX_INDEX_URL", index.as_str()),
+                ("CODE_SANDBOX_ALLOW_HOSTS", allow.as_str()),
+            ],
+        )
+        .await?;
+        let sb = harness::new_sandbox(&client).await?;
+        let t = Instant::now();
+        let v = call(
+            &client,
+            "install_package",
+            json!({"sandbox_id": sb, "package_name": "requests"}),
+        )
+        .await?;
+        ours.push(t.elapsed());
+        anyhow::ensure!(
+            v["installed"].as_array().is_some_and(|a| a.len() == 4),
+            "install: {v}"
+        );
+        // The last server stays for the fetch row.
+        if let Some((old, old_home)) = last.replace((client, h)) {
+            let _ = old.cancel().await;
+            let _ = std::fs::remove_dir_all(old_home);
+        }
+        let target = scratch.join(format!("pip-{i}"));
+        let t = Instant::now();
+        let status = std::process::Command::new(venv.join("bin/pip"))
+            .args([
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-cache-dir",
+                "--no-deps",
+            ])
+            .args(["--index-url", &index, "--find-links"])
+            .arg(home.join("wheels"))
+            .arg("--target")
+            .arg(&target)
+            .args(["requests", "urllib3", "certifi", "idna==3.20"])
+            .stdout(std::process::Stdio::null())
+            .status()?;
+        pips.push(t.elapsed());
+        anyhow::ensure!(status.success(), "pip install failed");
+    }
+    let mut rows = vec![Row {
+        what: "install_package requests from a loopback index, empty cache (3 wheels fetched, 1 cached)"
+            .into(),
+        ours: median(ours),
+        baseline: Some((
+            "pip install --no-deps --target of the same 4 wheels, same index".into(),
+            median(pips),
+        )),
+        runs: INSTALLS,
+    }];
+
+    eprintln!("bench: {FETCHES} requests.get of 1 KiB from guest code and natively");
+    let (client, h) = last.ok_or_else(|| anyhow::anyhow!("no install ran"))?;
+    let url = format!("http://127.0.0.1:{web_port}/1k.bin");
+    let timed = |get: &str| {
+        format!(
+            "import time\nts = []\nfor _ in range({FETCHES}):\n    t = time.perf_counter_ns()\n    {get}\n    ts.append(time.perf_counter_ns() - t)\nsorted(ts)[len(ts) // 2]"
+        )
+    };
+    let sb = harness::new_sandbox(&client).await?;
+    call(
+        &client,
+        "install_package",
+        json!({"sandbox_id": sb, "package_name": "requests"}),
+    )
+    .await?;
+    let code = format!(
+        "import requests\n{}",
+        timed(&format!("requests.get({url:?}).content"))
+    );
+    let v = call(
+        &client,
+        "execute_code",
+        json!({"sandbox_id": sb, "code": code, "timeout_seconds": 300}),
+    )
+    .await?;
+    let guest = Duration::from_nanos(v["result"].as_str().unwrap_or("0").parse().unwrap_or(0));
+    // The same requests, natively: the wheels pip just installed, on this machine's CPython.
+    let native_code = timed(&format!("requests.get({url:?}).content")).replace("\nsorted(", "\n_ = sorted(");
+    let out = std::process::Command::new("python3")
+        .env("PYTHONPATH", scratch.join(format!("pip-{}", INSTALLS - 1)))
+        .args(["-c", &format!("import requests\n{native_code}\nprint(_)")])
+        .output()?;
+    let native = Duration::from_nanos(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(0));
+    anyhow::ensure!(
+        native > Duration::ZERO,
+        "native requests: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    rows.push(Row {
+        what: "requests.get of 1 KiB from guest code (allowed loopback HTTP host)".into(),
+        ours: guest,
+        baseline: Some(("native CPython's requests (same wheels), same URL".into(), native)),
+        runs: FETCHES,
+    });
+    let _ = client.cancel().await;
+    let _ = std::fs::remove_dir_all(&h);
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(rows)
+}
