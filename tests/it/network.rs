@@ -193,14 +193,14 @@ async fn everything_but_the_listed_hosts_is_refused() {
     let v = run(&server, &sb, &code).await;
     assert_eq!(v["result"], "['denied', 'denied', 'denied']", "{v}");
 
-    // An explicit `localhost` entry reaches loopback by that name.
+    // An explicit `localhost` entry reaches loopback by that name, in any case.
     let v = run(
         &server,
         &sb,
-        &format!("import urllib.request\nurllib.request.urlopen('https://localhost:{p}/data.csv').read().decode().splitlines()[0]"),
+        &format!("import urllib.request\n[urllib.request.urlopen(f'https://{{h}}:{p}/data.csv').read().decode().splitlines()[0] for h in ('localhost', 'LocalHost')]"),
     )
     .await;
-    assert_eq!(v["result"], "'city,population'", "{v}");
+    assert_eq!(v["result"], "['city,population', 'city,population']", "{v}");
     server.stop().await;
 }
 

@@ -1,8 +1,8 @@
 //! Runs tests/ts/*.test.mjs: the server through the official MCP TypeScript SDK client (the
 //! one inside Claude Desktop and Claude Code), which validates every result: over stdio
 //! (client.test.mjs), over streamable HTTP in remote mode (http.test.mjs), and past its own
-//! 60 s request timeout, where background runs carry the work (long.test.mjs), and code mode's
-//! results (code_mode.test.mjs).
+//! 60 s request timeout, where background runs carry the work (long.test.mjs), code mode's
+//! results (code_mode.test.mjs) and network results (network.test.mjs).
 
 use crate::common;
 
@@ -21,6 +21,7 @@ fn the_typescript_sdk_accepts_every_result() {
             "http.test.mjs",
             "long.test.mjs",
             "code_mode.test.mjs",
+            "network.test.mjs",
         ])
         .current_dir(&dir)
         .env("MCP_CODE_SANDBOX_BIN", env!("CARGO_BIN_EXE_mcp-code-sandbox"))
