@@ -113,3 +113,32 @@ impl PackageIndex {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_index_is_shown_without_its_credentials_and_needs_http() {
+        // The binary installs the provider in main.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let cache = std::env::temp_dir();
+        let index = PackageIndex::new(
+            "https://reader:t0ken@packages.example.com/simple",
+            Vec::new(),
+            cache.clone(),
+        )
+        .unwrap();
+        assert_eq!(index.shown(), "https://packages.example.com/simple/");
+        for (url, says) in [
+            ("file:///srv/simple", "must be http:// or https://"),
+            ("not a url", "is not a URL"),
+        ] {
+            let err = PackageIndex::new(url, Vec::new(), cache.clone())
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(err.contains(says), "{err}");
+        }
+    }
+}
