@@ -191,17 +191,15 @@ pub async fn project(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("json"));
     let base = response.url().clone();
-    let bytes = response.bytes().await.map_err(|e| {
-        WheelError::Fetch(format!(
-            "reading the index page of {name} failed: {}",
-            e.without_url()
-        ))
-    })?;
-    if bytes.len() > MAX_PAGE {
-        return Err(WheelError::Fetch(format!(
-            "the index page of {name} is over {MAX_PAGE} bytes"
-        )));
-    }
+    let bytes = body_within(response, MAX_PAGE as u64)
+        .await
+        .map_err(|e| {
+            WheelError::Fetch(format!(
+                "reading the index page of {name} failed: {}",
+                e.without_url()
+            ))
+        })?
+        .ok_or_else(|| WheelError::Fetch(format!("the index page of {name} is over {MAX_PAGE} bytes")))?;
     let text = String::from_utf8_lossy(&bytes);
     if json {
         parse_json(&base, &text)
@@ -209,6 +207,19 @@ pub async fn project(
     } else {
         Ok(parse_html(&base, &text))
     }
+}
+
+/// The body of `response` as it arrives, given up (`None`) past `max` bytes: a hostile index
+/// cannot make the host hold more than that.
+async fn body_within(mut response: reqwest::Response, max: u64) -> Result<Option<Vec<u8>>, reqwest::Error> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() as u64 > max {
+            return Ok(None);
+        }
+    }
+    Ok(Some(bytes))
 }
 
 /// Downloads `file` into `dir` (written aside, renamed when whole), refusing it unless its
@@ -226,7 +237,7 @@ pub async fn download(client: &reqwest::Client, file: &IndexFile, dir: &Path) ->
             reason: "it is not a plain wheel file name".into(),
         });
     }
-    let mut response = client
+    let response = client
         .get(file.url.clone())
         .send()
         .await
@@ -238,22 +249,19 @@ pub async fn download(client: &reqwest::Client, file: &IndexFile, dir: &Path) ->
                 e.without_url()
             ))
         })?;
-    let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| {
-        WheelError::Fetch(format!(
-            "downloading {} failed: {}",
-            file.filename,
-            e.without_url()
-        ))
-    })? {
-        bytes.extend_from_slice(&chunk);
-        if bytes.len() as u64 > MAX_WHEEL {
-            return Err(WheelError::Unsafe {
-                file: file.filename.clone(),
-                reason: format!("it is over {MAX_WHEEL} bytes"),
-            });
-        }
-    }
+    let bytes = body_within(response, MAX_WHEEL)
+        .await
+        .map_err(|e| {
+            WheelError::Fetch(format!(
+                "downloading {} failed: {}",
+                file.filename,
+                e.without_url()
+            ))
+        })?
+        .ok_or_else(|| WheelError::Unsafe {
+            file: file.filename.clone(),
+            reason: format!("it is over {MAX_WHEEL} bytes"),
+        })?;
     let got = hex::encode(Sha256::digest(&bytes));
     if &got != expected {
         return Err(WheelError::Unsafe {

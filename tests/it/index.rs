@@ -257,6 +257,9 @@ async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_an
         let dir = root.join("simple").join(project);
         std::fs::create_dir_all(&dir).unwrap();
         if project == "h11" {
+            let huge = root.join("simple").join("huge");
+            std::fs::create_dir_all(&huge).unwrap();
+            std::fs::write(huge.join("index.html"), vec![b' '; 17 << 20]).unwrap();
             let compiled = root.join("simple").join("ujson");
             std::fs::create_dir_all(&compiled).unwrap();
             let name = "ujson-5.10.0-cp312-cp312-manylinux_2_17_x86_64.whl";
@@ -325,6 +328,17 @@ async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_an
         )
         .await;
     assert!(is_err && text.contains("exists only as compiled"), "{text}");
+    // A project page past 16 MiB is given up as it arrives, with a clear error.
+    let (is_err, _, text) = server
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": sb, "package_name": "huge"}),
+        )
+        .await;
+    assert!(
+        is_err && text.contains("the index page of huge is over"),
+        "{text}"
+    );
     let v = run(&server, &sb, "import h11").await;
     assert_eq!(error_of(&v).0, "ModuleNotFoundError", "{v}");
     // Nothing was kept either, not even a part of a file.
