@@ -103,6 +103,21 @@ impl HostRule {
         scheme_ok && port_ok && host_ok
     }
 
+    /// Whether every request this entry allows, `wider` allows too: what a principal's
+    /// `hosts=` entry really reaches, since it narrows the server's list and never widens it.
+    pub fn within(&self, wider: &HostRule) -> bool {
+        let under = |n: &str, d: &str| {
+            n.len() > d.len() + 1 && n.ends_with(d) && n.as_bytes()[n.len() - d.len() - 1] == b'.'
+        };
+        let host = match (&self.host, &wider.host) {
+            (a, b) if a == b => true,
+            (HostPattern::Name(n), HostPattern::Below(d)) => under(n, d),
+            (HostPattern::Below(n), HostPattern::Below(d)) => under(n, d),
+            _ => false,
+        };
+        host && self.https == wider.https && self.port == wider.port
+    }
+
     /// Whether this entry names the address itself (or `localhost`), which lets a request
     /// reach it though it is loopback or private.
     pub fn names_address(&self, ip: IpAddr) -> bool {
@@ -114,12 +129,66 @@ impl HostRule {
     }
 }
 
+/// The entry as a user writes it (normalised), for telling the model what code may reach.
+impl std::fmt::Display for HostRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if !self.https {
+            f.write_str("http://")?;
+        }
+        match &self.host {
+            HostPattern::Name(n) => f.write_str(n)?,
+            HostPattern::Below(n) => write!(f, "*.{n}")?,
+            HostPattern::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]")?,
+            HostPattern::Ip(ip) => write!(f, "{ip}")?,
+        }
+        match self.port {
+            Some(p) => write!(f, ":{p}"),
+            None => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn url(u: &str) -> reqwest::Url {
         reqwest::Url::parse(u).unwrap()
+    }
+
+    #[test]
+    fn an_entry_is_within_the_same_or_a_wider_one_only() {
+        let rule = |e: &str| HostRule::parse(e).unwrap();
+        assert!(rule("api.example.org").within(&rule("*.example.org")));
+        assert!(rule("*.eu.example.org").within(&rule("*.example.org")));
+        assert!(rule("127.0.0.1:8443").within(&rule("127.0.0.1:8443")));
+        assert!(
+            !rule("example.org").within(&rule("*.example.org")),
+            "a wildcard is below its name"
+        );
+        assert!(!rule("*.example.org").within(&rule("api.example.org")));
+        assert!(
+            !rule("api.example.org:8443").within(&rule("*.example.org")),
+            "another port"
+        );
+        assert!(
+            !rule("http://api.example.org").within(&rule("*.example.org")),
+            "another scheme"
+        );
+        assert!(!rule("badexample.org").within(&rule("*.example.org")));
+    }
+
+    #[test]
+    fn an_entry_is_shown_as_written_normalised() {
+        for (entry, shown) in [
+            ("API.Example.com", "api.example.com"),
+            ("*.example.org:8443", "*.example.org:8443"),
+            ("http://intranet.local:8080", "http://intranet.local:8080"),
+            ("https://127.0.0.1:443", "127.0.0.1"),
+            ("[::1]:9000", "[::1]:9000"),
+        ] {
+            assert_eq!(HostRule::parse(entry).unwrap().to_string(), shown);
+        }
     }
 
     #[test]

@@ -44,8 +44,11 @@ const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state 
 Use execute_code to run code (a sandbox is created on first use); variables and imports persist. \
 For work that may take more than about 50 seconds, pass background=true and follow the run with get_run. \
 numpy, pandas, scipy, matplotlib, scikit-learn, sympy and more are already installed. \
-Files live in /home/user: write_file / upload_file put data in, read_file / list_files get results out. \
-The sandbox has no network and no access to the user's files except what is uploaded.";
+Files live in /home/user: write_file / upload_file put data in, read_file / list_files get results out. ";
+const NO_NETWORK: &str =
+    "The sandbox has no network and no access to the user's files except what is uploaded.";
+const SOME_NETWORK: &str = "Sandbox code may reach only the hosts execute_code's description lists, and has no access \
+to the user's files except what is uploaded.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for SandboxServer {
@@ -59,7 +62,14 @@ impl ServerHandler for SandboxServer {
                 .build(),
         )
         .with_server_info(Implementation::new("mcp-code-sandbox", env!("CARGO_PKG_VERSION")))
-        .with_instructions(INSTRUCTIONS)
+        .with_instructions(format!(
+            "{INSTRUCTIONS}{}",
+            if self.net.is_some() {
+                SOME_NETWORK
+            } else {
+                NO_NETWORK
+            }
+        ))
     }
 
     async fn list_tools(
@@ -68,13 +78,24 @@ impl ServerHandler for SandboxServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let mut tools = self.tool_router.list_all();
+        let caller = self.for_caller(&context)?;
+        // What code may call and reach depends on who asks, and changes as servers start.
+        let mut said = String::new();
         if let Some(gateway) = &self.code_mode {
-            // What code may call depends on who asks, and changes as servers start.
-            let said = gateway.describe(&self.for_caller(&context)?.mcp_allowed);
-            for t in tools.iter_mut().filter(|t| t.name == "execute_code") {
-                let base = t.description.as_deref().unwrap_or_default();
-                t.description = Some(format!("{base}{said}").into());
-            }
+            said += &gateway.describe(&caller.mcp_allowed);
+        }
+        if let Some(net) = &self.net {
+            said += &super::describe::network(&net.rules, caller.hosts_narrowed.as_deref());
+        }
+        let index = super::describe::package_index(&self.settings, self.backend.backend());
+        for t in tools.iter_mut() {
+            let more = match t.name.as_ref() {
+                "execute_code" => &said,
+                "install_package" => &index,
+                _ => continue,
+            };
+            let base = t.description.as_deref().unwrap_or_default();
+            t.description = Some(format!("{base}{more}").into());
         }
         Ok(ListToolsResult::with_all_items(tools))
     }

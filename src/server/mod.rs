@@ -5,6 +5,7 @@ mod annotations;
 mod args;
 mod build;
 mod calls;
+mod describe;
 mod exec_result;
 mod figures;
 mod handler;

@@ -102,6 +102,8 @@ async fn packages_the_cache_lacks_come_from_the_index_and_requests_and_httpx_rea
         ("CODE_SANDBOX_CA_FILE", ca.as_str()),
     ];
     let server = Server::start_with(&envs).await;
+    let said = common::tool_description(&server.client, "install_package").await;
+    assert!(said.contains("The user also set a package index"), "{said}");
     let sb = server.create().await;
 
     // requests and three of its dependencies come from the index; idna from the pinned cache.

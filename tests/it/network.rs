@@ -89,6 +89,23 @@ async fn allowed_https_is_reached_by_urllib_http_client_and_pandas_within_the_by
         ("CODE_SANDBOX_NET_BYTES", "8000000"),
     ])
     .await;
+    // The model is told what code may reach, instead of "no network".
+    let said = common::tool_description(&server.client, "execute_code").await;
+    assert!(
+        said.contains(&format!(
+            "Network: code may fetch over HTTPS (http:// where shown) from these hosts only: {allow}."
+        )),
+        "{said}"
+    );
+    let instructions = server
+        .client
+        .peer_info()
+        .and_then(|i| i.instructions.clone())
+        .unwrap_or_default();
+    assert!(
+        instructions.contains("may reach only the hosts") && !instructions.contains("no network"),
+        "{instructions}"
+    );
     let sb = server.create().await;
     let v = run(
         &server,
@@ -208,6 +225,16 @@ async fn everything_but_the_listed_hosts_is_refused() {
 async fn with_nothing_allowed_no_request_leaves_and_the_error_names_the_setting() {
     let https = Https::start();
     let server = Server::start().await;
+    let said = common::tool_description(&server.client, "execute_code").await;
+    assert!(!said.contains("Network:"), "{said}");
+    let instructions = server
+        .client
+        .peer_info()
+        .and_then(|i| i.instructions.clone())
+        .unwrap_or_default();
+    assert!(instructions.contains("has no network"), "{instructions}");
+    let said = common::tool_description(&server.client, "install_package").await;
+    assert!(said.contains("Nothing is downloaded"), "{said}");
     let sb = server.create().await;
     let v = run(
         &server,
@@ -277,6 +304,11 @@ async fn a_principals_hosts_narrow_the_servers_list_and_never_widen_it() {
         https.url("/data.csv")
     );
     let wide = remote.client("wide").await;
+    let said = common::tool_description(&wide.client, "execute_code").await;
+    assert!(
+        said.contains(&format!("hosts only: {}.", allow.replace(',', ", "))),
+        "{said}"
+    );
     let sb = wide.create().await;
     let v = run(&wide, &sb, &fetch).await;
     assert_eq!(v["result"], "'city,population'", "{v}");
@@ -284,6 +316,9 @@ async fn a_principals_hosts_narrow_the_servers_list_and_never_widen_it() {
     // Its own list names 127.0.0.2, which the server's does not: still refused; and the
     // server's 127.0.0.1 is not on its list.
     let narrow = remote.client("narrow").await;
+    // Told only what both lists allow.
+    let said = common::tool_description(&narrow.client, "execute_code").await;
+    assert!(said.contains("hosts only: *.example.org."), "{said}");
     let sb = narrow.create().await;
     let v = run(&narrow, &sb, &fetch).await;
     let said = v["result"].as_str().unwrap_or_default();

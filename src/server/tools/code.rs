@@ -168,7 +168,7 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Install a pure-Python package into a sandbox from the local wheel cache (there is no network); its dependencies come along. Many packages (numpy, pandas, matplotlib, scipy, scikit-learn, ...) are built in already. Pass package_name '?' to list what can be installed.",
+        description = "Install a pure-Python package into a sandbox from the local wheel cache; its dependencies come along. Many packages (numpy, pandas, matplotlib, scipy, scikit-learn, ...) are built in already. Pass package_name '?' to list what can be installed.",
         input_schema = schema::input::<InstallPackageArgs>(),
         output_schema = schema::output::<InstallResult>()
     )]
