@@ -13,11 +13,7 @@ pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxE
     match settings.interpreter_type {
         Backend::Wasm => Ok(Arc::new(crate::wasm::WasmBackend::new(settings)?)),
         Backend::E2b => {
-            if settings
-                .index_url
-                .as_deref()
-                .is_some_and(|u| !u.trim().is_empty())
-            {
+            if settings.package_index_url().is_some() {
                 tracing::warn!(
                     "CODE_SANDBOX_INDEX_URL is ignored: the e2b backend's sandboxes install with pip from their own network"
                 );

@@ -330,6 +330,12 @@ impl Settings {
     }
 
     /// `CODE_SANDBOX_HOME`, or the platform's data folder for this program.
+    /// `CODE_SANDBOX_INDEX_URL` when it is set to something (a bundle's form left blank
+    /// passes an empty value, which means off).
+    pub fn package_index_url(&self) -> Option<&str> {
+        self.index_url.as_deref().filter(|u| !u.trim().is_empty())
+    }
+
     pub fn home_dir(&self) -> PathBuf {
         if let Some(home) = &self.home {
             return home.clone();

@@ -21,10 +21,8 @@ pub use secrets::SecretsError;
 pub enum EgressError {
     #[error(transparent)]
     Rule(#[from] RuleError),
-    #[error(
-        "CODE_SANDBOX_CA_FILE {file} could not be used ({why}); it must be a PEM file of CA certificates"
-    )]
-    Roots { file: String, why: String },
+    #[error(transparent)]
+    Roots(#[from] crate::tls_roots::RootsError),
     #[error(transparent)]
     Secrets(#[from] SecretsError),
 }
@@ -54,13 +52,7 @@ pub fn policy(
         }
         return Ok(None);
     }
-    let roots = match ca_file.filter(|f| !f.as_os_str().is_empty()) {
-        None => Vec::new(),
-        Some(file) => crate::tls_roots::load(file).map_err(|why| EgressError::Roots {
-            file: file.display().to_string(),
-            why,
-        })?,
-    };
+    let roots = crate::tls_roots::load(ca_file)?;
     Ok(Some(Arc::new(NetPolicy {
         rules,
         roots,

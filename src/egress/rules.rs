@@ -91,11 +91,7 @@ impl HostRule {
         let port_ok = url.port_or_known_default() == Some(self.port.unwrap_or(default));
         let host_ok = match (url.host(), &self.host) {
             (Some(url::Host::Domain(d)), HostPattern::Name(n)) => d == n,
-            (Some(url::Host::Domain(d)), HostPattern::Below(n)) => {
-                d.len() > n.len() + 1
-                    && d.ends_with(n.as_str())
-                    && d.as_bytes()[d.len() - n.len() - 1] == b'.'
-            }
+            (Some(url::Host::Domain(d)), HostPattern::Below(n)) => is_below(d, n),
             (Some(url::Host::Ipv4(a)), HostPattern::Ip(b)) => IpAddr::V4(a) == *b,
             (Some(url::Host::Ipv6(a)), HostPattern::Ip(b)) => IpAddr::V6(a) == *b,
             _ => false,
@@ -106,13 +102,10 @@ impl HostRule {
     /// Whether every request this entry allows, `wider` allows too: what a principal's
     /// `hosts=` entry really reaches, since it narrows the server's list and never widens it.
     pub fn within(&self, wider: &HostRule) -> bool {
-        let under = |n: &str, d: &str| {
-            n.len() > d.len() + 1 && n.ends_with(d) && n.as_bytes()[n.len() - d.len() - 1] == b'.'
-        };
         let host = match (&self.host, &wider.host) {
             (a, b) if a == b => true,
-            (HostPattern::Name(n), HostPattern::Below(d)) => under(n, d),
-            (HostPattern::Below(n), HostPattern::Below(d)) => under(n, d),
+            (HostPattern::Name(n), HostPattern::Below(d)) => is_below(n, d),
+            (HostPattern::Below(n), HostPattern::Below(d)) => is_below(n, d),
             _ => false,
         };
         host && self.https == wider.https && self.port == wider.port
@@ -127,6 +120,14 @@ impl HostRule {
             HostPattern::Below(_) => false,
         }
     }
+}
+
+/// Whether `name` is a name below `domain` (`a.example.org` below `example.org`; not
+/// `example.org` itself, nor `badexample.org`).
+fn is_below(name: &str, domain: &str) -> bool {
+    name.len() > domain.len() + 1
+        && name.ends_with(domain)
+        && name.as_bytes()[name.len() - domain.len() - 1] == b'.'
 }
 
 /// The entry as a user writes it (normalised), for telling the model what code may reach.

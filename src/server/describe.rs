@@ -26,10 +26,7 @@ pub fn network(server: &[HostRule], narrowed: Option<&[HostRule]>) -> String {
 
 /// For install_package, when the user set a package index (the local backend uses it).
 pub fn package_index(settings: &Settings, backend: &str) -> String {
-    let set = settings
-        .index_url
-        .as_deref()
-        .is_some_and(|u| !u.trim().is_empty());
+    let set = settings.package_index_url().is_some();
     match (backend, set) {
         ("wasm", true) => " The user also set a package index: a pure-Python package the local cache lacks (or a version of one) is fetched from it, checked and cached.".into(),
         ("wasm", false) => " Nothing is downloaded: only the cache's packages can be installed.".into(),

@@ -130,18 +130,11 @@ impl WasmBackend {
 /// The package index installs may fetch from (`CODE_SANDBOX_INDEX_URL`), or `None`. A bad URL
 /// or CA file stops the start with what to fix.
 fn package_index(settings: &Settings) -> Result<Option<Arc<PackageIndex>>, SandboxError> {
-    let Some(url) = settings.index_url.as_deref().filter(|u| !u.trim().is_empty()) else {
+    let Some(url) = settings.package_index_url() else {
         return Ok(None);
     };
-    let roots = match settings.ca_file.as_deref().filter(|f| !f.as_os_str().is_empty()) {
-        None => Vec::new(),
-        Some(file) => crate::tls_roots::load(file).map_err(|why| {
-            SandboxError::InvalidArgument(format!(
-                "CODE_SANDBOX_CA_FILE {} could not be used ({why}); it must be a PEM file of CA certificates",
-                file.display()
-            ))
-        })?,
-    };
+    let roots = crate::tls_roots::load(settings.ca_file.as_deref())
+        .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
     // Beside the pinned cache, one folder per index: another index is another source.
     let cache = settings
         .home_dir()

@@ -70,21 +70,21 @@ impl PackageIndex {
     }
 
     /// Until `resolves` (the resolver, against the wheel folders as they are now) succeeds,
-    /// fetches the wheel of the requirement it reports missing. Returns the files fetched.
-    /// Another error is left for the install itself to report.
+    /// fetches the wheel of the requirement it reports missing. Another error is left for the
+    /// install itself to report.
     pub async fn fill(
         &self,
         python: &str,
         resolves: impl Fn() -> Result<(), WheelError>,
-    ) -> Result<Vec<String>, WheelError> {
+    ) -> Result<(), WheelError> {
         let mut fetched: Vec<String> = Vec::new();
         for _ in 0..MAX_FETCHES {
             let missing = match resolves() {
-                Err(e) if e.missing().is_some() => e,
-                _ => return Ok(fetched),
+                Ok(()) => return Ok(()),
+                Err(e) => e,
             };
             let Some(wanted) = missing.missing() else {
-                return Ok(fetched);
+                return Ok(());
             };
             let name = normalize(wanted.name.as_ref());
             crate::sandbox::call_scope::report(|| format!("asking the package index for {name}"));
@@ -101,7 +101,7 @@ impl PackageIndex {
             };
             if fetched.contains(&file.filename) {
                 // Fetched, yet still missing: the resolver's own error says why.
-                return Ok(fetched);
+                return Ok(());
             }
             crate::sandbox::call_scope::report(|| format!("downloading {}", file.filename));
             download(&self.client, file, &self.cache).await?;

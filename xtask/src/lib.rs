@@ -4,5 +4,6 @@
 
 pub mod bundle;
 pub mod layers;
+pub mod made_once;
 pub mod npm;
 pub mod pyvenv;

@@ -6,12 +6,10 @@
 //! does not hold) is refused before npm runs, and `npm ci` itself refuses a lock file out of
 //! step with its `package.json`.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 /// Written into `node_modules` after a successful `npm ci`: the SHA-256 of the lock file it
 /// installed, so a later call knows the folder is current without asking npm.
@@ -126,59 +124,47 @@ pub fn ensure_with(dir: &Path, npm: &Path, progress: &dyn Fn(&str)) -> Result<()
     let (_, package) = read_json(&dir.join("package.json"))?;
     let (lock_bytes, lock) = read_json(&dir.join("package-lock.json"))?;
     check_pins(dir, &package, &lock)?;
-    let want = hex::encode(Sha256::digest(&lock_bytes));
     let stamp = dir.join("node_modules").join(STAMP);
-    let current = || std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == want);
-    if current() {
-        return Ok(());
-    }
-
-    let lock_path = dir.join(LOCK);
-    let guard = File::create(&lock_path).map_err(io(&lock_path))?;
-    guard.lock().map_err(io(&lock_path))?;
-    if current() {
-        return Ok(());
-    }
-    let probe = Command::new(npm)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    if let Err(source) = probe {
-        return Err(NpmError::ToolMissing {
-            tool: "npm",
-            dir: dir.to_path_buf(),
-            source,
-        });
-    }
-    progress(&format!(
-        "installing the pinned npm packages of {} (npm ci)",
-        dir.display()
-    ));
-    let started = std::time::Instant::now();
-    let _ = std::fs::remove_file(&stamp);
-    // npm's own output goes to stderr: stdout may belong to a protocol or a test's capture.
-    let status = Command::new(npm)
-        .args(["ci", "--no-audit", "--no-fund", "--prefix"])
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(std::io::stderr())
-        .status()
-        .map_err(io(dir))?;
-    if !status.success() {
-        return Err(NpmError::InstallFailed {
-            dir: dir.to_path_buf(),
-            status: status.to_string(),
-        });
-    }
-    std::fs::write(&stamp, &want).map_err(io(&stamp))?;
-    progress(&format!(
-        "installed the npm packages of {} in {:.1} s",
-        dir.display(),
-        started.elapsed().as_secs_f64()
-    ));
-    Ok(())
+    crate::made_once::made_once(&dir.join(LOCK), &stamp, &lock_bytes, &|p, e| io(p)(e), || {
+        let probe = Command::new(npm)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if let Err(source) = probe {
+            return Err(NpmError::ToolMissing {
+                tool: "npm",
+                dir: dir.to_path_buf(),
+                source,
+            });
+        }
+        progress(&format!(
+            "installing the pinned npm packages of {} (npm ci)",
+            dir.display()
+        ));
+        let started = std::time::Instant::now();
+        // npm's own output goes to stderr: stdout may belong to a protocol or a test's capture.
+        let status = Command::new(npm)
+            .args(["ci", "--no-audit", "--no-fund", "--prefix"])
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(std::io::stderr())
+            .status()
+            .map_err(io(dir))?;
+        if !status.success() {
+            return Err(NpmError::InstallFailed {
+                dir: dir.to_path_buf(),
+                status: status.to_string(),
+            });
+        }
+        progress(&format!(
+            "installed the npm packages of {} in {:.1} s",
+            dir.display(),
+            started.elapsed().as_secs_f64()
+        ));
+        Ok(())
+    })
 }
 
 /// Whether `node` can be started: the tests run their TypeScript clients with it.

@@ -2,11 +2,8 @@
 //! with its version and SHA-256), made once, for the tests that start a Python server (an MCP
 //! server, a package index); and a folder of pinned wheels for such an index to serve.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-use sha2::{Digest, Sha256};
 
 /// In a made folder: the SHA-256 of the list it was made from.
 const STAMP: &str = ".installed-requirements.sha256";
@@ -97,29 +94,25 @@ pub fn wheels(dir: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, VenvError>
     Ok(packages)
 }
 
-/// Runs `make` to fill `target` from `list`, unless `target` holds a stamp of this very list
-/// already; `target` is emptied first. One process makes it, the others wait on a lock in `dir`.
+/// Fills `target` by `make` from `list`, unless it holds a stamp of this very list already;
+/// `target` is emptied first.
 fn made_once(
     dir: &Path,
     target: &Path,
     list: &Path,
     make: &dyn Fn() -> Result<(), VenvError>,
 ) -> Result<(), VenvError> {
-    let want = hex::encode(Sha256::digest(std::fs::read(list).map_err(io(list))?));
-    let stamp = target.join(STAMP);
-    let current = || std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == want);
-    if current() {
-        return Ok(());
-    }
-    let lock_path = dir.join(LOCK);
-    let guard = File::create(&lock_path).map_err(io(&lock_path))?;
-    guard.lock().map_err(io(&lock_path))?;
-    if current() {
-        return Ok(());
-    }
-    let _ = std::fs::remove_dir_all(target);
-    make()?;
-    std::fs::write(&stamp, &want).map_err(io(&stamp))
+    let pins = std::fs::read(list).map_err(io(list))?;
+    crate::made_once::made_once(
+        &dir.join(LOCK),
+        &target.join(STAMP),
+        &pins,
+        &|p, e| io(p)(e),
+        || {
+            let _ = std::fs::remove_dir_all(target);
+            make()
+        },
+    )
 }
 
 fn run(dir: &Path, step: &'static str, cmd: &mut Command) -> Result<(), VenvError> {

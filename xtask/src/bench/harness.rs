@@ -125,3 +125,43 @@ pub fn private_bytes(pid: u32) -> Option<u64> {
         .sum();
     Some(kb * 1024)
 }
+
+/// A helper process (a web server, a package index) killed when the measurement is done.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A loopback port free now, for a helper server to listen on.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Waits (up to 10 s) until something listens on loopback `port`.
+pub fn wait_for_port(port: u16) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// CPython's `http.server` serving `dir` on a free loopback port: the process and the port.
+pub fn serve_folder(dir: &Path) -> anyhow::Result<(Killed, u16)> {
+    let port = free_port()?;
+    let web = Killed(
+        std::process::Command::new("python3")
+            .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"])
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?,
+    );
+    wait_for_port(port);
+    Ok((web, port))
+}

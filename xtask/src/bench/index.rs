@@ -7,34 +7,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::harness::{self, call};
+use super::harness::{self, Killed, call, free_port, wait_for_port};
 use super::table::Row;
 
 const INSTALLS: usize = 5;
 const FETCHES: usize = 30;
-
-/// A child process killed on drop.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn wait_for(port: u16) {
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -47,27 +24,18 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<Vec<Ro
         xtask::pyvenv::wheels(&dir, &|m| eprintln!("bench: {m}")).map_err(|e| anyhow::anyhow!("{e}"))?;
     let venv = dir.join("venv");
     let port = free_port()?;
-    let _index = Child(
+    let _index = Killed(
         xtask::pyvenv::pypiserver(&dir, &wheels, port)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()?,
     );
-    wait_for(port);
+    wait_for_port(port);
     let index = format!("http://127.0.0.1:{port}/simple/");
-    let web_port = free_port()?;
     let scratch = std::env::temp_dir().join(format!("mcs-bench-index-{}", std::process::id()));
     std::fs::create_dir_all(&scratch)?;
     std::fs::write(scratch.join("1k.bin"), vec![b'x'; 1 << 10])?;
-    let _web = Child(
-        std::process::Command::new("python3")
-            .args(["-m", "http.server", &web_port.to_string(), "--bind", "127.0.0.1"])
-            .current_dir(&scratch)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()?,
-    );
-    wait_for(web_port);
+    let (_web, web_port) = harness::serve_folder(&scratch)?;
 
     eprintln!("bench: {INSTALLS} installs of requests from a loopback index, ours and pip's");
     let allow = format!("http://127.0.0.1:{web_port}");

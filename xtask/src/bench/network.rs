@@ -26,19 +26,7 @@ pub async fn rows(bin: &Path, home: &Path) -> anyhow::Result<(Vec<Row>, String)>
     for size in SIZES {
         std::fs::write(scratch.join(format!("{size}.bin")), vec![b'x'; size])?;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let mut web = std::process::Command::new("python3")
-        .args(["-m", "http.server", &port.to_string(), "--bind", "127.0.0.1"])
-        .current_dir(&scratch)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()?;
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (_web, port) = harness::serve_folder(&scratch)?;
     let allow = format!("http://127.0.0.1:{port}");
     let (client, _) = harness::serve(
         bin,
@@ -83,8 +71,6 @@ pub async fn rows(bin: &Path, home: &Path) -> anyhow::Result<(Vec<Row>, String)>
         });
     }
     let _ = client.cancel().await;
-    let _ = web.kill();
-    let _ = web.wait();
     let _ = std::fs::remove_dir_all(&scratch);
     Ok((
         rows,
