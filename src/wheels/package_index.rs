@@ -23,10 +23,11 @@ pub struct PackageIndex {
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexSetupError {
+    /// Without the value itself, which may hold a token.
     #[error(
-        "CODE_SANDBOX_INDEX_URL '{url}' is not a URL ({why}); give the index's simple API, like https://host/simple/"
+        "CODE_SANDBOX_INDEX_URL is not a URL ({why}); give the index's simple API, like https://host/simple/"
     )]
-    BadUrl { url: String, why: String },
+    BadUrl { why: String },
     #[error("CODE_SANDBOX_INDEX_URL must be http:// or https://, not '{0}'")]
     Scheme(String),
     #[error("the package index client could not be made: {0}")]
@@ -37,13 +38,9 @@ impl PackageIndex {
     /// `url` is the index's simple API; `roots` are trusted besides the platform's store
     /// (`CODE_SANDBOX_CA_FILE`); fetched wheels go to `cache`.
     pub fn new(url: &str, roots: Vec<reqwest::Certificate>, cache: PathBuf) -> Result<Self, IndexSetupError> {
-        let bad = |why: String| IndexSetupError::BadUrl {
-            url: url.to_string(),
-            why,
-        };
         // Project pages are joined to the base, which needs its trailing slash.
         let url = reqwest::Url::parse(&format!("{}/", url.trim().trim_end_matches('/')))
-            .map_err(|e| bad(e.to_string()))?;
+            .map_err(|e| IndexSetupError::BadUrl { why: e.to_string() })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(IndexSetupError::Scheme(url.scheme().to_string()));
         }
@@ -133,12 +130,13 @@ mod tests {
         for (url, says) in [
             ("file:///srv/simple", "must be http:// or https://"),
             ("not a url", "is not a URL"),
+            ("https://reader:t0ken@[packages", "is not a URL"),
         ] {
             let err = PackageIndex::new(url, Vec::new(), cache.clone())
                 .err()
                 .unwrap()
                 .to_string();
-            assert!(err.contains(says), "{err}");
+            assert!(err.contains(says) && !err.contains("t0ken"), "{err}");
         }
     }
 }
