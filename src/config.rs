@@ -134,6 +134,12 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_MAX_CONCURRENT_CALLS", default_value_t = 8)]
     pub max_concurrent_calls: usize,
 
+    /// Most background runs going at once (default: the number of cores), apart from the
+    /// interactive call slots; past it a run waits `queued`, and a freed slot goes to the
+    /// principal with the fewest runs going.
+    #[arg(long, env = "CODE_SANDBOX_MAX_BACKGROUND_RUNS")]
+    pub max_background_runs: Option<usize>,
+
     /// Seconds a sandbox may sit unused before it is closed (0 = never; default 30 minutes).
     #[arg(long, env = "CODE_SANDBOX_IDLE_SECONDS", default_value_t = 1800)]
     pub idle_seconds: u64,
@@ -369,6 +375,13 @@ impl Settings {
     }
 
     /// The result budget, never below what a short answer and a small figure need.
+    /// Background runs going at once: the setting, else one per core.
+    pub fn background_runs(&self) -> usize {
+        self.max_background_runs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .max(1)
+    }
+
     pub fn result_budget(&self) -> usize {
         self.result_bytes.max(MIN_RESULT_BYTES)
     }

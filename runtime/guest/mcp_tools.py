@@ -190,10 +190,16 @@ class _Server:
         self._tools = {}
         for t in spec.get("tools", []):
             self._tools.setdefault(_identifier(t["name"]), t)
+        # Tools the user denied: hidden from the listing, but reaching one says why it fails.
+        self._denied = {_identifier(n).casefold() for n in spec.get("denied", [])}
         self.__doc__ = f"The tools of the {name!r} MCP server: {', '.join(self._tools) or 'none'}."
 
     def __getattr__(self, attr):
         spec = self.__dict__.get("_tools", {}).get(attr)
+        if spec is None and attr.casefold() in self.__dict__.get("_denied", ()):
+            raise PermissionError(
+                f"the user does not allow code to call {self._name}.{attr}: the \"allow\"/\"deny\" lists of {self._name!r} in the CODE_SANDBOX_MCP_SERVERS file leave it out"
+            )
         if spec is None:
             raise AttributeError(f"the {self._name!r} server has no tool {attr!r} this sandbox may use; it has: {', '.join(self._tools) or 'none'}")
         function = _tool_function(self._name, spec)

@@ -213,6 +213,19 @@ def __code_sandbox_network():
             ur.HTTPSHandler = HTTPSHandler
             ur._opener = None
         unwrap(ur.AbstractHTTPHandler, "do_open")
+
+        def only_http(self, req):
+            # ftp:// (asked for, or a redirect's target) would reach for sockets the guest lacks.
+            raise failure(
+                {
+                    "kind": "denied",
+                    "message": f"{req.type}:// URLs cannot be reached from the sandbox: only http:// and https:// requests go out, to the hosts CODE_SANDBOX_ALLOW_HOSTS allows",
+                }
+            )
+
+        ur.FTPHandler.ftp_open = only_http
+        if hasattr(ur, "CacheFTPHandler"):
+            ur.CacheFTPHandler.ftp_open = only_http
         ur.__code_sandbox_net__ = True
 
     def patch_urllib3_connection(uc):

@@ -55,9 +55,15 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Allow rules admit a name as it is spelled; deny rules refuse it as spelled or folded
+    /// (see [`glob::folded`]), so another spelling of a denied tool is denied too.
     pub fn permits(&self, tool: &str) -> bool {
+        let folded = glob::folded(tool);
         (self.allow.is_empty() || self.allow.iter().any(|g| glob::matches(g, tool)))
-            && !self.deny.iter().any(|g| glob::matches(g, tool))
+            && !self
+                .deny
+                .iter()
+                .any(|g| glob::matches(g, tool) || glob::matches(&glob::folded(g), &folded))
     }
 }
 
@@ -290,5 +296,31 @@ mod tests {
         assert!(!p.permits("create_entities"));
         assert!(!p.permits("read_secrets"));
         assert!(Policy::default().permits("anything"));
+    }
+
+    #[test]
+    fn a_denied_tool_is_denied_under_every_spelling() {
+        let p = Policy {
+            allow: vec![],
+            deny: vec!["delete_all".into(), "*admin*".into()],
+        };
+        for name in [
+            "delete_all",
+            "DELETE_ALL",
+            "delete_all ",
+            "\tdelete_all",
+            "delete\u{200b}_all",
+            "ADMIN_RESET",
+            "Admin",
+        ] {
+            assert!(!p.permits(name), "{name:?} was permitted");
+        }
+        assert!(p.permits("read_notes"));
+        // An allow rule admits the name as spelled only.
+        let only = Policy {
+            allow: vec!["read_*".into()],
+            deny: vec![],
+        };
+        assert!(!only.permits("READ_notes"));
     }
 }

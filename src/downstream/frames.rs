@@ -79,9 +79,10 @@ impl CallTools {
         for (l, session) in links.iter().zip(sessions) {
             let entry = match session {
                 Ok((_, tools)) => {
-                    let tools: Vec<Value> = tools
-                        .iter()
-                        .filter(|t| l.policy.permits(&t.name))
+                    let (permitted, denied): (Vec<_>, Vec<_>) =
+                        tools.iter().partition(|t| l.policy.permits(&t.name));
+                    let tools: Vec<Value> = permitted
+                        .into_iter()
                         .map(|t| {
                             json!({
                                 "name": t.name,
@@ -90,7 +91,10 @@ impl CallTools {
                             })
                         })
                         .collect();
-                    json!({"state": "ready", "tools": tools})
+                    // Names only, so reaching one as an attribute says it is denied (and by
+                    // which setting) instead of that it does not exist; servers() hides them.
+                    let denied: Vec<&str> = denied.into_iter().map(|t| t.name.as_ref()).collect();
+                    json!({"state": "ready", "tools": tools, "denied": denied})
                 }
                 Err(why) => json!({"state": "down", "error": why, "tools": []}),
             };
@@ -135,6 +139,15 @@ impl CallTools {
                     "the user does not allow code to call {server}.{tool}: the \"allow\"/\"deny\" lists of {server:?} in the CODE_SANDBOX_MCP_SERVERS file leave it out"
                 ),
             ));
+        }
+        // A name the server did not list never leaves the host: a server that looks names up
+        // loosely would otherwise run a tool under a spelling no rule was written for.
+        let listed = match link.session(answer_by(deadline)).await {
+            Ok((_, tools)) => tools,
+            Err(down) => return Err(Refusal::new("down", down)),
+        };
+        if !listed.iter().any(|t| t.name == tool) {
+            return Err(unlisted(server, tool, &listed, &link.policy));
         }
         let args = match args {
             None => serde_json::Map::new(),
@@ -278,6 +291,38 @@ impl CallTools {
             }
         }
     }
+}
+
+/// The refusal for a tool name `server` did not list, naming the permitted tools closest to it.
+fn unlisted(
+    server: &str,
+    tool: &str,
+    listed: &[rmcp::model::Tool],
+    policy: &super::config::Policy,
+) -> Refusal {
+    let wanted = super::glob::folded(tool);
+    let mut close: Vec<(f64, &str)> = listed
+        .iter()
+        .filter(|t| policy.permits(&t.name))
+        .map(|t| {
+            (
+                strsim::jaro_winkler(&wanted, &super::glob::folded(&t.name)),
+                t.name.as_ref(),
+            )
+        })
+        .filter(|(score, _)| *score >= 0.8)
+        .collect();
+    close.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let close: Vec<String> = close.into_iter().take(3).map(|(_, n)| format!("{n:?}")).collect();
+    let hint = if close.is_empty() {
+        "mcp_tools.servers() lists the tools this code may call".to_string()
+    } else {
+        format!("did you mean {}?", close.join(" or "))
+    };
+    Refusal::new(
+        "unknown_tool",
+        format!("the {server} server lists no tool {tool:?}; name a tool exactly as it is listed ({hint})"),
+    )
 }
 
 #[async_trait]

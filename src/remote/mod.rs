@@ -145,7 +145,7 @@ pub async fn serve(
         .disable_allowed_origins()
         .with_max_request_body_bytes(MAX_REQUEST_BYTES)
         .with_cancellation_token(stop.clone());
-    let mcp = StreamableHttpService::new(move || Ok(template.clone()), sessions.clone(), config);
+    let mcp = StreamableHttpService::new(move || Ok(template.for_new_session()), sessions.clone(), config);
     let app = Router::new()
         .route_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(

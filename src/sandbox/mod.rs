@@ -41,11 +41,6 @@ pub trait Interpreter: Send + Sync {
     /// from now on, inside the server-wide one. A backend without local disk ignores it.
     fn join_disk_group(&self, _id: &str, _group: &str, _limit_bytes: u64) {}
 
-    /// The sandbox a call without an id acts on.
-    async fn most_recent(&self) -> Option<String> {
-        self.recently_used().await.into_iter().next()
-    }
-
     /// What `id` holds against a principal's quotas, from local bookkeeping only (it runs
     /// before calls, so it must not wait on a remote service).
     fn usage(&self, id: &str) -> Result<Usage, SandboxError>;

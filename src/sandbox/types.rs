@@ -90,6 +90,17 @@ pub enum OutputKind {
 /// Receives the guest's output as it is written (a background run streams it to its files).
 pub type OutputSink = std::sync::Arc<dyn Fn(OutputKind, &[u8]) + Send + Sync>;
 
+/// Which budget a call runs under, so background runs never hold the slots meant for
+/// interactive calls.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Admission {
+    /// Takes one of the `CODE_SANDBOX_MAX_CONCURRENT_CALLS` slots while it runs.
+    #[default]
+    Interactive,
+    /// A background run the server already admitted under `CODE_SANDBOX_MAX_BACKGROUND_RUNS`.
+    Background,
+}
+
 #[derive(Clone, Default)]
 pub struct ExecOptions {
     pub timeout: Option<std::time::Duration>,
@@ -101,6 +112,8 @@ pub struct ExecOptions {
     /// [`crate::sandbox::timeouts::MAX_RUN_SECONDS`], and a backend that keeps state across
     /// restarts records that a run was under way, so one cut off by a crash is reported.
     pub background: Option<String>,
+    /// The budget the call was admitted under.
+    pub admission: Admission,
     /// Every byte of output, as it is written.
     pub output: Option<OutputSink>,
     /// The other MCP servers' tools the code may call (code mode); `None`: no tools.

@@ -16,7 +16,7 @@ pub struct CreateSandboxArgs {
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct SandboxIdArgs {
-    /// Which sandbox; omitted means the most recently created open one.
+    /// Which sandbox; omitted (or null) means the one this session created or used last, never an older one (an error if it is closed).
     pub sandbox_id: Option<String>,
 }
 
@@ -33,7 +33,7 @@ pub struct ExecuteCodeArgs {
     /// Python source to run. State (variables, imports) persists between calls in the same
     /// sandbox. The value of a final expression is returned as `result`.
     pub code: String,
-    /// Which sandbox; omitted means the most recent one (created if none is open).
+    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
     pub sandbox_id: Option<String>,
     /// Time limit for this call in seconds (default: the sandbox's; at most 300). With
     /// `background`, the run's limit (default and most: the server's CODE_SANDBOX_BACKGROUND_TIMEOUT, 3600 unless set).
@@ -78,6 +78,7 @@ pub struct CreateRunCloseArgs {
 pub struct InstallPackageArgs {
     /// A plain package name, like `tabulate`.
     pub package_name: String,
+    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
     pub sandbox_id: Option<String>,
 }
 
@@ -87,6 +88,7 @@ pub struct ListFilesArgs {
     pub path: Option<String>,
     /// Entries are sorted by name; start at this position (from `next_offset` of the last page).
     pub offset: Option<u64>,
+    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
     pub sandbox_id: Option<String>,
 }
 
@@ -94,6 +96,7 @@ pub struct ListFilesArgs {
 pub struct ReadFileArgs {
     /// File to read, relative to /home/user or absolute inside it.
     pub file_path: String,
+    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
     pub sandbox_id: Option<String>,
 }
 
@@ -103,6 +106,7 @@ pub struct WriteFileArgs {
     pub file_path: String,
     /// Text to write (UTF-8). The file is replaced atomically.
     pub content: String,
+    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
     pub sandbox_id: Option<String>,
 }
 
@@ -114,12 +118,13 @@ pub struct UploadFileArgs {
     pub content_base64: Option<String>,
     /// Where to put it in the sandbox (default: the source's file name in /home/user).
     pub destination_path: Option<String>,
+    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
     pub sandbox_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CheckpointArgs {
-    /// Which sandbox; omitted means the most recently created open one.
+    /// Which sandbox; omitted (or null) means the one this session created or used last, never an older one (an error if it is closed).
     pub sandbox_id: Option<String>,
     /// A name for the checkpoint (letters, digits, '.', '_', '-'); omitted: checkpoint-1, -2, ...
     pub name: Option<String>,
@@ -129,6 +134,6 @@ pub struct CheckpointArgs {
 pub struct RestoreArgs {
     /// The checkpoint's name, as checkpoint_sandbox returned it (get_sandbox_status lists them).
     pub checkpoint: String,
-    /// Which sandbox; omitted means the most recently created open one. An empty id is an error.
+    /// Which sandbox; omitted (or null) means the one this session created or used last, never an older one (an error if it is closed). An empty id is an error.
     pub sandbox_id: Option<String>,
 }

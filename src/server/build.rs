@@ -20,17 +20,28 @@ impl SandboxServer {
         for route in tool_router.map.values_mut() {
             annotations::annotate(&mut route.attr, open_world);
         }
+        let runs = Arc::new(super::runs::Runs::new(settings.background_runs()));
         SandboxServer {
             backend,
             settings,
             tool_router: Arc::new(tool_router),
             tenancy: None,
             host_uploads: true,
-            runs: Arc::default(),
+            runs,
             code_mode: None,
             mcp_allowed: Allowed::All,
             net: None,
             hosts_narrowed: None,
+            default_sandbox: Arc::default(),
+        }
+    }
+
+    /// The server for a new remote MCP session: everything shared with the others but the
+    /// default sandbox, which is each session's own.
+    pub fn for_new_session(&self) -> Self {
+        SandboxServer {
+            default_sandbox: Arc::default(),
+            ..self.clone()
         }
     }
 

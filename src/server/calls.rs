@@ -11,11 +11,12 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 
 use super::SandboxServer;
+use super::default_sandbox::DefaultChange;
 use super::services::CallServices;
 use crate::downstream::{Allowed, CallTools};
 use crate::egress::{Egress, HostRule};
-use crate::sandbox::GuestServices;
 use crate::sandbox::call_scope::{self, CallScope, Notify};
+use crate::sandbox::{GuestServices, Interpreter};
 use crate::tenancy::Principal;
 
 /// How a call ended, as the log line says it.
@@ -138,15 +139,17 @@ impl SandboxServer {
                     };
                 // A bug that panics must still answer the call, or the client waits forever.
                 let call = std::panic::AssertUnwindSafe(call);
+                let backend = server.backend.clone();
                 let (r, acted) = call_scope::scope(
                     scope,
-                    ACTED_ON.scope(std::cell::RefCell::new(None), async {
+                    ACTED_ON.scope(std::cell::RefCell::new(Acted::default()), async {
                         let r = futures_util::FutureExt::catch_unwind(call).await;
-                        (r, ACTED_ON.with(|a| a.borrow_mut().take()))
+                        (r, ACTED_ON.with(|a| a.take()))
                     }),
                 )
                 .await;
-                sandbox = acted.or(sandbox);
+                sandbox = acted.on.or(sandbox);
+                self.change_default(acted.default, backend.as_ref()).await;
                 match r {
                     Ok(r) => r,
                     Err(panic) => Ok(CallToolResponse::Complete(panicked(&tool, panic.as_ref()))),
@@ -170,6 +173,23 @@ impl SandboxServer {
             "call"
         );
         result
+    }
+}
+
+impl SandboxServer {
+    /// Applies what a call did to the session's default sandbox. A sandbox named by an id only
+    /// becomes the default if it is open to this caller: a mistyped id must not replace a
+    /// default that still works.
+    async fn change_default(&self, change: Option<DefaultChange>, backend: &dyn Interpreter) {
+        match change {
+            Some(DefaultChange::Use(id)) => {
+                if backend.recently_used().await.contains(&id) {
+                    self.default_sandbox.set(&id);
+                }
+            }
+            Some(DefaultChange::Closed(id)) => self.default_sandbox.forget(&id),
+            None => {}
+        }
     }
 }
 
@@ -205,13 +225,35 @@ fn panicked(tool: &str, panic: &(dyn std::any::Any + Send)) -> CallToolResult {
     ))
 }
 
-tokio::task_local! {
-    /// The sandbox the tool call running on this task acted on, for its log line.
-    static ACTED_ON: std::cell::RefCell<Option<String>>;
+/// What the tool call running on a task did: the sandbox its log line names, and what it did to
+/// the session's default sandbox.
+#[derive(Default)]
+struct Acted {
+    on: Option<String>,
+    default: Option<DefaultChange>,
 }
 
-/// Records the sandbox the current tool call acts on (its log line names it). Outside a call,
+tokio::task_local! {
+    static ACTED_ON: std::cell::RefCell<Acted>;
+}
+
+/// Records the sandbox the current tool call acts on (its log line names it), without making
+/// it the default: a run looked up, a sandbox made and closed in one call. Outside a call,
 /// nothing.
 pub(super) fn acted_on(id: &str) {
-    let _ = ACTED_ON.try_with(|a| *a.borrow_mut() = Some(id.to_string()));
+    let _ = ACTED_ON.try_with(|a| a.borrow_mut().on = Some(id.to_string()));
+}
+
+/// The current call created or used `id`: once the call ends, calls without an id act on it.
+pub(super) fn used(id: &str) {
+    let _ = ACTED_ON.try_with(|a| {
+        let mut a = a.borrow_mut();
+        a.on = Some(id.to_string());
+        a.default = Some(DefaultChange::Use(id.to_string()));
+    });
+}
+
+/// The current call closed `id`: if it was the default, there is none now.
+pub(super) fn closed(id: &str) {
+    let _ = ACTED_ON.try_with(|a| a.borrow_mut().default = Some(DefaultChange::Closed(id.to_string())));
 }

@@ -38,6 +38,8 @@ pub struct SandboxServer {
     pub(super) net: Option<Arc<NetPolicy>>,
     /// A remote principal's `hosts=`, which narrows them.
     pub(super) hosts_narrowed: Option<Vec<HostRule>>,
+    /// The sandbox calls without an id act on: this value's session's own.
+    pub(super) default_sandbox: Arc<super::default_sandbox::DefaultSandbox>,
 }
 
 const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state between calls. \

@@ -31,6 +31,9 @@ pub struct StatusResult {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
+    /// Waiting for one of the server's background-run slots (CODE_SANDBOX_MAX_BACKGROUND_RUNS),
+    /// or for room for its sandbox's interpreter; it holds its sandbox meanwhile.
+    Queued,
     Running,
     Finished,
     Cancelled,
@@ -42,12 +45,18 @@ pub enum RunState {
 impl RunState {
     pub fn as_str(self) -> &'static str {
         match self {
+            RunState::Queued => "queued",
             RunState::Running => "running",
             RunState::Finished => "finished",
             RunState::Cancelled => "cancelled",
             RunState::TimedOut => "timed_out",
             RunState::Interrupted => "interrupted",
         }
+    }
+
+    /// Not ended yet: queued or running.
+    pub fn is_going(self) -> bool {
+        matches!(self, RunState::Queued | RunState::Running)
     }
 }
 
@@ -70,6 +79,9 @@ pub struct RunResult {
     pub more_output: bool,
     /// The last line printed so far.
     pub last_line: String,
+    /// While queued: 1 when it starts next.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_position: Option<u64>,
     /// When it ended: execute_code's fields (sandbox_id, stdout, stderr, result, error, images, ...).
     #[serde(flatten)]
     pub ended: Option<ExecResult>,

@@ -22,6 +22,7 @@ use crate::lock::Locked;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{OutputKind, SandboxError, SandboxFiles};
 use crate::server::outputs::RunState;
+use crate::server::run_budget::RunBudget;
 pub use crate::server::run_output::{KEEP, Page, Stream};
 
 /// Finished runs remembered in memory (each may hold 2 x [`KEEP`]); older ones are read back
@@ -92,7 +93,7 @@ impl Run {
             cancel: CancellationToken::new(),
             settled: std::sync::atomic::AtomicBool::new(false),
             progress: Mutex::new(Progress {
-                state: RunState::Running,
+                state: RunState::Queued,
                 stdout: Stream::default(),
                 stderr: Stream::default(),
                 result: None,
@@ -132,6 +133,20 @@ impl Run {
         self.progress.locked().state
     }
 
+    /// Moves the run between queued and running: it got a slot and room for its interpreter,
+    /// or lost the room and waits again.
+    pub fn set_going(&self, state: RunState) {
+        {
+            let mut p = self.progress.locked();
+            if !p.state.is_going() || p.state == state {
+                return;
+            }
+            p.state = state;
+            p.unsaved = true;
+        }
+        self.version.send_modify(|v| *v += 1);
+    }
+
     /// Marks the run's last files written.
     pub fn settle(&self) {
         self.settled.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -169,9 +184,7 @@ impl Run {
     ) {
         let mut rx = self.version.subscribe();
         let news = |p: &Progress| {
-            p.state != RunState::Running
-                || p.stdout.total() > stdout_offset
-                || p.stderr.total() > stderr_offset
+            !p.state.is_going() || p.stdout.total() > stdout_offset || p.stderr.total() > stderr_offset
         };
         let deadline = tokio::time::Instant::now() + wait;
         loop {
@@ -275,24 +288,46 @@ pub fn sandbox_of(run_id: &str) -> Option<&str> {
 }
 
 /// The runs this server started: going, and the last [`REMEMBERED`] that ended.
-#[derive(Default)]
 pub struct Runs {
     runs: Mutex<HashMap<String, Arc<Run>>>,
+    /// Slots for runs, apart from the interactive ones.
+    pub budget: RunBudget,
 }
 
 impl Runs {
+    pub fn new(max_going: usize) -> Runs {
+        Runs {
+            runs: Mutex::default(),
+            budget: RunBudget::new(max_going),
+        }
+    }
+
+    /// 1 for the queued run that started first, and so on; `None` for one not queued.
+    pub fn queue_position(&self, run: &Run) -> Option<u64> {
+        if run.state() != RunState::Queued {
+            return None;
+        }
+        let ahead = self
+            .runs
+            .locked()
+            .values()
+            .filter(|r| r.state() == RunState::Queued && r.started < run.started)
+            .count();
+        Some(ahead as u64 + 1)
+    }
+
     /// Starts a run in `sandbox_id` for `owner`, unless one is going there.
     pub fn start(&self, sandbox_id: &str, owner: Option<String>) -> Result<Arc<Run>, SandboxError> {
         let mut runs = self.runs.locked();
         if let Some(going) = runs
             .values()
-            .find(|r| r.sandbox_id == sandbox_id && r.state() == RunState::Running)
+            .find(|r| r.sandbox_id == sandbox_id && r.state().is_going())
         {
             return Err(busy_error(going));
         }
         let mut ended: Vec<_> = runs
             .values()
-            .filter(|r| r.state() != RunState::Running)
+            .filter(|r| !r.state().is_going())
             .map(|r| (r.started, r.id.clone()))
             .collect();
         if ended.len() >= REMEMBERED {
@@ -320,7 +355,7 @@ impl Runs {
             .runs
             .locked()
             .values()
-            .filter(|r| r.sandbox_id == sandbox_id && r.state() != RunState::Running)
+            .filter(|r| r.sandbox_id == sandbox_id && !r.state().is_going())
             .cloned()
             .collect();
         for r in runs {
@@ -334,7 +369,7 @@ impl Runs {
             .runs
             .locked()
             .values()
-            .find(|r| r.sandbox_id == sandbox_id && r.state() == RunState::Running)
+            .find(|r| r.sandbox_id == sandbox_id && r.state().is_going())
         {
             Some(going) => Err(busy_error(going)),
             None => Ok(()),

@@ -78,7 +78,7 @@ impl SandboxServer {
         let run = self.task_run(task_id, context)?;
         let view = run.view(u64::MAX, u64::MAX, 0);
         let payload = match (view.state, view.result) {
-            (RunState::Running, _) | (_, None) => TaskPayload::Working,
+            (RunState::Queued | RunState::Running, _) | (_, None) => TaskPayload::Working,
             (RunState::Cancelled, _) => TaskPayload::Cancelled,
             (_, Some(result)) => TaskPayload::Completed {
                 result: serde_json::to_value(result)

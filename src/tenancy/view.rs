@@ -11,8 +11,8 @@ use super::gate::{Admitted, Refused};
 use super::shared::{Principal, Tenancy};
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
-    Checkpoint, CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter, SandboxError,
-    SandboxFiles, SandboxInfo, SandboxStatus, Usage,
+    Admission, Checkpoint, CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter,
+    SandboxError, SandboxFiles, SandboxInfo, SandboxStatus, Usage,
 };
 
 /// Smallest memory limit a sandbox is shrunk to when a principal's memory quota is nearly used.
@@ -110,8 +110,14 @@ impl View {
         if asked.is_none() && left >= MIN_SANDBOX_MB {
             return Ok(Some(left));
         }
+        // Only offer a smaller sandbox when one that small can run at all.
+        let instead = if left >= MIN_SANDBOX_MB {
+            format!("close one of your sandboxes, or ask for memory_mb of at most {left}")
+        } else {
+            "close one of your sandboxes (close_sandbox; get_sandbox_status lists them), or wait for a call running in one to end, so it can be suspended".to_string()
+        };
         Err(SandboxError::Quota(format!(
-            "your sandboxes may hold {} MiB of memory together and {used} MiB is taken, so {wanted} MiB more does not fit; close a sandbox, or ask for memory_mb of at most {left}",
+            "your sandboxes may hold {} MiB of memory together and {used} MiB is taken by your live sandboxes, so {wanted} MiB more does not fit; {instead}",
             q.memory_mb
         )))
     }
@@ -268,8 +274,13 @@ impl Interpreter for View {
         // Not refused over the disk quota: running code is how files get deleted. The
         // sandbox's own disk quota still bounds what it writes. The sandbox's turn first,
         // then a slot: waiting for a busy sandbox holds no slot from anyone else.
+        // A background run was admitted under the server's own budget for runs, and takes
+        // no slot meant for interactive calls.
         let _turn = self.turn(id, opts.cancel.as_ref()).await?;
-        let _slot = self.admit(opts.cancel.as_ref()).await?;
+        let _slot = match opts.admission {
+            Admission::Interactive => Some(self.admit(opts.cancel.as_ref()).await?),
+            Admission::Background => None,
+        };
         self.t.inner.execute(id, code, opts).await
     }
 

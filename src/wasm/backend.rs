@@ -18,8 +18,8 @@ use super::{call, checkpoints, housekeeping, persist, recovery};
 use crate::config::Settings;
 use crate::runtime::Layout;
 use crate::sandbox::{
-    Checkpoint, CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits, SandboxError,
-    SandboxFiles, SandboxInfo, SandboxStatus, Usage,
+    Admission, Checkpoint, CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits,
+    SandboxError, SandboxFiles, SandboxInfo, SandboxStatus, Usage,
 };
 use crate::wheels::package_index::PackageIndex;
 use sha2::Digest;
@@ -248,12 +248,16 @@ impl Interpreter for WasmBackend {
         let sb = self.ctx.registry.get(id)?;
         // Waits for the runtime before taking a call slot.
         self.ctx.programs.get().await?;
-        let _permit = self.calls.clone().try_acquire_owned().map_err(|_| {
-            SandboxError::CallCapacity(format!(
-                "{} calls are already running code, the most allowed; wait for one to finish (or raise CODE_SANDBOX_MAX_CONCURRENT_CALLS)",
-                self.settings.max_concurrent_calls
-            ))
-        })?;
+        // A background run was admitted under the server's budget for runs instead.
+        let _permit = match opts.admission {
+            Admission::Background => None,
+            Admission::Interactive => Some(self.calls.clone().try_acquire_owned().map_err(|_| {
+                SandboxError::CallCapacity(format!(
+                    "{} calls are already running code, the most allowed; wait for one to finish (or raise CODE_SANDBOX_MAX_CONCURRENT_CALLS)",
+                    self.settings.max_concurrent_calls
+                ))
+            })?),
+        };
         call::execute(&self.ctx, &sb, code, opts).await
     }
 

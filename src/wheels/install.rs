@@ -95,6 +95,18 @@ pub fn install(request: &str, t: &Target) -> Result<Outcome, WheelError> {
             already_available: true,
         });
     }
+    // One version of a package per sandbox: a planned wheel over an installed version would
+    // collide file by file, and the interpreter may have imported the old one already.
+    for w in &plan.wheels {
+        if let Some(Present::Sandbox(have)) = present.get(&normalize(&w.name))
+            && *have != w.version
+        {
+            return Err(WheelError::Conflict(format!(
+                "{} {have} is already installed in this sandbox, and this install needs {} {}; a sandbox keeps the version it installed first. To use {} {}, install it first in a new sandbox (create_sandbox), or keep {have}",
+                w.name, w.name, w.version, w.name, w.version
+            )));
+        }
+    }
     let staging = t
         .scratch
         .join(format!(".install-{}", uuid::Uuid::new_v4().simple()));

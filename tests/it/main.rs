@@ -5,9 +5,11 @@
 mod bundle;
 mod checkpoints;
 mod code_mode;
+mod code_mode_names;
 mod common;
 
 mod core_tools;
+mod default_sandbox;
 mod e2b;
 mod figures;
 mod first_start;

@@ -12,7 +12,7 @@ use super::shared::{ToolResult, attempt};
 use crate::sandbox::call_scope;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::timeouts;
-use crate::sandbox::{CreateOptions, ExecOptions, Execution, ProgressFn, SandboxError};
+use crate::sandbox::{Admission, CreateOptions, ExecOptions, Execution, ProgressFn, SandboxError};
 use crate::server::SandboxServer;
 use crate::server::args::*;
 use crate::server::calls::acted_on;
@@ -52,7 +52,12 @@ impl SandboxServer {
             checked(&a.code, a.timeout_seconds)?
         };
         let (id, _) = self.resolve(a.sandbox_id, true).await?;
-        self.launch(&id, a.code, timeout, context)
+        let admission = if a.background {
+            Admission::Background
+        } else {
+            Admission::Interactive
+        };
+        self.launch(&id, a.code, timeout, admission, context).await
     }
 
     /// A background run's code checked, and the time limit it runs under.

@@ -1,10 +1,11 @@
 //! The fifteen tools, by family: [`sandboxes`] (create, close, status), [`code`] (run code,
-//! install packages), [`runs`] (follow and stop background runs), [`files`] (list, read,
+//! install packages), [`runs`] (follow and stop background runs; [`run_start`] starts them), [`files`] (list, read,
 //! write, upload) and [`state`] (fork, checkpoint, restore). Each tool parses its arguments, resolves the sandbox, calls the backend through
 //! the traits, and shapes the reply; the work itself lives in the backend.
 
 mod code;
 mod files;
+mod run_start;
 mod runs;
 mod sandboxes;
 mod shared;

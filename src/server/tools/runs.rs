@@ -1,14 +1,13 @@
 //! The run tools: get_run and cancel_run, and starting a background run for execute_code.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::JsonObject;
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, tool, tool_router};
 
 use super::shared::{ToolResult, attempt};
-use crate::sandbox::{ExecOptions, LimitKind, SandboxError};
+use crate::sandbox::{LimitKind, SandboxError};
 use crate::server::SandboxServer;
 use crate::server::args::{CancelRunArgs, GetRunArgs};
 use crate::server::calls::{acted_on, principal_of};
@@ -21,111 +20,6 @@ use crate::server::schema;
 const MAX_WAIT: u64 = 50;
 
 impl SandboxServer {
-    /// Starts `code` as a run in sandbox `id`, going on by itself: under `timeout` (a
-    /// background run's own limit), else the sandbox's per-call limit.
-    pub(in crate::server) fn launch(
-        &self,
-        id: &str,
-        code: String,
-        timeout: Option<Duration>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<Arc<Run>, SandboxError> {
-        let owner = principal_of(context).map(|p| p.name.to_string());
-        let run = self.runs.start(id, owner)?;
-        let sink_run = run.clone();
-        let opts = ExecOptions {
-            timeout,
-            cancel: Some(run.cancel.clone()),
-            progress: None,
-            background: Some(run.id.clone()),
-            output: Some(Arc::new(move |kind, bytes: &[u8]| sink_run.output(kind, bytes))),
-            tools: self.guest_services(false),
-        };
-        let me = self.clone();
-        let task_run = run.clone();
-        tokio::spawn(async move { me.carry_out(task_run, code, opts).await });
-        Ok(run)
-    }
-
-    /// Starts `code` as a background run in `id` and answers at once.
-    pub(super) async fn start_run(
-        &self,
-        id: String,
-        code: String,
-        timeout: Duration,
-        mut notes: Vec<String>,
-        context: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
-        let run = match self.launch(&id, code, Some(timeout), context) {
-            Ok(run) => run,
-            Err(e) => return fail(e),
-        };
-        notes.push(format!(
-            "Started background run {} (time limit {} s). Follow it with get_run(run_id=\"{}\", wait_seconds=30); its output also goes to {}/.",
-            run.id,
-            timeout.as_secs(),
-            run.id,
-            run_file(&run.id, "").guest().trim_end_matches('/')
-        ));
-        let res = ExecResult {
-            sandbox_id: id,
-            stdout: String::new(),
-            stderr: String::new(),
-            result: None,
-            error: None,
-            images: 0,
-            duration_ms: 0,
-            limit: None,
-            state_lost: false,
-            notes: notes.clone(),
-            saved_files: Vec::new(),
-            run_id: Some(run.id.clone()),
-            state: Some(RunState::Running),
-            started_at: Some(run.started_at.clone()),
-            tool_calls: Vec::new(),
-            network: Vec::new(),
-        };
-        ok(&res, notes.join("\n"))
-    }
-
-    /// Runs it to the end, keeping its files up to date, and records how it ended.
-    async fn carry_out(self, run: Arc<Run>, code: String, opts: ExecOptions) {
-        let files = self.backend.clone();
-        let saver_run = run.clone();
-        let saver = tokio::spawn(async move {
-            loop {
-                saver_run.save(files.files()).await;
-                tokio::time::sleep(saver_run.save_interval()).await;
-            }
-        });
-        let ex = self.backend.execute(&run.sandbox_id, &code, opts).await;
-        let state = match &ex {
-            _ if run.cancel.is_cancelled() => RunState::Cancelled,
-            // Stopped from outside: its sandbox was closed under it.
-            Ok(ex) if ex.error.as_ref().is_some_and(|e| e.name == "Cancelled") => RunState::Cancelled,
-            Ok(ex) if ex.limit == Some(LimitKind::Timeout) => RunState::TimedOut,
-            Ok(ex) if ex.error.as_ref().is_some_and(|e| e.name == "ServerShutdown") => RunState::Interrupted,
-            _ => RunState::Finished,
-        };
-        let result = match ex {
-            Ok(ex) => {
-                self.exec_result(run.sandbox_id.clone(), ex, Vec::new(), true)
-                    .await
-            }
-            Err(e) => fail(e),
-        };
-        saver.abort();
-        run.finish(state, result);
-        run.save(self.backend.files()).await;
-        run.settle();
-        tracing::info!(
-            "background run {} ended: {} after {} s",
-            run.id,
-            state.as_str(),
-            run.elapsed().as_secs()
-        );
-    }
-
     /// What one stream's page of a run may hold: a quarter of the result budget each.
     fn run_page(&self) -> usize {
         (self.settings.result_budget() / 4).max(4096)
@@ -148,7 +42,7 @@ impl SandboxServer {
             .await
             .map_err(|_| no_such())?;
         let mut record: RunRecord = serde_json::from_slice(&raw).map_err(|_| no_such())?;
-        if record.state == RunState::Running {
+        if record.state.is_going() {
             record.state = RunState::Interrupted;
         }
         let read = |name: &'static str| async move {
@@ -173,6 +67,7 @@ impl SandboxServer {
             stderr_offset: err.next,
             more_output: out.more || err.more,
             last_line: stdout.last_line(),
+            queue_position: None,
             ended: None,
             sandbox_id: Some(record.sandbox_id),
         };
@@ -185,7 +80,7 @@ impl SandboxServer {
 }
 
 /// A run held in memory as `get_run` and `cancel_run` show it (execute_code's fields apart).
-fn run_result(run: &Run, view: &RunView) -> RunResult {
+fn run_result(run: &Run, view: &RunView, queue_position: Option<u64>) -> RunResult {
     RunResult {
         run_id: run.id.clone(),
         state: view.state,
@@ -197,6 +92,7 @@ fn run_result(run: &Run, view: &RunView) -> RunResult {
         stderr_offset: view.stderr.next,
         more_output: view.stdout.more || view.stderr.more,
         last_line: view.last_line.clone(),
+        queue_position,
         ended: None,
         sandbox_id: Some(run.sandbox_id.clone()),
     }
@@ -274,9 +170,14 @@ fn run_text(r: &RunResult, skipped_stdout: u64, skipped_stderr: u64) -> String {
             ));
         }
     }
-    if r.state != RunState::Running {
+    if !r.state.is_going() {
         // Its result follows, with the output as execute_code shows it.
         return text;
+    }
+    if let Some(at) = r.queue_position {
+        text.push_str(&format!(
+            " It is number {at} in line for a background-run slot (CODE_SANDBOX_MAX_BACKGROUND_RUNS), or for room for its interpreter; it starts by itself."
+        ));
     }
     if !r.new_stdout.is_empty() {
         text.push_str(&format!("\nNew stdout:\n{}", r.new_stdout));
@@ -318,7 +219,7 @@ impl SandboxServer {
         let wait = Duration::from_secs(a.wait_seconds.unwrap_or(0).min(MAX_WAIT));
         run.wait(wait, out_at, err_at, &context.ct).await;
         let view = run.view(out_at, err_at, self.run_page());
-        let mut r = run_result(&run, &view);
+        let mut r = run_result(&run, &view, self.runs.queue_position(&run));
         let text = run_text(&r, view.stdout.skipped, view.stderr.skipped);
         let Some(mut ended) = view.result else {
             return Ok(ok(&r, text));
@@ -360,7 +261,7 @@ impl SandboxServer {
             _ = run.settled(Duration::from_secs(10)) => {}
             _ = context.ct.cancelled() => {}
         }
-        let r = run_result(&run, &run.view(u64::MAX, u64::MAX, 0));
+        let r = run_result(&run, &run.view(u64::MAX, u64::MAX, 0), None);
         let text = format!(
             "Run {} is {} after {:.1} s; get_run shows its output and result.",
             r.run_id,

@@ -10,7 +10,7 @@ use rmcp::{tool, tool_router};
 use super::shared::{ToolResult, attempt};
 use crate::server::SandboxServer;
 use crate::server::args::*;
-use crate::server::calls::acted_on;
+use crate::server::calls::{closed, used};
 use crate::server::outputs::*;
 use crate::server::reply::{fail, ok, parse};
 use crate::server::schema;
@@ -54,7 +54,7 @@ impl SandboxServer {
                 })
                 .await
         );
-        acted_on(&info.sandbox_id);
+        used(&info.sandbox_id);
         let mut text = format!(
             "Created sandbox {} (Python {}, {} backend). Working folder: {}. Memory: {} MiB.",
             info.sandbox_id, info.python_version, info.backend, info.workspace, info.limits.memory_mb
@@ -66,7 +66,7 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Close a sandbox and delete its files.",
+        description = "Close a sandbox and delete its files. Without sandbox_id it closes the sandbox this session created or used last, and once that is closed it closes nothing (never an older sandbox).",
         input_schema = schema::input::<SandboxIdArgs>(),
         output_schema = schema::output::<CloseResult>()
     )]
@@ -74,7 +74,7 @@ impl SandboxServer {
         let a: SandboxIdArgs = attempt!(parse("close_sandbox", args));
         if a.sandbox_id.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Ok(fail(
-                "sandbox_id is empty; close_sandbox never guesses which sandbox to delete. Give the id (get_sandbox_status lists them), or omit it to close the most recent one",
+                "sandbox_id is empty; close_sandbox never guesses which sandbox to delete. Give the id (get_sandbox_status lists them), or omit it to close this session's default sandbox (the one it created or used last)",
             ));
         }
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
@@ -83,6 +83,7 @@ impl SandboxServer {
             .settle_sandbox(&id, std::time::Duration::from_secs(5))
             .await;
         attempt!(self.backend.close(&id).await);
+        closed(&id);
         Ok(ok(
             &CloseResult {
                 sandbox_id: id.clone(),

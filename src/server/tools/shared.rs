@@ -6,7 +6,7 @@ use rmcp::model::CallToolResult;
 
 use crate::sandbox::{CreateOptions, SandboxError};
 use crate::server::SandboxServer;
-use crate::server::calls::acted_on;
+use crate::server::calls::used;
 use crate::server::reply::size_of;
 
 pub type ToolResult = Result<CallToolResult, ErrorData>;
@@ -48,29 +48,58 @@ pub fn page_of<T: serde::Serialize>(
 }
 
 impl SandboxServer {
-    /// The sandbox a call acts on: the given id, else the most recent, else (when `create`)
-    /// a new one. The note says when one was made.
+    /// The sandbox a call acts on: the given id, else this session's default (see
+    /// `default_sandbox.rs`), else (when `create`) a new one. The note says when one was made.
     pub(super) async fn resolve(
         &self,
         id: Option<String>,
         create: bool,
     ) -> Result<(String, Vec<String>), SandboxError> {
         if let Some(id) = id.filter(|s| !s.trim().is_empty()) {
-            acted_on(&id);
+            used(&id);
             return Ok((id, Vec::new()));
         }
-        if let Some(id) = self.backend.most_recent().await {
-            acted_on(&id);
-            return Ok((id, Vec::new()));
+        if let Some(id) = self.default_sandbox.get() {
+            // Closed by another session, or expired: never fall back to an older one.
+            if self.backend.recently_used().await.contains(&id) {
+                used(&id);
+                return Ok((id, Vec::new()));
+            }
+            self.default_sandbox.forget(&id);
         }
         if !create {
-            return Err(SandboxError::InvalidArgument(
-                "no sandbox is open; create one with create_sandbox (or just call execute_code)".into(),
-            ));
+            return Err(SandboxError::InvalidArgument(self.no_default().await));
         }
         let info = self.backend.create(CreateOptions::default()).await?;
-        acted_on(&info.sandbox_id);
+        used(&info.sandbox_id);
         let note = format!("Created sandbox {} for this call.", info.sandbox_id);
         Ok((info.sandbox_id, vec![note]))
+    }
+
+    /// Why a call without an id that must not create a sandbox has none to act on, and the
+    /// open ones it could name.
+    async fn no_default(&self) -> String {
+        const SHOWN: usize = 5;
+        let open: Vec<String> = self
+            .backend
+            .list()
+            .await
+            .into_iter()
+            .map(|s| s.sandbox_id)
+            .collect();
+        let mut text = String::from(
+            "no default sandbox: this session has not created or used one, or the one it used last is closed, and calls without an id never fall back to another. Give sandbox_id",
+        );
+        if open.is_empty() {
+            text.push_str(" (no sandbox is open; create_sandbox or execute_code makes one)");
+        } else {
+            let more = open.len().saturating_sub(SHOWN);
+            let mut shown = open.into_iter().take(SHOWN).collect::<Vec<_>>().join(", ");
+            if more > 0 {
+                shown.push_str(&format!(" and {more} more"));
+            }
+            text.push_str(&format!("; open: {shown} (get_sandbox_status lists them)"));
+        }
+        text
     }
 }

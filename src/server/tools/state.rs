@@ -7,7 +7,7 @@ use rmcp::{tool, tool_router};
 use super::shared::{ToolResult, attempt};
 use crate::server::SandboxServer;
 use crate::server::args::*;
-use crate::server::calls::acted_on;
+use crate::server::calls::used;
 use crate::server::outputs::*;
 use crate::server::reply::{fail, ok, parse};
 use crate::server::schema;
@@ -38,7 +38,7 @@ impl SandboxServer {
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
         attempt!(self.runs.check_idle(&id));
         let info = attempt!(self.backend.fork(&id).await);
-        acted_on(&info.sandbox_id);
+        used(&info.sandbox_id);
         let text = format!(
             "Sandbox {} is a copy of {id} (variables, imports and files).",
             info.sandbox_id
@@ -79,7 +79,7 @@ impl SandboxServer {
         let a: RestoreArgs = attempt!(parse("restore_sandbox", args));
         if a.sandbox_id.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Ok(fail(
-                "sandbox_id is empty; restore_sandbox never guesses which sandbox to roll back. Give the id (get_sandbox_status lists them), or omit it for the most recent one",
+                "sandbox_id is empty; restore_sandbox never guesses which sandbox to roll back. Give the id (get_sandbox_status lists them), or omit it for this session's default sandbox (the one it created or used last)",
             ));
         }
         if a.checkpoint.trim().is_empty() {
