@@ -180,6 +180,12 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_INDEX_URL")]
     pub index_url: Option<String>,
 
+    /// Hosts besides the package index's own that its wheel links may lead to (comma list of
+    /// `host` or `host:port`), for an index that keeps its files elsewhere. Links anywhere
+    /// else, and listed hosts that resolve to internal addresses, are refused.
+    #[arg(long, env = "CODE_SANDBOX_INDEX_FILE_HOSTS")]
+    pub index_file_hosts: Option<String>,
+
     /// Downstream tool calls one execute_code call may make (code mode).
     #[arg(long, env = "CODE_SANDBOX_MCP_CALLS", default_value_t = 200)]
     pub mcp_calls: usize,

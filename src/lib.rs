@@ -13,6 +13,7 @@ pub mod disk_quota;
 pub mod downstream;
 pub mod e2b;
 pub mod egress;
+pub mod internal_address;
 pub mod lock;
 pub mod remote;
 pub mod runtime;

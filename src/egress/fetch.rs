@@ -13,9 +13,9 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::address::is_internal;
 use super::rules::HostRule;
 use super::secrets::{self, Secret};
+use crate::internal_address::is_internal;
 use crate::lock::Locked;
 use crate::sandbox::{NetUse, Refusal, answer_by};
 

@@ -2,10 +2,9 @@
 //! made by the host on the guest's behalf, since the guest has no sockets. Off unless hosts are
 //! listed.
 //!
-//! `rules` is the allowlist, `address` the addresses never reached by name, `fetch` one
+//! `rules` is the allowlist (`crate::internal_address`: the addresses never reached by name), `fetch` one
 //! execution's requests.
 
-mod address;
 mod fetch;
 mod rules;
 mod secrets;

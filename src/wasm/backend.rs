@@ -140,8 +140,13 @@ fn package_index(settings: &Settings) -> Result<Option<Arc<PackageIndex>>, Sandb
         .home_dir()
         .join("index-wheels")
         .join(&hex::encode(sha2::Sha256::digest(url.trim().as_bytes()))[..16]);
-    let index =
-        PackageIndex::new(url, roots, cache).map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
+    let index = PackageIndex::new(
+        url,
+        roots,
+        cache,
+        settings.index_file_hosts.as_deref().unwrap_or_default(),
+    )
+    .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
     tracing::info!(
         "install_package may fetch from the package index {}",
         index.shown()
@@ -302,6 +307,11 @@ impl Interpreter for WasmBackend {
         }
         let outcome = tokio::task::spawn_blocking(move || crate::wheels::install::install(&request, &target))
             .await?
+            .inspect_err(|e| {
+                if let Some(index) = &self.index {
+                    index.forget_refused(e);
+                }
+            })
             .map_err(|e| SandboxError::Package(Box::new(e)))?;
         if !outcome.installed.is_empty()
             && let Some(session) = slot.session.as_mut()

@@ -3,6 +3,7 @@
 //! run time; [`catalog::fetch`] fills the cache ahead of time with pip.
 
 pub mod catalog;
+pub mod file_hosts;
 pub mod index;
 pub mod install;
 pub mod package_index;

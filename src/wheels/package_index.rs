@@ -6,11 +6,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::file_hosts::FileHosts;
 use super::remote_index::{download, only_compiled, pick, project};
 use super::{WheelError, normalize};
 
 /// Most wheels one install may fetch from the index (a dependency tree that large is a mistake).
 const MAX_FETCHES: usize = 64;
+/// Most bytes the wheels fetched from one index keep on disk; past it the least recently
+/// fetched go (a later install fetches them again).
+const MAX_CACHE_BYTES: u64 = 1 << 30;
 /// One page or wheel from the index, whole.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -19,6 +23,8 @@ pub struct PackageIndex {
     url: reqwest::Url,
     client: reqwest::Client,
     cache: PathBuf,
+    /// Where its wheel links may lead.
+    hosts: FileHosts,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -36,26 +42,98 @@ pub enum IndexSetupError {
 
 impl PackageIndex {
     /// `url` is the index's simple API; `roots` are trusted besides the platform's store
-    /// (`CODE_SANDBOX_CA_FILE`); fetched wheels go to `cache`.
-    pub fn new(url: &str, roots: Vec<reqwest::Certificate>, cache: PathBuf) -> Result<Self, IndexSetupError> {
+    /// (`CODE_SANDBOX_CA_FILE`); fetched wheels go to `cache`; `file_hosts` are the hosts
+    /// besides the index's own its links may lead to (`CODE_SANDBOX_INDEX_FILE_HOSTS`).
+    pub fn new(
+        url: &str,
+        roots: Vec<reqwest::Certificate>,
+        cache: PathBuf,
+        file_hosts: &str,
+    ) -> Result<Self, IndexSetupError> {
         // Project pages are joined to the base, which needs its trailing slash.
         let url = reqwest::Url::parse(&format!("{}/", url.trim().trim_end_matches('/')))
             .map_err(|e| IndexSetupError::BadUrl { why: e.to_string() })?;
         if !matches!(url.scheme(), "http" | "https") {
             return Err(IndexSetupError::Scheme(url.scheme().to_string()));
         }
+        let hosts = FileHosts::new(&url, file_hosts);
+        let follows = hosts.clone();
+        // A redirect may lead only where a link may.
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= 5 {
+                return attempt.error("the package index redirected more than 5 times");
+            }
+            match follows.check(attempt.url()) {
+                Ok(()) => attempt.follow(),
+                Err(why) => attempt.error(why),
+            }
+        });
         let client = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::limited(5))
+            .redirect(redirects)
+            .dns_resolver(hosts.resolver())
             .tls_certs_merge(roots)
             .build()
             .map_err(IndexSetupError::Client)?;
-        Ok(PackageIndex { url, client, cache })
+        Ok(PackageIndex {
+            url,
+            client,
+            cache,
+            hosts,
+        })
     }
 
     /// Where fetched wheels are kept: one of the install's wheel folders.
     pub fn cache(&self) -> &Path {
         &self.cache
+    }
+
+    /// Deletes a fetched wheel the installer refused (unsafe to unpack): it must not stay in
+    /// the cache, taking disk and being refused again.
+    pub fn forget_refused(&self, err: &WheelError) {
+        if let WheelError::Unsafe { file, .. } = err
+            && !file.contains(['/', '\\'])
+            && !file.starts_with('.')
+        {
+            let path = self.cache.join(file);
+            if std::fs::remove_file(&path).is_ok() {
+                tracing::warn!("deleted {file}, fetched from the package index and refused at install");
+            }
+        }
+    }
+
+    /// Keeps the cache within [`MAX_CACHE_BYTES`], deleting the wheels fetched longest ago
+    /// (never one this install just fetched).
+    fn prune(&self, keep: &[String]) {
+        let Ok(entries) = std::fs::read_dir(&self.cache) else {
+            return;
+        };
+        let mut wheels: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let md = e.metadata().ok()?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !md.is_file() || !name.ends_with(".whl") || keep.contains(&name) {
+                    return None;
+                }
+                Some((md.modified().ok()?, md.len(), e.path()))
+            })
+            .collect();
+        let kept: u64 = keep
+            .iter()
+            .filter_map(|n| std::fs::metadata(self.cache.join(n)).ok())
+            .map(|m| m.len())
+            .sum();
+        let mut total = kept + wheels.iter().map(|w| w.1).sum::<u64>();
+        wheels.sort();
+        for (_, len, path) in wheels {
+            if total <= MAX_CACHE_BYTES {
+                break;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+            }
+        }
     }
 
     /// The index as the user may be shown it: without a password or token in the URL.
@@ -100,10 +178,15 @@ impl PackageIndex {
                 // Fetched, yet still missing: the resolver's own error says why.
                 return Ok(());
             }
+            self.hosts.check(&file.url).map_err(|reason| WheelError::Unsafe {
+                file: file.filename.clone(),
+                reason,
+            })?;
             crate::sandbox::call_scope::report(|| format!("downloading {}", file.filename));
             download(&self.client, file, &self.cache).await?;
             tracing::info!("fetched {} from the package index", file.filename);
             fetched.push(file.filename.clone());
+            self.prune(&fetched);
         }
         Err(WheelError::Conflict(format!(
             "installing it would fetch more than {MAX_FETCHES} wheels from the package index; install its parts one by one"
@@ -124,6 +207,7 @@ mod tests {
             "https://reader:t0ken@packages.example.com/simple",
             Vec::new(),
             cache.clone(),
+            "",
         )
         .unwrap();
         assert_eq!(index.shown(), "https://packages.example.com/simple/");
@@ -132,7 +216,7 @@ mod tests {
             ("not a url", "is not a URL"),
             ("https://reader:t0ken@[packages", "is not a URL"),
         ] {
-            let err = PackageIndex::new(url, Vec::new(), cache.clone())
+            let err = PackageIndex::new(url, Vec::new(), cache.clone(), "")
                 .err()
                 .unwrap()
                 .to_string();

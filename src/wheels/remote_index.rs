@@ -173,7 +173,7 @@ pub async fn project(
         .map_err(|e| {
             WheelError::Fetch(format!(
                 "the package index (CODE_SANDBOX_INDEX_URL) did not answer for {name}: {}; check that it is up and reachable",
-                e.without_url()
+                said(e)
             ))
         })?;
     if response.status() == reqwest::StatusCode::NOT_FOUND {
@@ -206,6 +206,17 @@ pub async fn project(
             .map_err(|e| WheelError::Fetch(format!("the index page of {name} is not PEP 691 JSON: {e}")))
     } else {
         Ok(parse_html(&base, &text))
+    }
+}
+
+/// What went wrong with a request, without its URL (it may hold a token); a refused redirect
+/// says why it was refused.
+fn said(e: reqwest::Error) -> String {
+    let redirect = e.is_redirect();
+    let e = e.without_url();
+    match std::error::Error::source(&e) {
+        Some(why) if redirect => format!("{e}: {why}"),
+        _ => e.to_string(),
     }
 }
 
@@ -242,13 +253,7 @@ pub async fn download(client: &reqwest::Client, file: &IndexFile, dir: &Path) ->
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| {
-            WheelError::Fetch(format!(
-                "downloading {} failed: {}",
-                file.filename,
-                e.without_url()
-            ))
-        })?;
+        .map_err(|e| WheelError::Fetch(format!("downloading {} failed: {}", file.filename, said(e))))?;
     let bytes = body_within(response, MAX_WHEEL)
         .await
         .map_err(|e| {
@@ -266,7 +271,8 @@ pub async fn download(client: &reqwest::Client, file: &IndexFile, dir: &Path) ->
     if &got != expected {
         return Err(WheelError::Unsafe {
             file: file.filename.clone(),
-            reason: format!("its SHA-256 is {got}, not the {expected} the index states"),
+            // What came back is not described: it may be anything a hostile index pointed at.
+            reason: format!("its SHA-256 is not the {expected} the index states"),
         });
     }
     let io = |context: String| move |source| WheelError::Io { context, source };

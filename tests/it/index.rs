@@ -196,6 +196,22 @@ asyncio.run(main())",
     .await;
     assert_eq!(v["result"], "[True, True, True, True]", "{v}");
 
+    // Another version of a package the sandbox has: said plainly, with what to do.
+    let (is_err, _, text) = server
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": sb, "package_name": "idna==3.10"}),
+        )
+        .await;
+    assert!(is_err, "{text}");
+    assert!(
+        text.contains("idna 3.20 is already installed in this sandbox")
+            && text.contains("idna 3.10")
+            && text.contains("new sandbox")
+            && !text.contains("by another package"),
+        "{text}"
+    );
+
     // A version the cache lacks (it has idna 3.20) comes from the index too.
     let sb2 = server.create().await;
     let v = server.install(&sb2, "idna<3.20").await;
@@ -301,14 +317,47 @@ async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_an
     let home = common::private_home();
     let home_s = home.display().to_string();
     let index_url = format!("http://127.0.0.1:{}/simple", index.port);
+    // A listener that stands for any other address: the index links certifi there (with the
+    // right hash), and nothing may ever connect to it. Listing it as a file host does not
+    // help: it is an internal address, which only the index's own host may be.
+    let elsewhere = TcpListener::bind("127.0.0.1:0").unwrap();
+    elsewhere.set_nonblocking(true).unwrap();
+    let other = elsewhere.local_addr().unwrap().port();
+    let certifi = "certifi-2026.10.19.post1-py3-none-any.whl";
+    let hash = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        std::fs::read(wheels.join(certifi)).unwrap(),
+    ));
+    let page = root.join("simple").join("certifi");
+    std::fs::create_dir_all(&page).unwrap();
+    std::fs::write(
+        page.join("index.html"),
+        format!("<a href=\"http://127.0.0.1:{other}/files/{certifi}#sha256={hash}\">{certifi}</a>"),
+    )
+    .unwrap();
+    // A wheel that unpacks outside its folder, with its true hash: fetched, then refused.
+    let evil = "evil-1.0-py3-none-any.whl";
+    let bytes = evil_wheel();
+    let page = root.join("simple").join("evil");
+    std::fs::create_dir_all(&page).unwrap();
+    std::fs::write(root.join("files").join(evil), &bytes).unwrap();
+    std::fs::write(
+        page.join("index.html"),
+        format!(
+            "<a href=\"../../files/{evil}#sha256={}\">{evil}</a>",
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes))
+        ),
+    )
+    .unwrap();
+    let listed = format!("127.0.0.1:{other}");
     let server = Server::start_with(&[
         ("CODE_SANDBOX_HOME", home_s.as_str()),
         ("CODE_SANDBOX_INDEX_URL", index_url.as_str()),
+        ("CODE_SANDBOX_INDEX_FILE_HOSTS", listed.as_str()),
     ])
     .await;
     let sb = server.create().await;
     for (package, says) in [
-        ("h11", "its SHA-256 is "),
+        ("h11", "its SHA-256 is not the"),
         ("anyio", "the index gives no SHA-256 for it"),
     ] {
         let (is_err, _, text) = server
@@ -323,6 +372,28 @@ async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_an
             "{text}"
         );
     }
+    let (is_err, _, text) = server
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": sb, "package_name": "certifi"}),
+        )
+        .await;
+    assert!(is_err && text.contains("internal address"), "{text}");
+    assert!(
+        !text.contains(&hash) && !text.to_lowercase().contains("sha-256 is"),
+        "nothing of a refused body is described: {text}"
+    );
+    assert!(
+        matches!(elsewhere.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the server connected to an address the index pointed at"
+    );
+    let (is_err, _, text) = server
+        .call_json(
+            "install_package",
+            json!({"sandbox_id": sb, "package_name": "evil"}),
+        )
+        .await;
+    assert!(is_err && text.contains("was refused"), "{text}");
     let (is_err, _, text) = server
         .call_json(
             "install_package",
@@ -350,6 +421,22 @@ async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_an
     drop(index);
     let _ = std::fs::remove_dir_all(&root);
     let _ = std::fs::remove_dir_all(&home);
+}
+
+/// A wheel whose one file would land outside site-packages.
+fn evil_wheel() -> Vec<u8> {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default();
+    zip.start_file("../../escaped.py", opts).unwrap();
+    zip.write_all(b"print('out')\n").unwrap();
+    zip.start_file("evil-1.0.dist-info/METADATA", opts).unwrap();
+    zip.write_all(b"Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
+        .unwrap();
+    zip.start_file("evil-1.0.dist-info/WHEEL", opts).unwrap();
+    zip.write_all(b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        .unwrap();
+    zip.finish().unwrap().into_inner()
 }
 
 /// Every file under `dir` (none when it does not exist).

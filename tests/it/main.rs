@@ -2,6 +2,7 @@
 //! helpers in `common` are shared. Every test starts the real `mcp-code-sandbox` binary and
 //! runs real Python in the real runtime.
 
+mod background_budget;
 mod bundle;
 mod checkpoints;
 mod code_mode;

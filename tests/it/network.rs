@@ -183,6 +183,9 @@ async fn everything_but_the_listed_hosts_is_refused() {
         "https://example.org.evil.com/".to_string(),
         // A listed name (this machine's) that resolves to an internal address.
         format!("https://{me}:{p}/data.csv"),
+        // Another scheme, asked for or as a redirect's target: only http(s) goes out.
+        format!("ftp://127.0.0.1:{p}/data.csv"),
+        https.url("/redirect?to=ftp://127.0.0.1/x"),
     ];
     let code = format!(
         "import urllib.request\nout = []\nfor u in {refused:?}:\n    try:\n        urllib.request.urlopen(u, timeout=20).read()\n        out.append(('REACHED', u))\n    except Exception as e:\n        out.append((type(e).__name__, str(e)))\nout"
@@ -193,6 +196,7 @@ async fn everything_but_the_listed_hosts_is_refused() {
     assert_eq!(text.matches("PermissionError").count(), refused.len(), "{text}");
     assert!(text.contains("CODE_SANDBOX_ALLOW_HOSTS"), "{text}");
     assert!(text.contains("internal address"), "{text}");
+    assert!(text.contains("only http:// and https://"), "{text}");
 
     // What a library would refuse itself, sent to the host as it is: still refused there.
     let frames = [

@@ -41,6 +41,9 @@ impl SandboxServer {
             Admission::Interactive => None,
         };
         let run = self.runs.start(id, owner)?;
+        if !matches!(entry, Some(Entry::Queued(_))) {
+            run.set_going(RunState::Running);
+        }
         let sink_run = run.clone();
         let opts = ExecOptions {
             timeout,

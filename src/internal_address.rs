@@ -1,4 +1,4 @@
-//! Addresses guest code must never reach through a name: loopback, private, link-local (the
+//! Addresses never reached through a name by guest code or a package index's links: loopback, private, link-local (the
 //! cloud metadata service at 169.254.169.254 among them), shared and unspecified ones. A
 //! request may reach one only when its allowlist entry is that very address (or `localhost`).
 
