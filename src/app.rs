@@ -43,7 +43,12 @@ pub fn code_mode(settings: &Settings, backend: &dyn Interpreter) -> Option<Arc<G
         )));
     }
     let own = matches!(settings.transport, Transport::Http).then_some(settings.listen.as_str());
-    Some(Gateway::start(file, own, settings.mcp_calls))
+    Some(Gateway::start(
+        file,
+        own,
+        settings.mcp_calls,
+        std::time::Duration::from_secs(settings.mcp_start_seconds.max(1)),
+    ))
 }
 
 /// The hosts sandbox code may reach, or `None` (no network). A bad entry or CA file stops the

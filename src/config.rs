@@ -186,6 +186,11 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_INDEX_FILE_HOSTS")]
     pub index_file_hosts: Option<String>,
 
+    /// Seconds a code-mode server may take to start (a first `npx` may download it); past it
+    /// the server is reported failed with the reason, and started again at its next use.
+    #[arg(long, env = "CODE_SANDBOX_MCP_START_SECONDS", default_value_t = 120)]
+    pub mcp_start_seconds: u64,
+
     /// Downstream tool calls one execute_code call may make (code mode).
     #[arg(long, env = "CODE_SANDBOX_MCP_CALLS", default_value_t = 200)]
     pub mcp_calls: usize,

@@ -86,8 +86,8 @@ _cache = {"version": None, "servers": {}, "objects": {}}
 def _listing():
     version = _ask({"mcp": 1, "op": "version"})["version"]
     servers = _cache["servers"]
-    # A server that was down is asked again (it may have come back).
-    if version != _cache["version"] or any(s.get("state") == "down" for s in servers.values()):
+    # A server that was down or starting is asked again (it may be ready now).
+    if version != _cache["version"] or any(s.get("state") != "ready" for s in servers.values()):
         _forget()
         _cache["servers"] = servers = _ask({"mcp": 1, "op": "list"})["servers"]
         _cache["version"] = version
@@ -100,9 +100,18 @@ def _forget():
     _cache["objects"] = {}
 
 
+def _standing(spec):
+    if spec.get("state") == "ready":
+        return [t["name"] for t in spec.get("tools", [])]
+    if spec.get("state") == "starting":
+        return "starting"
+    return f"failed: {spec.get('error') or 'it did not start'}"
+
+
 def servers():
-    """{server: [tool names]} for every server this sandbox's code may use."""
-    return {name: [t["name"] for t in s.get("tools", [])] for name, s in _listing().items()}
+    """{server: [tool names]} for every server this sandbox's code may use; a server not ready
+    yet shows "starting", one that could not start "failed: <why>"."""
+    return {name: _standing(s) for name, s in _listing().items()}
 
 
 def _value(result):
@@ -220,6 +229,11 @@ def __getattr__(attr):
     listing = _listing()
     for name, spec in listing.items():
         if _identifier(name) == attr:
+            if spec.get("state") == "starting":
+                # Wait (bounded) for this one server only.
+                spec = _ask({"mcp": 1, "op": "list", "server": name})["servers"].get(name, spec)
+                if spec.get("state") == "starting":
+                    raise ConnectionError(f"the {name!r} MCP server is still starting; try again shortly")
             if spec.get("state") == "down":
                 raise ConnectionError(f"the {name!r} MCP server is down: {spec.get('error') or 'it did not start'}")
             objects = _cache["objects"]

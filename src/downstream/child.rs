@@ -103,22 +103,96 @@ fn emit(server: &str, line: &[u8]) {
     }
 }
 
-/// A stdio server's output as rmcp reads it, watched for a line past `limit`: rmcp skips such
-/// a line without telling anyone, and the call it answered would wait for its deadline.
+/// Why a line of a server's output was not decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// Longer than the limit: rmcp skips it unread.
+    TooLarge,
+    /// JSON nested deeper than the decoder goes ([`MAX_DEPTH`]): rmcp drops it.
+    TooDeep,
+}
+
+/// Deepest nesting serde_json decodes (its recursion limit is 128 levels, the last refused).
+pub const MAX_DEPTH: usize = 127;
+
+/// Told when a line of a server's output will not be decoded, and why; without it, the call
+/// the line answered would wait for its deadline.
+#[derive(Default)]
+pub struct Skipped {
+    notify: tokio::sync::Notify,
+    why: std::sync::Mutex<Option<Skip>>,
+}
+
+impl Skipped {
+    fn tell(&self, why: Skip) {
+        *crate::lock::Locked::locked(&self.why) = Some(why);
+        self.notify.notify_waiters();
+    }
+
+    /// Resolves at the next skipped line (wait for it before asking [`Skipped::why`]).
+    pub fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+
+    pub fn why(&self) -> Option<Skip> {
+        *crate::lock::Locked::locked(&self.why)
+    }
+}
+
+/// A stdio server's output as rmcp reads it, watched for lines rmcp will not decode: past
+/// `limit` bytes, or nested past [`MAX_DEPTH`].
 pub struct LineWatch<R> {
     inner: R,
     limit: usize,
     run: usize,
-    oversized: Arc<tokio::sync::Notify>,
+    /// JSON nesting at this point of the line, outside strings.
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    skipped: Arc<Skipped>,
 }
 
 impl<R> LineWatch<R> {
-    pub fn new(inner: R, limit: usize, oversized: Arc<tokio::sync::Notify>) -> Self {
+    pub fn new(inner: R, limit: usize, skipped: Arc<Skipped>) -> Self {
         LineWatch {
             inner,
             limit,
             run: 0,
-            oversized,
+            depth: 0,
+            in_string: false,
+            escaped: false,
+            skipped,
+        }
+    }
+
+    fn see(&mut self, b: u8) {
+        if b == b'\n' {
+            (self.run, self.depth, self.in_string, self.escaped) = (0, 0, false, false);
+            return;
+        }
+        self.run += 1;
+        if self.run == self.limit + 1 {
+            self.skipped.tell(Skip::TooLarge);
+        }
+        if self.in_string {
+            match b {
+                _ if self.escaped => self.escaped = false,
+                b'\\' => self.escaped = true,
+                b'"' => self.in_string = false,
+                _ => {}
+            }
+            return;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'[' | b'{' => {
+                self.depth += 1;
+                if self.depth == MAX_DEPTH + 1 {
+                    self.skipped.tell(Skip::TooDeep);
+                }
+            }
+            b']' | b'}' => self.depth = self.depth.saturating_sub(1),
+            _ => {}
         }
     }
 }
@@ -133,15 +207,35 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineWatch<R> {
         let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
         let this = &mut *self;
         for &b in &buf.filled()[before..] {
-            if b == b'\n' {
-                this.run = 0;
-            } else {
-                this.run += 1;
-                if this.run == this.limit + 1 {
-                    this.oversized.notify_waiters();
-                }
-            }
+            this.see(b);
         }
         polled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch(text: &str) -> Option<Skip> {
+        let skipped = Arc::new(Skipped::default());
+        let mut w = LineWatch::new(tokio::io::empty(), 1 << 20, skipped.clone());
+        for b in text.bytes() {
+            w.see(b);
+        }
+        skipped.why()
+    }
+
+    #[test]
+    fn deep_lines_are_told_and_brackets_in_strings_are_not_nesting() {
+        let deep = format!("{}{}", "[".repeat(400), "]".repeat(400));
+        assert_eq!(watch(&deep), Some(Skip::TooDeep));
+        let fine = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert_eq!(watch(&fine), None);
+        let quoted = format!("{{\"a\": \"{}\\\"\"}}", "[".repeat(400));
+        assert_eq!(watch(&quoted), None);
+        // Each line starts again.
+        let lines = format!("{}\n{}", "[".repeat(100), "[".repeat(100));
+        assert_eq!(watch(&lines), None);
     }
 }

@@ -10,8 +10,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::child::MAX_DEPTH;
 use super::gateway::{Allowed, Gateway};
-use super::link::{Called, Link};
+use super::link::Called;
+use super::link::Standing;
 use crate::lock::Locked;
 use crate::sandbox::call_scope::{self, CallScope};
 use crate::sandbox::{GuestServices, Refusal, ToolCall, answer_by};
@@ -71,14 +73,32 @@ impl CallTools {
         })
     }
 
-    async fn list(&self, deadline: Instant) -> Value {
+    /// Every server this caller may use, as it stands now: a server still starting is listed
+    /// as such (and started if it was not), so one slow server holds up no other. With
+    /// `only`, that one server, waiting (bounded) for its start.
+    async fn list(&self, deadline: Instant, only: Option<&str>) -> Value {
         let wait = answer_by(deadline).min(Instant::now() + LIST_WAIT);
-        let links: Vec<&Arc<Link>> = self.gateway.links(&self.allowed).collect();
-        let sessions = futures_util::future::join_all(links.iter().map(|l| l.session(wait))).await;
         let mut servers = serde_json::Map::new();
-        for (l, session) in links.iter().zip(sessions) {
+        for l in self.gateway.links(&self.allowed) {
+            if only.is_some_and(|name| name != l.name) {
+                continue;
+            }
+            let session = match (only, l.ready_tools()) {
+                (_, Some(tools)) => Ok(tools),
+                (Some(_), None) => l.session(wait).await.map(|(_, tools)| tools),
+                (None, None) => {
+                    l.kick();
+                    match l.standing() {
+                        Standing::Down { why } => Err(why),
+                        _ => {
+                            servers.insert(l.name.clone(), json!({"state": "starting", "tools": []}));
+                            continue;
+                        }
+                    }
+                }
+            };
             let entry = match session {
-                Ok((_, tools)) => {
+                Ok(tools) => {
                     let (permitted, denied): (Vec<_>, Vec<_>) =
                         tools.iter().partition(|t| l.policy.permits(&t.name));
                     let tools: Vec<Value> = permitted
@@ -96,6 +116,7 @@ impl CallTools {
                     let denied: Vec<&str> = denied.into_iter().map(|t| t.name.as_ref()).collect();
                     json!({"state": "ready", "tools": tools, "denied": denied})
                 }
+                Err(_) if l.standing() == Standing::Starting => json!({"state": "starting", "tools": []}),
                 Err(why) => json!({"state": "down", "error": why, "tools": []}),
             };
             servers.insert(l.name.clone(), entry);
@@ -208,6 +229,19 @@ impl CallTools {
                 0,
                 false,
             ),
+            Ok(Err(Called::TooDeep)) => {
+                tracing::warn!(target: "mcp_code_sandbox::downstream", server = %server, tool = %tool, "the answer is nested deeper than {MAX_DEPTH} levels and was not decoded");
+                (
+                    Err(Refusal::new(
+                        "protocol",
+                        format!(
+                            "the answer of {server}.{tool} is JSON nested deeper than {MAX_DEPTH} levels, which cannot be decoded; ask the tool for a flatter result"
+                        ),
+                    )),
+                    0,
+                    false,
+                )
+            }
             Ok(Err(Called::Refused(why))) => (
                 Err(Refusal::new("tool_error", format!("{server}.{tool}: {why}"))),
                 0,
@@ -337,7 +371,10 @@ impl GuestServices for CallTools {
             "version" => json!({"ok": true, "version": self.gateway.version()})
                 .to_string()
                 .into_bytes(),
-            "list" => self.list(deadline).await.to_string().into_bytes(),
+            "list" => {
+                let only = (!frame.server.is_empty()).then_some(frame.server.as_str());
+                self.list(deadline, only).await.to_string().into_bytes()
+            }
             "call" => match self.call(&frame.server, &frame.tool, frame.args, deadline).await {
                 Ok(frame) => frame,
                 Err(r) => r.frame(),

@@ -3,10 +3,10 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
 use super::config;
-use super::link::{self, Link, Standing};
+use super::link::{Link, Standing};
 
 /// Which servers a caller's code may use: all of them (the local user), or those a remote
 /// principal's tokens line names (`mcp=NAME,NAME`).
@@ -37,7 +37,12 @@ impl Gateway {
     /// Reads the servers file and starts every stdio server in the background (HTTP ones
     /// connect at first use). A file that cannot be read turns code mode off, and says why
     /// in the log and in `execute_code`'s description, rather than stopping the server.
-    pub fn start(file: &Path, own_listen: Option<&str>, max_calls: usize) -> Arc<Gateway> {
+    pub fn start(
+        file: &Path,
+        own_listen: Option<&str>,
+        max_calls: usize,
+        start_time: Duration,
+    ) -> Arc<Gateway> {
         let (version, _) = tokio::sync::watch::channel(0u64);
         let (entries, problem) = match config::load(file, own_listen) {
             Ok(entries) => (entries, None),
@@ -56,7 +61,7 @@ impl Gateway {
             Gateway {
                 links: entries
                     .into_iter()
-                    .map(|e| Link::new(e.name, e.reach, e.policy, changed.clone()))
+                    .map(|e| Link::new(e.name, e.reach, e.policy, start_time, changed.clone()))
                     .collect(),
                 problem,
                 max_calls,
@@ -64,10 +69,7 @@ impl Gateway {
             }
         });
         for l in gateway.links.iter().filter(|l| l.is_stdio()) {
-            let l = l.clone();
-            tokio::spawn(async move {
-                let _ = l.session(Instant::now() + link::START_TIME).await;
-            });
+            l.kick();
         }
         gateway
     }

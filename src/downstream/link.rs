@@ -11,7 +11,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RunningService};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 
-use super::child::{self, LineWatch};
+use super::child::{self, LineWatch, MAX_DEPTH, Skip, Skipped};
 use super::config::{Policy, Reach};
 use crate::lock::Locked;
 
@@ -38,8 +38,8 @@ struct Conn {
     tools: Arc<[Tool]>,
     /// Set when the server says its tools changed: they are listed again at the next use.
     stale: Arc<std::sync::atomic::AtomicBool>,
-    /// Told when the server sent a message too large to read (it is skipped unread).
-    oversized: Arc<tokio::sync::Notify>,
+    /// Told when the server sent a message that is not decoded (too large, too deep).
+    skipped: Arc<Skipped>,
     /// Dropping it ends the session.
     _service: RunningService<RoleClient, Client>,
     /// A stdio server's process, killed when dropped.
@@ -62,8 +62,13 @@ pub struct Link {
     reach: Result<Reach, String>,
     pub policy: Policy,
     state: Mutex<State>,
-    /// One connect at a time; callers that find one going wait for it.
-    connecting: tokio::sync::Mutex<()>,
+    /// Held by the one start going, which runs on a task of its own: a caller that stops
+    /// waiting does not cut a start short.
+    connecting: Arc<tokio::sync::Mutex<()>>,
+    /// How long a start may take before the server is reported down with the reason.
+    start_time: Duration,
+    /// Bumped when a start ends, well or not; callers waiting for one watch it.
+    started: tokio::sync::watch::Sender<u64>,
     /// Told when the tools this server offers may have changed.
     changed: Arc<dyn Fn() + Send + Sync>,
 }
@@ -96,6 +101,7 @@ impl Link {
         name: String,
         reach: Result<Reach, String>,
         policy: Policy,
+        start_time: Duration,
         changed: Arc<dyn Fn() + Send + Sync>,
     ) -> Arc<Link> {
         let state = match &reach {
@@ -107,7 +113,9 @@ impl Link {
             reach,
             policy,
             state: Mutex::new(state),
-            connecting: tokio::sync::Mutex::new(()),
+            connecting: Arc::default(),
+            start_time,
+            started: tokio::sync::watch::Sender::new(0),
             changed,
         })
     }
@@ -124,6 +132,11 @@ impl Link {
             },
             State::Down(why, _) => Standing::Down { why: why.clone() },
         }
+    }
+
+    /// The tools of a live connection, at once; `None` when the server is not ready.
+    pub fn ready_tools(&self) -> Option<Arc<[Tool]>> {
+        self.live().map(|(_, tools)| tools)
     }
 
     /// The live connection, if there is one that still works.
@@ -161,50 +174,85 @@ impl Link {
         }
     }
 
-    /// The server's session and tools, starting it (again) if it is not running; by `deadline`.
-    pub async fn session(&self, deadline: Instant) -> Result<(Peer<RoleClient>, Arc<[Tool]>), String> {
+    /// The server's session and tools, starting it (again) if it is not running; waiting
+    /// for the start until `deadline` at most (the start itself goes on: see [`Link::kick`]).
+    pub async fn session(
+        self: &Arc<Self>,
+        deadline: Instant,
+    ) -> Result<(Peer<RoleClient>, Arc<[Tool]>), String> {
         if let Some(live) = self.live() {
             return Ok(self.fresh(live, deadline).await);
         }
-        let reach = self.reach.clone()?;
+        self.reach.clone()?;
         if let State::Down(why, Some(at)) = &*self.state.locked()
             && at.elapsed() < RETRY_AFTER
         {
             return Err(why.clone());
         }
-        let Ok(_one) = tokio::time::timeout_at(deadline.into(), self.connecting.lock()).await else {
-            return Err(format!("the {} server is still starting", self.name));
-        };
-        if let Some(live) = self.live() {
-            return Ok(live);
-        }
-        let was_running = matches!(&*self.state.locked(), State::Ready(_));
-        if was_running {
-            tracing::warn!(target: "mcp_code_sandbox::downstream", server = %self.name, "the server's connection ended; starting it again");
-        }
-        let result = tokio::time::timeout_at(deadline.into(), self.connect(&reach)).await;
-        let result = match result {
-            Ok(r) => r,
-            Err(_) => Err(format!(
-                "the {} server did not finish starting in time (it may still be installing); try again shortly",
-                self.name
-            )),
-        };
-        match result {
-            Ok(conn) => {
-                let live = (conn.peer.clone(), conn.tools.clone());
-                tracing::info!(target: "mcp_code_sandbox::downstream", server = %self.name, tools = live.1.len(), "ready");
-                *self.state.locked() = State::Ready(Box::new(conn));
-                (self.changed)();
-                Ok(live)
+        let asked = Instant::now();
+        let mut ends = self.started.subscribe();
+        self.kick();
+        loop {
+            if let Some(live) = self.live() {
+                return Ok(live);
             }
-            Err(why) => {
-                tracing::warn!(target: "mcp_code_sandbox::downstream", server = %self.name, "could not start: {why}");
-                *self.state.locked() = State::Down(why.clone(), Some(Instant::now()));
-                (self.changed)();
-                Err(why)
+            if let State::Down(why, Some(at)) = &*self.state.locked()
+                && *at >= asked
+            {
+                return Err(why.clone());
+            }
+            if tokio::time::timeout_at(deadline.into(), ends.changed())
+                .await
+                .is_err()
+            {
+                return Err(format!(
+                    "the {} server is still starting; try again shortly",
+                    self.name
+                ));
             }
         }
+    }
+
+    /// Starts the server on a task of its own, unless it is live or a start is going. The
+    /// start is given [`Link::start_time`], then reported down with the reason.
+    pub fn kick(self: &Arc<Self>) {
+        let Ok(one) = self.connecting.clone().try_lock_owned() else {
+            return;
+        };
+        if self.live().is_some() {
+            return;
+        }
+        let Ok(reach) = self.reach.clone() else {
+            return;
+        };
+        let me = self.clone();
+        tokio::spawn(async move {
+            let _one = one;
+            let was_running = matches!(&*me.state.locked(), State::Ready(_));
+            if was_running {
+                tracing::warn!(target: "mcp_code_sandbox::downstream", server = %me.name, "the server's connection ended; starting it again");
+            }
+            let result = match tokio::time::timeout(me.start_time, me.connect(&reach)).await {
+                Ok(r) => r,
+                Err(_) => Err(format!(
+                    "the {} server did not finish starting within {} s (CODE_SANDBOX_MCP_START_SECONDS)",
+                    me.name,
+                    me.start_time.as_secs()
+                )),
+            };
+            match result {
+                Ok(conn) => {
+                    tracing::info!(target: "mcp_code_sandbox::downstream", server = %me.name, tools = conn.tools.len(), "ready");
+                    *me.state.locked() = State::Ready(Box::new(conn));
+                }
+                Err(why) => {
+                    tracing::warn!(target: "mcp_code_sandbox::downstream", server = %me.name, "could not start: {why}");
+                    *me.state.locked() = State::Down(why, Some(Instant::now()));
+                }
+            }
+            (me.changed)();
+            me.started.send_modify(|n| *n += 1);
+        });
     }
 
     async fn connect(&self, reach: &Reach) -> Result<Conn, String> {
@@ -213,7 +261,7 @@ impl Link {
             stale: stale.clone(),
             changed: self.changed.clone(),
         };
-        let oversized = Arc::new(tokio::sync::Notify::new());
+        let skipped = Arc::new(Skipped::default());
         let (service, child) = match reach {
             Reach::Stdio {
                 command,
@@ -222,7 +270,7 @@ impl Link {
                 cwd,
             } => {
                 let (child, stdout, stdin) = child::spawn(&self.name, command, args, env, cwd.as_deref())?;
-                let watched = LineWatch::new(stdout, MAX_MESSAGE, oversized.clone());
+                let watched = LineWatch::new(stdout, MAX_MESSAGE, skipped.clone());
                 let transport = rmcp::transport::async_rw::AsyncRwTransport::new_client(watched, stdin)
                     .with_max_line_length(MAX_MESSAGE);
                 let service = client
@@ -253,16 +301,19 @@ impl Link {
                 (service, None)
             }
         };
-        let tools = service
-            .peer()
-            .list_all_tools()
-            .await
-            .map_err(|e| format!("it did not list its tools: {e}"))?;
+        // A listing past what is read is skipped unread: say so instead of waiting it out.
+        let tools = tokio::select! {
+            tools = service.peer().list_all_tools() => tools.map_err(|e| format!("it did not list its tools: {e}"))?,
+            _ = skipped.notified() => return Err(match skipped.why() {
+                Some(Skip::TooDeep) => format!("its list of tools is JSON nested deeper than {MAX_DEPTH} levels, which cannot be decoded"),
+                _ => format!("its list of tools is over {} MiB, more than code mode reads from a server", MAX_MESSAGE >> 20),
+            }),
+        };
         Ok(Conn {
             peer: service.peer().clone(),
             tools: tools.into(),
             stale,
-            oversized,
+            skipped,
             _child: child,
             _service: service,
         })
@@ -271,21 +322,24 @@ impl Link {
     /// Calls `tool` with `args`, by `deadline`. The outer error is the server being down; a
     /// dropped call (the guest's turn ended) tells the server it was cancelled.
     pub async fn call(
-        &self,
+        self: &Arc<Self>,
         tool: &str,
         args: serde_json::Map<String, serde_json::Value>,
         deadline: Instant,
     ) -> Result<Result<CallToolResult, Called>, String> {
         let (peer, _) = self.session(deadline).await?;
-        let oversized = match &*self.state.locked() {
-            State::Ready(c) => c.oversized.clone(),
-            _ => Arc::new(tokio::sync::Notify::new()),
+        let skipped = match &*self.state.locked() {
+            State::Ready(c) => c.skipped.clone(),
+            _ => Arc::default(),
         };
         let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args);
         let answer = tokio::select! {
             a = tokio::time::timeout_at(deadline.into(), peer.call_tool_once(params)) => a,
             // The answer was skipped unread; without this the call would wait for its deadline.
-            _ = oversized.notified() => return Ok(Err(Called::TooLarge)),
+            _ = skipped.notified() => return Ok(Err(match skipped.why() {
+                Some(Skip::TooDeep) => Called::TooDeep,
+                _ => Called::TooLarge,
+            })),
         };
         match answer {
             Err(_) => Ok(Err(Called::Timeout)),
@@ -318,10 +372,9 @@ pub enum Called {
     Timeout,
     /// The server sent a message past [`MAX_MESSAGE`], skipped unread.
     TooLarge,
+    /// The server's answer is JSON nested past [`MAX_DEPTH`], which is not decoded.
+    TooDeep,
     /// A JSON-RPC error: an unknown tool, arguments the server refused.
     Refused(String),
     Protocol(String),
 }
-
-/// How long a stdio server started at start-up may take (a first `npx` may download it).
-pub const START_TIME: Duration = Duration::from_secs(120);

@@ -107,7 +107,7 @@ pub async fn execute(
         call.tasks.push(report_progress(session, report));
     }
     let _tee = opts.output.clone().map(|sink| session.tee_output(sink));
-    let _run = opts.background.as_deref().map(|run| RunUnderWay::mark(sb, run));
+    let run_marker = opts.background.as_deref().map(|run| RunUnderWay::mark(sb, run));
     let fuel = sb.limits.fuel_per_call;
     let started = Instant::now();
     session.lend_tools(opts.tools.clone());
@@ -148,7 +148,26 @@ pub async fn execute(
             "Memory stayed full after the MemoryError, so the interpreter was reset: variables are gone, files remain. Use less memory, or create a sandbox with a larger memory_mb.".into(),
         );
     }
-    if sb.stopping.is_cancelled() && !sb.closing.is_cancelled() && slot.session.is_none() {
+    if sb.stopping.is_cancelled() && !sb.closing.is_cancelled() && slot.session.is_none() && restorable {
+        // A background run stopped by the shutdown: as after a crash, the state saved when it
+        // began stays, and the marker beside it makes the next call after the restart say so.
+        ex.state_lost = true;
+        ex.error = Some(crate::sandbox::PyError {
+            name: "ServerShutdown".into(),
+            value: "the server is shutting down, so this background run was stopped before it finished"
+                .into(),
+            traceback: String::new(),
+        });
+        ex.notes.clear();
+        ex.notes.push(
+            "The server is shutting down, so this background run was stopped before it finished: the sandbox comes back as it was when the run began, with the files the run wrote. Run the code again once the server is back.".into(),
+        );
+        slot.reset(STOPPED_BY_SHUTDOWN.into());
+        slot.saved = true;
+        if let Some(marker) = run_marker {
+            marker.keep();
+        }
+    } else if sb.stopping.is_cancelled() && !sb.closing.is_cancelled() && slot.session.is_none() {
         ex.state_lost = true;
         ex.error = Some(crate::sandbox::PyError {
             name: "ServerShutdown".into(),
@@ -215,6 +234,11 @@ impl RunUnderWay {
             );
         }
         RunUnderWay(path)
+    }
+
+    /// Leaves the marker for the next start: the run was cut off by the shutdown.
+    fn keep(self) {
+        std::mem::forget(self);
     }
 }
 

@@ -6,6 +6,7 @@ mod background_budget;
 mod bundle;
 mod checkpoints;
 mod code_mode;
+mod code_mode_hostile;
 mod code_mode_names;
 mod common;
 

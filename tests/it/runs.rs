@@ -189,6 +189,32 @@ async fn a_run_the_server_died_under_is_interrupted_with_its_output_and_the_sand
     let _ = std::fs::remove_dir_all(&home);
 }
 
+/// A graceful stop (SIGTERM, as a client quitting sends) keeps the README's promise as a
+/// crash does: the sandbox comes back as it was when the run began (issue 35, finding 9).
+#[tokio::test]
+async fn a_run_stopped_by_a_graceful_shutdown_brings_its_sandbox_back_as_it_was_when_it_began() {
+    let home = private_home();
+    let s = start(&home, &[]).await;
+    let id = s.create().await;
+    s.run_ok(&id, "before = 41").await;
+    let run = start_run(&s, &id, "import time\nbefore = 99\ntime.sleep(120)").await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    signal_and_wait(s, libc::SIGTERM).await;
+
+    let s = start(&home, &[]).await;
+    let v = s.ok("get_run", json!({"run_id": run})).await;
+    assert_eq!(v["state"], "interrupted", "{v}");
+    let (err, v) = s.exec(&id, "before").await;
+    assert!(!err, "{v}");
+    assert_eq!(v["result"], "41", "back as it was when the run began: {v}");
+    assert_eq!(v["state_lost"], true, "{v}");
+    let notes = v["notes"].to_string();
+    assert!(notes.contains(&run), "the note names the run: {notes}");
+    assert!(!notes.contains("fresh interpreter"), "{notes}");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 #[tokio::test]
 async fn a_background_run_asks_for_a_time_limit_within_the_servers() {
     let s = Server::start_with(&[("CODE_SANDBOX_BACKGROUND_TIMEOUT", "2")]).await;
