@@ -182,13 +182,11 @@ impl SandboxServer {
     /// default that still works.
     async fn change_default(&self, change: Option<DefaultChange>, backend: &dyn Interpreter) {
         match change {
-            Some(DefaultChange::Use(id)) => {
-                if backend.recently_used().await.contains(&id) {
-                    self.default_sandbox.set(&id);
-                }
+            Some(DefaultChange::Use(id)) if backend.recently_used().await.contains(&id) => {
+                self.default_sandbox.set(&id);
             }
             Some(DefaultChange::Closed(id)) => self.default_sandbox.forget(&id),
-            None => {}
+            _ => {}
         }
     }
 }

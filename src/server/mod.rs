@@ -17,6 +17,7 @@ mod request_id;
 mod resources;
 mod run_budget;
 mod run_output;
+mod run_pool;
 mod runs;
 mod schema;
 mod services;

@@ -32,7 +32,7 @@ before(async () => {
   const transport = new StdioClientTransport({
     command: BIN,
     args: [],
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, CODE_SANDBOX_HOME: HOME, CODE_SANDBOX_PERSIST: "false", RUST_LOG: "warn" },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, CODE_SANDBOX_HOME: HOME, CODE_SANDBOX_PERSIST: "false", RUST_LOG: "warn", CODE_SANDBOX_MAX_BACKGROUND_RUNS: "1" },
     stderr: "inherit",
   });
   client = new Client({ name: "ts-sdk-test", version: "1.0.0" });
@@ -152,12 +152,31 @@ test("every tool succeeds and validates", async () => {
   assert.equal(run.structuredContent.result, "'done'");
   assert.equal(images(run).length, 1);
   const spin = await ok("execute_code", { sandbox_id: id, background: true, code: "while True: pass" });
+  // Past the budget (1 here) a run is queued, and says where it stands.
+  const other = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  const waits = await ok("execute_code", { sandbox_id: other, background: true, code: "1" }, "execute_code(queued)");
+  assert.equal(waits.structuredContent.state, "queued");
+  const queued = await call("get_run", { run_id: waits.structuredContent.run_id }, "get_run(queued)");
+  assert.equal(queued.structuredContent.state, "queued");
+  assert.equal(queued.structuredContent.queue_position, 1);
+  const dropped = await ok("cancel_run", { run_id: waits.structuredContent.run_id }, "cancel_run(queued)");
+  assert.equal(dropped.structuredContent.state, "cancelled");
+  await ok("close_sandbox", { sandbox_id: other });
   const cancelled = await ok("cancel_run", { run_id: spin.structuredContent.run_id });
   assert.equal(cancelled.structuredContent.state, "cancelled");
   const stopped = await call("get_run", { run_id: spin.structuredContent.run_id }, "get_run(cancelled)");
   assert.equal(stopped.structuredContent.state, "cancelled");
   await err("get_run", { run_id: "run-sbx-none-0123abcd" }, "unknown run", /no such run/);
   await ok("close_sandbox", { sandbox_id: id });
+});
+
+test("a retried close_sandbox without an id refuses instead of closing an older sandbox", async () => {
+  const older = (await ok("create_sandbox", {})).structuredContent.sandbox_id;
+  await ok("create_sandbox", {});
+  await ok("close_sandbox", {}, "close_sandbox(default)");
+  await err("close_sandbox", {}, "close_sandbox(no default)", /no default sandbox/);
+  await ok("get_sandbox_status", { sandbox_id: older });
+  await ok("close_sandbox", { sandbox_id: older });
 });
 
 test("every error is a result the SDK accepts, with a message saying what to do", async () => {

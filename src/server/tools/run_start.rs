@@ -14,6 +14,7 @@ use crate::server::calls::principal_of;
 use crate::server::outputs::{ExecResult, RunState};
 use crate::server::reply::{fail, ok};
 use crate::server::run_budget::Entry;
+use crate::server::run_pool::at_low_priority;
 use crate::server::runs::{Run, run_file};
 
 /// How often a run waiting for room for its interpreter tries again.
@@ -183,7 +184,28 @@ impl SandboxServer {
         opts: ExecOptions,
     ) -> Result<crate::sandbox::Execution, SandboxError> {
         loop {
-            match self.backend.execute(&run.sandbox_id, code, opts.clone()).await {
+            let attempt = match opts.admission {
+                // A background run yields the cores to interactive calls (see run_pool.rs).
+                Admission::Background => {
+                    let (backend, id, code, opts) = (
+                        self.backend.clone(),
+                        run.sandbox_id.clone(),
+                        code.to_string(),
+                        opts.clone(),
+                    );
+                    at_low_priority(self.runs.budget.capacity(), async move {
+                        backend.execute(&id, &code, opts).await
+                    })
+                    .await
+                    .unwrap_or_else(|| {
+                        Err(SandboxError::Backend(
+                            "the run stopped on an internal error; the server keeps running. Run it again; if it happens again, please report it".into(),
+                        ))
+                    })
+                }
+                Admission::Interactive => self.backend.execute(&run.sandbox_id, code, opts.clone()).await,
+            };
+            match attempt {
                 Err(SandboxError::AllBusy { .. } | SandboxError::MemoryBusy(_))
                     if !run.cancel.is_cancelled() =>
                 {

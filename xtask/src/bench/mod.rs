@@ -2,10 +2,11 @@
 //! process, so the ratios mean something on a noisy machine.
 //!
 //! The entry points here run the parts: [`stdio`] (one server's round trips and speed),
-//! [`pandas`] (the data stack), [`persistence`], [`memory`], [`remote`], [`kept`] and
+//! [`pandas`] (the data stack), [`persistence`], [`memory`], [`remote`] (with [`background`]), [`kept`] and
 //! [`code_mode`] and [`network`] (with [`index`]), all
 //! through [`harness`], printed by [`table`] beside [`baselines`].
 
+mod background;
 mod baselines;
 mod code_mode;
 mod fresh;
@@ -49,7 +50,9 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
     let (rows, note) = match part {
         Part::Remote => {
             eprintln!("bench: remote mode (HTTP beside stdio, throughput)");
-            remote::rows(&bin, &home).await?
+            let (mut rows, note) = remote::rows(&bin, &home).await?;
+            rows.extend(background::rows(&bin, &home).await?);
+            (rows, note)
         }
         Part::Kept => {
             eprintln!("bench: 1,000 kept sandboxes (start, listing, 50 clients, eviction)");
