@@ -134,9 +134,8 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_MAX_CONCURRENT_CALLS", default_value_t = 8)]
     pub max_concurrent_calls: usize,
 
-    /// Most background runs going at once (default: the number of cores), apart from the
-    /// interactive call slots; past it a run waits `queued`, and a freed slot goes to the
-    /// principal with the fewest runs going.
+    /// Most background runs going at once, apart from the interactive call slots; past it a
+    /// run waits `queued` (default: one per core).
     #[arg(long, env = "CODE_SANDBOX_MAX_BACKGROUND_RUNS")]
     pub max_background_runs: Option<usize>,
 
@@ -180,14 +179,13 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_INDEX_URL")]
     pub index_url: Option<String>,
 
-    /// Hosts besides the package index's own that its wheel links may lead to (comma list of
-    /// `host` or `host:port`), for an index that keeps its files elsewhere. Links anywhere
-    /// else, and listed hosts that resolve to internal addresses, are refused.
+    /// Hosts (`host` or `host:port`, comma list) besides the package index's own that its
+    /// wheel links may lead to; never internal addresses.
     #[arg(long, env = "CODE_SANDBOX_INDEX_FILE_HOSTS")]
     pub index_file_hosts: Option<String>,
 
-    /// Seconds a code-mode server may take to start (a first `npx` may download it); past it
-    /// the server is reported failed with the reason, and started again at its next use.
+    /// Seconds a code-mode server may take to start (a first `npx` may download it) before it
+    /// is reported failed with the reason.
     #[arg(long, env = "CODE_SANDBOX_MCP_START_SECONDS", default_value_t = 120)]
     pub mcp_start_seconds: u64,
 
@@ -346,13 +344,13 @@ impl Settings {
         s
     }
 
-    /// `CODE_SANDBOX_HOME`, or the platform's data folder for this program.
     /// `CODE_SANDBOX_INDEX_URL` when it is set to something (a bundle's form left blank
     /// passes an empty value, which means off).
     pub fn package_index_url(&self) -> Option<&str> {
         self.index_url.as_deref().filter(|u| !u.trim().is_empty())
     }
 
+    /// `CODE_SANDBOX_HOME`, or the platform's data folder for this program.
     pub fn home_dir(&self) -> PathBuf {
         if let Some(home) = &self.home {
             return home.clone();
@@ -386,13 +384,6 @@ impl Settings {
     }
 
     /// The result budget, never below what a short answer and a small figure need.
-    /// Background runs going at once: the setting, else one per core.
-    pub fn background_runs(&self) -> usize {
-        self.max_background_runs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
-            .max(1)
-    }
-
     pub fn result_budget(&self) -> usize {
         self.result_bytes.max(MIN_RESULT_BYTES)
     }

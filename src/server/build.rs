@@ -20,7 +20,7 @@ impl SandboxServer {
         for route in tool_router.map.values_mut() {
             annotations::annotate(&mut route.attr, open_world);
         }
-        let runs = Arc::new(super::runs::Runs::new(settings.background_runs()));
+        let runs = Arc::new(super::runs::Runs::new(settings.max_background_runs));
         SandboxServer {
             backend,
             settings,

@@ -27,10 +27,14 @@ pub enum Entry {
 }
 
 impl RunBudget {
-    pub fn new(capacity: usize) -> RunBudget {
+    /// `setting`: `CODE_SANDBOX_MAX_BACKGROUND_RUNS`; unset, one run per core.
+    pub fn new(setting: Option<usize>) -> RunBudget {
+        let capacity = setting
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .max(1);
         RunBudget {
             gate: FairGate::new(capacity, MAX_QUEUED_PER_PRINCIPAL),
-            capacity: capacity.max(1),
+            capacity,
         }
     }
 

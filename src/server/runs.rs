@@ -295,7 +295,8 @@ pub struct Runs {
 }
 
 impl Runs {
-    pub fn new(max_going: usize) -> Runs {
+    /// `max_going`: `CODE_SANDBOX_MAX_BACKGROUND_RUNS` (see [`RunBudget::new`]).
+    pub fn new(max_going: Option<usize>) -> Runs {
         Runs {
             runs: Mutex::default(),
             budget: RunBudget::new(max_going),

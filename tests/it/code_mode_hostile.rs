@@ -13,21 +13,18 @@ use crate::common::{self, Server, error_of, run};
 async fn a_stuck_or_flooding_server_holds_up_no_other_and_says_why() {
     let dir = std::env::temp_dir().join(format!("mcs-hostile-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
-    let script = |name: &str| {
-        common::repo_root()
-            .join("tests/mcp-servers")
-            .join(name)
-            .display()
-            .to_string()
-    };
+    let script = common::repo_root()
+        .join("tests/mcp-servers/misbehaving.py")
+        .display()
+        .to_string();
     let file = dir.join("servers.json");
     std::fs::write(
         &file,
         json!({"mcpServers": {
-            "fine": {"command": "python3", "args": [script("loose_names.py"), dir.join("ran.log").display().to_string()]},
-            "stuck": {"command": "python3", "args": [script("hostile.py"), "stuck"]},
-            "huge": {"command": "python3", "args": [script("hostile.py"), "huge-list"]},
-            "deep": {"command": "python3", "args": [script("hostile.py"), "deep"]}
+            "fine": {"command": "python3", "args": [script, "loose", dir.join("ran.log").display().to_string()]},
+            "stuck": {"command": "python3", "args": [script, "stuck"]},
+            "huge": {"command": "python3", "args": [script, "huge-list"]},
+            "deep": {"command": "python3", "args": [script, "deep"]}
         }})
         .to_string(),
     )

@@ -12,13 +12,13 @@ async fn a_denied_tool_never_runs_under_another_spelling() {
     let dir = std::env::temp_dir().join(format!("mcs-loose-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let ran = dir.join("ran.log");
-    let script = common::repo_root().join("tests/mcp-servers/loose_names.py");
+    let script = common::repo_root().join("tests/mcp-servers/misbehaving.py");
     let file = dir.join("servers.json");
     std::fs::write(
         &file,
         json!({"mcpServers": {"srv": {
             "command": "python3",
-            "args": [script.display().to_string(), ran.display().to_string()],
+            "args": [script.display().to_string(), "loose", ran.display().to_string()],
             "deny": ["delete_all", "*admin*"]
         }}})
         .to_string(),

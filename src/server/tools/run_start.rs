@@ -117,7 +117,7 @@ impl SandboxServer {
     /// Runs it to the end, keeping its files up to date, and records how it ended. A queued
     /// run first waits for its slot (or its cancellation).
     async fn carry_out(self, run: Arc<Run>, code: String, opts: ExecOptions, entry: Option<Entry>) {
-        let _slot = match entry {
+        let slot = match entry {
             Some(Entry::Queued(wait)) => {
                 run.save(self.backend.files()).await;
                 tokio::select! {
@@ -147,6 +147,9 @@ impl SandboxServer {
             }
         });
         let ex = self.execute_when_room(&run, &code, opts).await;
+        // The slot is free as soon as the code stops, before the run's last files are written:
+        // a run started once this one shows as ended must not find it taken.
+        drop(slot);
         let state = match &ex {
             _ if run.cancel.is_cancelled() => RunState::Cancelled,
             // Stopped from outside: its sandbox was closed under it.
