@@ -150,3 +150,56 @@ async fn a_principal_at_its_memory_quota_is_told_what_to_do() {
     }
     r.terminate().await;
 }
+
+/// Past its 16 queued runs a principal's next run is refused, naming the setting; and a run
+/// that finds no room for its interpreter (every live one busy) waits queued, then runs,
+/// instead of ending at once with nothing (the red team: "finished after 0.1 s").
+#[tokio::test]
+async fn a_full_queue_refuses_and_a_run_without_room_waits_its_turn() {
+    let s = Server::start_with(&[
+        ("CODE_SANDBOX_MAX_BACKGROUND_RUNS", "2"),
+        ("CODE_SANDBOX_MAX_SANDBOXES", "1"),
+    ])
+    .await;
+    // Made first: while a run holds the one live interpreter, no sandbox can be made.
+    let mut sandboxes = Vec::new();
+    for _ in 0..19 {
+        sandboxes.push(s.create().await);
+    }
+    let background =
+        |i: usize, code: &str| json!({"sandbox_id": sandboxes[i], "code": code, "background": true});
+    let first = run_id(&s.ok("execute_code", background(0, SLEEPER)).await);
+    until_state(&s, &first, "running").await;
+    let second = s.ok("execute_code", background(1, "print('second ran')")).await;
+    assert_eq!(second["state"], "running", "a budget slot was free: {second}");
+    let second = run_id(&second);
+    // It cannot get an interpreter while the first runs: it waits, queued.
+    let v = until_state(&s, &second, "queued").await;
+    assert_eq!(v["state"], "queued", "{v}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        state(&s, &second).await["state"],
+        "queued",
+        "it did not end with nothing"
+    );
+
+    // Sixteen more wait for a budget slot; the next is refused, naming the setting.
+    let mut queued = Vec::new();
+    for i in 2..18 {
+        let v = s.ok("execute_code", background(i, "1")).await;
+        assert_eq!(v["state"], "queued", "{v}");
+        queued.push(run_id(&v));
+    }
+    let (err, _, text) = s.call_json("execute_code", background(18, "1")).await;
+    assert!(err, "{text}");
+    assert!(text.contains("CODE_SANDBOX_MAX_BACKGROUND_RUNS"), "{text}");
+    for run in &queued {
+        s.ok("cancel_run", json!({"run_id": run})).await;
+    }
+
+    // The first ends: the second gets the interpreter and runs to its end.
+    s.ok("cancel_run", json!({"run_id": first})).await;
+    let v = until_state(&s, &second, "finished").await;
+    assert_eq!(v["stdout"], "second ran\n", "{v}");
+    s.stop().await;
+}
