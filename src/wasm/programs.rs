@@ -36,8 +36,11 @@ pub struct Programs {
     metered: bool,
     /// Build (or load) a warm image once the plain one is ready.
     warm_enabled: bool,
-    /// The warm image, once built; sandboxes use the plain one until then.
+    /// The warm image, once built or loaded; sandboxes use the plain one until then.
     warm: Mutex<Option<Arc<Program>>>,
+    /// The plain image when the first program ready was a bundle's warm image: compiled on
+    /// demand, for a sandbox too small for the warm image or a state saved from the plain one.
+    plain: tokio::sync::OnceCell<Arc<Program>>,
     /// Whether the attempt at the warm image is over (built, loaded, failed or off).
     warm_settled: watch::Sender<bool>,
     /// Updated with `send_replace`: a plain `send` is dropped while nobody is subscribed, which
@@ -75,12 +78,16 @@ pub fn install_and_load(
 ) -> Result<Arc<Program>, InstallError> {
     let files = runtime::install(layout, from, progress)?;
     let program = Program::load(layout, files, metered, progress)?;
-    // The wheel cache is a convenience: without it the interpreter still works.
+    fill_wheels(layout);
+    progress(Stage::Ready);
+    Ok(program)
+}
+
+/// The wheel cache is a convenience: without it the interpreter still works.
+fn fill_wheels(layout: &Layout) {
     if let Err(e) = crate::wheels::catalog::fetch(layout, &|m| tracing::info!("wheels: {m}")) {
         tracing::warn!("the package cache could not be filled ({e}); install_package will offer less");
     }
-    progress(Stage::Ready);
-    Ok(program)
 }
 
 /// Builds (or loads) the warm image for `plain` and waits for it, on a thread of its own: for
@@ -106,6 +113,7 @@ impl Programs {
             metered,
             warm_enabled,
             warm: Mutex::new(None),
+            plain: tokio::sync::OnceCell::new(),
             warm_settled: watch::Sender::new(!warm_enabled),
             tx,
             started: Mutex::new(false),
@@ -133,7 +141,15 @@ impl Programs {
                 tracing::info!("runtime: {stage}");
                 tx.send_replace(State::Installing(stage.to_string()));
             };
-            let state = match install_and_load(&me.layout, None, me.metered, &progress) {
+            let state = match me.load_first(&progress) {
+                Ok(program) if program.image != Image::Plain => {
+                    tracing::info!(
+                        "the warm image shipped with the bundle is in use: new sandboxes start from it"
+                    );
+                    *me.warm.locked() = Some(program.clone());
+                    me.warm_settled.send_replace(true);
+                    State::Ready(program)
+                }
                 Ok(program) => {
                     if me.warm_enabled {
                         let mut task = me.warm_task.locked();
@@ -153,6 +169,58 @@ impl Programs {
             };
             me.tx.send_replace(state);
         });
+    }
+
+    /// The runtime installed (or checked), and the first program: the warm image a bundle
+    /// ships when it checks out and may be used (nothing to compile), else the plain one.
+    fn load_first(&self, progress: &dyn Fn(Stage)) -> Result<Arc<Program>, InstallError> {
+        let files = runtime::install(&self.layout, None, progress)?;
+        let shipped = (self.warm_enabled && !self.metered)
+            .then(|| {
+                progress(Stage::Loading);
+                vm::shipped_warm_image(&files)
+            })
+            .flatten();
+        let program = match shipped {
+            Some(warm) => warm,
+            None => Program::load(&self.layout, files, self.metered, progress)?,
+        };
+        fill_wheels(&self.layout);
+        progress(Stage::Ready);
+        Ok(program)
+    }
+
+    /// The plain image: the ready program when that is it, else compiled now into the home
+    /// (about a minute, once).
+    async fn plain(self: &Arc<Self>) -> Result<Arc<Program>, SandboxError> {
+        let ready = self.get().await?;
+        if ready.image == Image::Plain {
+            return Ok(ready);
+        }
+        self.plain
+            .get_or_try_init(|| async {
+                call_scope::report(|| {
+                    "compiling the plain interpreter for this sandbox (once, about a minute)".into()
+                });
+                let (layout, files, metered) = (self.layout.clone(), ready.files.clone(), self.metered);
+                let loaded = tokio::task::spawn_blocking(move || {
+                    Program::load(&layout, files, metered, &|s| {
+                        tracing::info!("plain interpreter: {s}")
+                    })
+                })
+                .await;
+                match loaded {
+                    Ok(Ok(p)) => Ok(p),
+                    Ok(Err(e)) => Err(SandboxError::NotReady(format!(
+                        "compiling the plain interpreter failed: {e}"
+                    ))),
+                    Err(e) => Err(SandboxError::NotReady(format!(
+                        "compiling the plain interpreter stopped: {e}"
+                    ))),
+                }
+            })
+            .await
+            .cloned()
     }
 
     /// Stops a warm-image build under way (the next start builds it again) and starts none.
@@ -212,10 +280,15 @@ impl Programs {
         self: &Arc<Self>,
         wanted: Option<&str>,
     ) -> Result<Vec<Arc<Program>>, SandboxError> {
-        let plain = self.get().await?;
+        let base = self.get().await?;
         let warm = self.warm.locked().clone();
-        let now: Vec<_> = warm.into_iter().chain([plain]).collect();
+        let mut now: Vec<_> = warm.into_iter().chain([base.clone()]).collect();
         if wanted.is_some_and(|w| now.iter().any(|i| i.answers_to(w))) {
+            return Ok(now);
+        }
+        if base.image != Image::Plain && wanted.is_some_and(|w| w.starts_with("plain-")) {
+            // Saved from the plain image, which a bundle's warm start did not load.
+            now.push(self.plain().await?);
             return Ok(now);
         }
         self.images_settled().await
@@ -233,12 +306,13 @@ impl Programs {
     /// The image a sandbox with `memory_mb` of memory starts from: the warm one when it is
     /// ready and leaves the sandbox room to work, else the plain one.
     pub async fn for_memory(self: &Arc<Self>, memory_mb: u64) -> Result<Arc<Program>, SandboxError> {
-        let plain = self.get().await?;
+        let base = self.get().await?;
         let warm = self.warm.locked().clone();
-        Ok(match warm {
-            Some(w) if fits(&w, memory_mb) => w,
-            _ => plain,
-        })
+        match warm {
+            Some(w) if fits(&w, memory_mb) => Ok(w),
+            _ if base.image == Image::Plain => Ok(base),
+            _ => self.plain().await,
+        }
     }
 
     /// The interpreter, waiting for a preparation in progress (telling the client how it

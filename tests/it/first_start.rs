@@ -1,11 +1,13 @@
-//! A first start from a bundle, as Claude Desktop makes it: the runtime and the compiled
-//! interpreter the bundle ships are checked and used where they lie, so the first call answers
-//! without compiling and the home holds neither; a shipped interpreter that does not match its
-//! record is never run, and is compiled instead while calls wait, told how it goes.
+//! A first start from a bundle, as Claude Desktop makes it: the runtime and the warm image the
+//! bundle ships (compiled for the baseline CPU) are checked and used where they lie, so the
+//! first call answers without compiling, pandas is imported already in the first sandbox, and
+//! the home holds neither; a shipped image that does not match its record is never run: the
+//! interpreter is compiled instead while calls wait, told how it goes, and the warm image is
+//! built into the home.
 //!
 //! The bundle here is laid out by hand (a copy of the binary, the installed runtime linked in,
-//! the baseline-CPU interpreter as `cargo xtask bundle` ships it), so each test can damage its
-//! own copy; the real bundle runs in `bundle.rs`.
+//! the warm image as `cargo xtask bundle` ships it), so each test can damage its own copy; the
+//! real bundle runs in `bundle.rs`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -23,14 +25,14 @@ use crate::progress::{Recorder, exec_request};
 /// A bundle's `server/` folder, laid out as `cargo xtask bundle` lays it out.
 struct FakeBundle {
     root: PathBuf,
-    /// The compiled interpreter in the bundle's `runtime/` folder.
+    /// The warm image in the bundle's `runtime/` folder.
     compiled: PathBuf,
 }
 
 impl FakeBundle {
-    fn new() -> FakeBundle {
-        // Building the bundle compiles the baseline-CPU interpreter into the shared cache
-        // (a minute of both cores, once); every test then links that file.
+    async fn new() -> FakeBundle {
+        // Building the bundle makes the baseline-CPU warm image in the shared cache (a minute
+        // or two of both cores, once); every test then links that file.
         common::ensure_bundle();
         let home = common::runtime_home();
         let layout = mcp_code_sandbox::runtime::Layout::new(&home);
@@ -47,13 +49,22 @@ impl FakeBundle {
         let runtime_name = files.dir.file_name().unwrap();
         std::os::unix::fs::symlink(&files.dir, runtime.join(runtime_name)).unwrap();
         std::os::unix::fs::symlink(layout.wheels_dir(), root.join("server").join("wheels")).unwrap();
-        let compiled = mcp_code_sandbox::wasm::direct::ship_compiled(&files, &runtime, &layout.cache_dir())
-            .expect("the baseline-CPU interpreter compiles");
+        let plain = mcp_code_sandbox::wasm::direct::install_and_load(&layout, None, false, &|_| {})
+            .expect("the interpreter loads");
+        let compiled = mcp_code_sandbox::wasm::direct::ship_warm_image(
+            &plain,
+            &layout,
+            &files,
+            &runtime,
+            &layout.cache_dir(),
+        )
+        .await
+        .expect("the baseline-CPU warm image is made");
         FakeBundle { root, compiled }
     }
 
-    /// Replaces the compiled interpreter with a copy that has one byte changed, leaving its
-    /// record as it was.
+    /// Replaces the warm image with a copy that has one byte changed, leaving its record as
+    /// it was.
     fn damage_compiled(&self) {
         let mut bytes = std::fs::read(&self.compiled).unwrap();
         let middle = bytes.len() / 2;
@@ -75,9 +86,7 @@ impl FakeBundle {
         cmd.env_clear()
             .env("CODE_SANDBOX_HOME", home)
             .env("PATH", &empty_path)
-            .env("RUST_LOG", "info")
-            // The warm image is another test's business; here it would only compile beside.
-            .env("CODE_SANDBOX_WARM_IMAGE", "false");
+            .env("RUST_LOG", "info");
         let (transport, stderr) = TokioChildProcess::builder(cmd)
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -92,14 +101,14 @@ impl Drop for FakeBundle {
     }
 }
 
-/// The compiled modules a home holds (the warm image aside).
+/// The compiled modules a home holds: the interpreter (`python-*`) and warm images (`warm-*`).
 fn compiled_in(home: &Path) -> Vec<String> {
     std::fs::read_dir(home.join("cache"))
         .into_iter()
         .flatten()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("python-") && n.ends_with(".cwasm"))
+        .filter(|n| (n.starts_with("python-") || n.starts_with("warm-")) && n.ends_with(".cwasm"))
         .collect()
 }
 
@@ -123,8 +132,8 @@ fn collect(stderr: Option<tokio::process::ChildStderr>) -> Arc<Mutex<String>> {
 }
 
 #[tokio::test]
-async fn a_first_start_from_a_bundle_answers_from_the_shipped_interpreter_and_copies_nothing() {
-    let bundle = FakeBundle::new();
+async fn a_first_start_from_a_bundle_answers_from_the_shipped_warm_image_and_copies_nothing() {
+    let bundle = FakeBundle::new().await;
     let home = bundle.root.join("home");
     let (transport, log) = bundle.spawn(&home);
     let client = ().serve(transport).await.unwrap();
@@ -148,6 +157,10 @@ async fn a_first_start_from_a_bundle_answers_from_the_shipped_interpreter_and_co
         )
         .await;
     assert_eq!(plot["images"], 1, "{plot}");
+    // A new sandbox starts from the warm image: pandas is there already.
+    let sb = s.create().await;
+    let v = s.run_ok(&sb, "import sys\n'pandas' in sys.modules").await;
+    assert_eq!(v["result"], "True", "{v}");
     assert!(
         compiled_in(&home).is_empty(),
         "nothing was compiled into the home: {:?}",
@@ -159,13 +172,17 @@ async fn a_first_start_from_a_bundle_answers_from_the_shipped_interpreter_and_co
     );
     s.stop().await;
     let log = log.lock().unwrap().clone();
-    assert!(log.contains("loading the compiled interpreter"), "{log}");
+    assert!(
+        log.contains("the warm image shipped with the bundle is in use"),
+        "{log}"
+    );
     assert!(!log.contains("compiling the interpreter"), "{log}");
+    assert!(!log.contains("preparing the warm image"), "{log}");
 }
 
 #[tokio::test]
-async fn a_damaged_shipped_interpreter_is_never_run_and_a_call_waits_for_the_compile_with_progress() {
-    let bundle = FakeBundle::new();
+async fn a_damaged_shipped_warm_image_is_never_run_a_call_waits_for_the_compile_and_the_image_is_rebuilt() {
+    let bundle = FakeBundle::new().await;
     bundle.damage_compiled();
     let home = bundle.root.join("home");
     let (transport, log) = bundle.spawn(&home);
@@ -198,15 +215,27 @@ async fn a_damaged_shipped_interpreter_is_never_run_and_a_call_waits_for_the_com
         seen.windows(2).all(|w| w[1].progress > w[0].progress),
         "progress increases: {seen:?}"
     );
-    assert_eq!(
-        compiled_in(&home).len(),
-        1,
-        "the interpreter was compiled into the home instead"
+    assert!(
+        compiled_in(&home).iter().any(|n| n.starts_with("python-")),
+        "the interpreter was compiled into the home instead: {:?}",
+        compiled_in(&home)
+    );
+    // Then the warm image is built into the home, in the background.
+    for _ in 0..600 {
+        if log.lock().unwrap().contains("warm image ready") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(
+        compiled_in(&home).iter().any(|n| n.starts_with("warm-")),
+        "the warm image was built into the home: {:?}",
+        compiled_in(&home)
     );
     let _ = client.cancel().await;
     let log = log.lock().unwrap().clone();
     assert!(
-        log.contains("not using the compiled interpreter shipped") && log.contains("SHA-256"),
+        log.contains("not using the warm image shipped") && log.contains("SHA-256"),
         "the log says why the shipped one was refused: {log}"
     );
     assert!(

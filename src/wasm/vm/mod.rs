@@ -28,6 +28,8 @@ pub use memory_budget::{MemoryBudget, Reclaim, WASM32_MAX_BYTES, half_of_machine
 pub use preopens::SessionConfig;
 pub use saved_state::{SavedState, StateError};
 pub use session::{Session, SessionError};
-pub use shipped::ship as ship_compiled;
 pub use turn::{Ended, TurnOutput};
-pub use warm_image::{WarmError, build_or_load as warm_image, verify_cached as verify_warm_image};
+pub use warm_image::{
+    WarmError, build_or_load as warm_image, load_shipped as shipped_warm_image, ship as ship_warm_image,
+    verify_cached as verify_warm_image,
+};

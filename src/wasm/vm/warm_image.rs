@@ -23,7 +23,8 @@ use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, in_backgr
 use super::engine::{self, Image, Program};
 use super::preopens::SessionConfig;
 use super::session::{PRELUDE, Session};
-use crate::runtime::Layout;
+use super::shipped::{self, WarmRecord};
+use crate::runtime::{Layout, RuntimeFiles};
 
 pub const WARM_UP: &str = include_str!("../../../runtime/guest/warm_up.py");
 /// The guest paths and their order, as `session.rs` preopens them: part of the key, since
@@ -80,12 +81,25 @@ struct Meta {
     snapshot_sha256: String,
 }
 
-/// The cache name of the warm image for `plain`: the runtime, the prelude, the warm-up, the
-/// preopen layout, wasmtime's version and the engine's settings (fuel included).
+/// The cache name of the warm image for `plain`: what the snapshot depends on (see
+/// [`snapshot_key`]) and the engine's settings (fuel included).
 fn key(plain: &Program) -> String {
+    key_of(
+        &plain.files.module_sha256,
+        &engine::engine_key(&plain.engine).to_le_bytes(),
+    )
+}
+
+/// What a snapshot depends on, whatever compiles it: the runtime, the prelude, the warm-up,
+/// the preopen layout and wasmtime's version. A shipped image is named by it.
+pub fn snapshot_key(module_sha256: &str) -> String {
+    key_of(module_sha256, b"portable")
+}
+
+fn key_of(module_sha256: &str, compiled_for: &[u8]) -> String {
     let mut h = Sha256::new();
     for part in [
-        plain.files.module_sha256.as_bytes(),
+        module_sha256.as_bytes(),
         PRELUDE.as_bytes(),
         WARM_UP.as_bytes(),
         LAYOUT.as_bytes(),
@@ -93,12 +107,32 @@ fn key(plain: &Program) -> String {
         b"instrumented",
         WASMTIME_VERSION.as_bytes(),
         &DENSE_IMAGE_BYTES.to_le_bytes(),
-        &engine::engine_key(&plain.engine).to_le_bytes(),
+        compiled_for,
     ] {
         h.update((part.len() as u64).to_le_bytes());
         h.update(part);
     }
     hex::encode(&h.finalize()[..12])
+}
+
+/// A warm-up's snapshot, before any compile.
+pub struct Snapshot {
+    pub wasm: Vec<u8>,
+    pub clock_offset: Duration,
+    pub memory_bytes: u64,
+    /// Names the image in saved states (see [`Meta::snapshot_sha256`]).
+    pub sha256: String,
+}
+
+impl Snapshot {
+    /// The image an interpreter starts from, and the name saved states give it.
+    pub fn image_and_id(clock_offset_ns: u64, memory_bytes: u64, sha256: &str) -> (Image, String) {
+        let image = Image::Warm {
+            clock_offset: Duration::from_nanos(clock_offset_ns),
+            memory_bytes,
+        };
+        (image, format!("warm-{}", sha256.get(..16).unwrap_or(sha256)))
+    }
 }
 
 struct Paths {
@@ -142,15 +176,14 @@ fn load_cached(plain: &Program, p: &Paths) -> Option<Arc<Program>> {
         Ok(m) => m,
         Err(e) => return damaged(&format!("{e:#}")),
     };
-    let image = Image::Warm {
-        clock_offset: Duration::from_nanos(meta.clock_offset_ns),
-        memory_bytes: meta.memory_bytes,
-    };
     // The snapshot's own digest names the image whatever compiled it; an image cached
     // before it was recorded keeps the name its saved states carry.
-    let id = match meta.snapshot_sha256.get(..16) {
-        Some(snapshot) => format!("warm-{snapshot}"),
-        None => format!("warm-{}", key(plain)),
+    let (image, id) = match meta.snapshot_sha256.get(..16) {
+        Some(_) => Snapshot::image_and_id(meta.clock_offset_ns, meta.memory_bytes, &meta.snapshot_sha256),
+        None => {
+            let (image, _) = Snapshot::image_and_id(meta.clock_offset_ns, meta.memory_bytes, "");
+            (image, format!("warm-{}", key(plain)))
+        }
     };
     match plain.with_image(&module, image, id) {
         Ok(rt) => Some(rt),
@@ -201,13 +234,18 @@ pub async fn build_or_load(plain: &Arc<Program>, layout: &Layout) -> Result<Arc<
     result
 }
 
-async fn build(
-    plain: &Arc<Program>,
-    layout: &Layout,
-    dir: &Path,
-    p: &Paths,
-    started: Instant,
-) -> Result<Arc<Program>, WarmError> {
+/// Runs the warm-up in a throwaway sandbox under `layout`'s scratch folder and takes its
+/// snapshot (for a bundle, which compiles it for any CPU of its architecture).
+pub async fn take_snapshot(plain: &Arc<Program>, layout: &Layout) -> Result<Snapshot, WarmError> {
+    let dir = layout
+        .scratch_dir()
+        .join(format!("warm-build-{}", uuid::Uuid::new_v4().simple()));
+    let result = snapshot(plain, &dir).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+async fn snapshot(plain: &Arc<Program>, dir: &Path) -> Result<Snapshot, WarmError> {
     let cfg = SessionConfig::throwaway(dir, WARM_UP_MEMORY).map_err(io(dir))?;
     let mut session = Session::start(plain, &cfg).await?;
     let out = session
@@ -241,7 +279,27 @@ async fn build(
     let (_, snapshot) = Wizer::new()
         .instrument(&snapshot)
         .map_err(|e| WarmError::Snapshot(format!("instrumenting the image: {e:#}")))?;
-    let snapshot_sha256 = hex::encode(Sha256::digest(&snapshot));
+    Ok(Snapshot {
+        sha256: hex::encode(Sha256::digest(&snapshot)),
+        wasm: snapshot,
+        clock_offset,
+        memory_bytes,
+    })
+}
+
+async fn build(
+    plain: &Arc<Program>,
+    layout: &Layout,
+    dir: &Path,
+    p: &Paths,
+    started: Instant,
+) -> Result<Arc<Program>, WarmError> {
+    let Snapshot {
+        wasm: snapshot,
+        clock_offset,
+        memory_bytes,
+        sha256: snapshot_sha256,
+    } = snapshot(plain, dir).await?;
     let engine = plain.engine.clone();
     let compiled = in_background("warm-image-compile", move || engine.precompile_module(&snapshot))
         .await
@@ -267,6 +325,82 @@ async fn build(
         memory_bytes >> 20
     );
     load_cached(plain, p).ok_or_else(|| WarmError::Snapshot("the image just built did not load".into()))
+}
+
+/// The file name of the warm image a bundle ships for `files`.
+fn shipped_name(files: &RuntimeFiles) -> String {
+    format!(
+        "warm-{}-{}-portable.cwasm",
+        snapshot_key(&files.module_sha256),
+        std::env::consts::ARCH
+    )
+}
+
+/// Puts the warm image, compiled for the baseline CPU, into `dir` (a bundle's runtime folder)
+/// with its record; for `cargo xtask bundle`. `plain` runs the warm-up; `files` are the
+/// bundle's runtime. Made once into `cache` (a minute or two) and taken from there while it
+/// still checks out. Returns the file in `dir`.
+pub async fn ship(
+    plain: &Arc<Program>,
+    layout: &Layout,
+    files: &RuntimeFiles,
+    dir: &Path,
+    cache: &Path,
+) -> Result<PathBuf, WarmError> {
+    let cached = cache.join(shipped_name(files));
+    let key = snapshot_key(&files.module_sha256);
+    if shipped::checked_file(files, &cached, &key).is_err() {
+        std::fs::create_dir_all(cache).map_err(io(cache))?;
+        let snap = take_snapshot(plain, layout).await?;
+        let engine = shipped::portable_engine()?;
+        let wasm = snap.wasm;
+        let compiled = in_background("warm-image-compile", move || engine.precompile_module(&wasm))
+            .await
+            .ok_or_else(|| WarmError::Snapshot("the compile thread ended without a result".into()))?
+            .map_err(|e| WarmError::Snapshot(format!("compiling the image: {e:#}")))?;
+        let warm = WarmRecord {
+            snapshot_key: key,
+            snapshot_sha256: snap.sha256,
+            clock_offset_ns: u64::try_from(snap.clock_offset.as_nanos()).unwrap_or(u64::MAX),
+            memory_bytes: snap.memory_bytes,
+        };
+        shipped::write_with_record(files, &cached, &compiled, warm)?;
+    }
+    Ok(shipped::place(&cached, dir)?)
+}
+
+/// The warm image the bundle ships for `files`, checked (size, SHA-256, what it was made
+/// from) and mapped, as the whole program: nothing is compiled. `None` without a bundle, or
+/// (with a warning saying why) when the one there cannot be used.
+pub fn load_shipped(files: &RuntimeFiles) -> Option<Arc<Program>> {
+    let path = crate::runtime::beside_binary(crate::runtime::BUNDLED_RUNTIME_DIR)?.join(shipped_name(files));
+    if !path.is_file() {
+        return None;
+    }
+    let refused = |why: String| {
+        tracing::warn!(
+            "not using the warm image shipped at {}: {why}. Compiling the interpreter and building the image instead (a few minutes, once)",
+            path.display()
+        );
+        None
+    };
+    let engine = match wasmtime::Engine::new(&super::compile::engine_config(false)) {
+        Ok(e) => e,
+        Err(e) => return refused(format!("{e:#}")),
+    };
+    let warm = match shipped::checked_file(files, &path, &snapshot_key(&files.module_sha256)) {
+        Ok(r) => r.warm,
+        Err(why) => return refused(why.to_string()),
+    };
+    let module = match shipped::map(&engine, &path) {
+        Ok(m) => m,
+        Err(why) => return refused(why.to_string()),
+    };
+    let (image, id) = Snapshot::image_and_id(warm.clock_offset_ns, warm.memory_bytes, &warm.snapshot_sha256);
+    match Program::from_image(engine, files.clone(), &module, image, id) {
+        Ok(p) => Some(p),
+        Err(e) => refused(e.to_string()),
+    }
 }
 
 /// The warm-up interpreter as wasmtime-wizer reads it: the instrumented module exports every
