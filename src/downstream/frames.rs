@@ -12,8 +12,7 @@ use serde_json::{Value, json};
 
 use super::child::MAX_DEPTH;
 use super::gateway::{Allowed, Gateway};
-use super::link::Called;
-use super::link::Standing;
+use super::link::{Called, Standing};
 use crate::lock::Locked;
 use crate::sandbox::call_scope::{self, CallScope};
 use crate::sandbox::{GuestServices, Refusal, ToolCall, answer_by};

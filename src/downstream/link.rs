@@ -216,6 +216,12 @@ impl Link {
     /// Starts the server on a task of its own, unless it is live or a start is going. The
     /// start is given [`Link::start_time`], then reported down with the reason.
     pub fn kick(self: &Arc<Self>) {
+        // A start that failed lately is not tried again on every listing or call.
+        if let State::Down(_, Some(at)) = &*self.state.locked()
+            && at.elapsed() < RETRY_AFTER
+        {
+            return;
+        }
         let Ok(one) = self.connecting.clone().try_lock_owned() else {
             return;
         };

@@ -149,7 +149,7 @@ impl SandboxServer {
                 )
                 .await;
                 sandbox = acted.on.or(sandbox);
-                self.change_default(acted.default, backend.as_ref()).await;
+                self.change_default(acted.default, backend.as_ref());
                 match r {
                     Ok(r) => r,
                     Err(panic) => Ok(CallToolResponse::Complete(panicked(&tool, panic.as_ref()))),
@@ -179,10 +179,11 @@ impl SandboxServer {
 impl SandboxServer {
     /// Applies what a call did to the session's default sandbox. A sandbox named by an id only
     /// becomes the default if it is open to this caller: a mistyped id must not replace a
-    /// default that still works.
-    async fn change_default(&self, change: Option<DefaultChange>, backend: &dyn Interpreter) {
+    /// default that still works. (`usage` is a lookup in local bookkeeping, cheap on every
+    /// call; listing the sandboxes would cost a sort of all of them.)
+    fn change_default(&self, change: Option<DefaultChange>, backend: &dyn Interpreter) {
         match change {
-            Some(DefaultChange::Use(id)) if backend.recently_used().await.contains(&id) => {
+            Some(DefaultChange::Use(id)) if backend.usage(&id).is_ok() => {
                 self.default_sandbox.set(&id);
             }
             Some(DefaultChange::Closed(id)) => self.default_sandbox.forget(&id),

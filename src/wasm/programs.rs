@@ -76,18 +76,35 @@ pub fn install_and_load(
     metered: bool,
     progress: &dyn Fn(Stage),
 ) -> Result<Arc<Program>, InstallError> {
-    let files = runtime::install(layout, from, progress)?;
-    let program = Program::load(layout, files, metered, progress)?;
-    fill_wheels(layout);
-    progress(Stage::Ready);
-    Ok(program)
+    load_with(layout, from, metered, false, progress)
 }
 
-/// The wheel cache is a convenience: without it the interpreter still works.
-fn fill_wheels(layout: &Layout) {
+/// [`install_and_load`], where `shipped_warm` lets the warm image a bundle ships be the
+/// program (when it checks out: nothing is compiled then).
+fn load_with(
+    layout: &Layout,
+    from: Option<&std::path::Path>,
+    metered: bool,
+    shipped_warm: bool,
+    progress: &dyn Fn(Stage),
+) -> Result<Arc<Program>, InstallError> {
+    let files = runtime::install(layout, from, progress)?;
+    let shipped = (shipped_warm && !metered)
+        .then(|| {
+            progress(Stage::Loading);
+            vm::shipped_warm_image(&files)
+        })
+        .flatten();
+    let program = match shipped {
+        Some(warm) => warm,
+        None => Program::load(layout, files, metered, progress)?,
+    };
+    // The wheel cache is a convenience: without it the interpreter still works.
     if let Err(e) = crate::wheels::catalog::fetch(layout, &|m| tracing::info!("wheels: {m}")) {
         tracing::warn!("the package cache could not be filled ({e}); install_package will offer less");
     }
+    progress(Stage::Ready);
+    Ok(program)
 }
 
 /// Builds (or loads) the warm image for `plain` and waits for it, on a thread of its own: for
@@ -141,7 +158,8 @@ impl Programs {
                 tracing::info!("runtime: {stage}");
                 tx.send_replace(State::Installing(stage.to_string()));
             };
-            let state = match me.load_first(&progress) {
+            // The first program: from a bundle, the warm image it ships; else the plain one.
+            let state = match load_with(&me.layout, None, me.metered, me.warm_enabled, &progress) {
                 Ok(program) if program.image != Image::Plain => {
                     tracing::info!(
                         "the warm image shipped with the bundle is in use: new sandboxes start from it"
@@ -169,25 +187,6 @@ impl Programs {
             };
             me.tx.send_replace(state);
         });
-    }
-
-    /// The runtime installed (or checked), and the first program: the warm image a bundle
-    /// ships when it checks out and may be used (nothing to compile), else the plain one.
-    fn load_first(&self, progress: &dyn Fn(Stage)) -> Result<Arc<Program>, InstallError> {
-        let files = runtime::install(&self.layout, None, progress)?;
-        let shipped = (self.warm_enabled && !self.metered)
-            .then(|| {
-                progress(Stage::Loading);
-                vm::shipped_warm_image(&files)
-            })
-            .flatten();
-        let program = match shipped {
-            Some(warm) => warm,
-            None => Program::load(&self.layout, files, self.metered, progress)?,
-        };
-        fill_wheels(&self.layout);
-        progress(Stage::Ready);
-        Ok(program)
     }
 
     /// The plain image: the ready program when that is it, else compiled now into the home

@@ -61,7 +61,7 @@ impl SandboxServer {
         }
         if let Some(id) = self.default_sandbox.get() {
             // Closed by another session, or expired: never fall back to an older one.
-            if self.backend.recently_used().await.contains(&id) {
+            if self.backend.usage(&id).is_ok() {
                 used(&id);
                 return Ok((id, Vec::new()));
             }
