@@ -5,7 +5,11 @@
 
 use std::path::PathBuf;
 
+mod oauth;
+
 use clap::{Parser, Subcommand, ValueEnum};
+
+pub use oauth::OAuthSettings;
 
 /// How MCP reaches the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -211,6 +215,9 @@ pub struct Settings {
     /// Without it, `http` serves loopback addresses only.
     #[arg(long, env = "CODE_SANDBOX_TOKENS")]
     pub tokens: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub oauth: OAuthSettings,
 
     /// PEM certificate chain for HTTPS (with `--tls-key`).
     #[arg(long, env = "CODE_SANDBOX_TLS_CERT", requires = "tls_key")]

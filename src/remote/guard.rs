@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -17,7 +16,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
-use super::tokens::TokenBook;
+use super::auth::{Auth, plain};
 use crate::lock::Locked;
 use crate::tenancy::Principal;
 
@@ -27,9 +26,8 @@ const BINDING_IDLE: Duration = Duration::from_secs(3600);
 
 /// Who may call, from where.
 pub struct Guard {
-    /// `None`: no tokens file; every caller is the one local principal (loopback only).
-    pub book: Option<TokenBook>,
-    pub local: Principal,
+    /// Who a request comes from.
+    pub auth: Auth,
     /// Host names (lowercase, maybe with `:port`) the server answers to besides IP literals.
     hosts: Vec<String>,
     port: u16,
@@ -54,8 +52,7 @@ pub struct SessionCaps {
 
 impl Guard {
     pub fn new(
-        book: Option<TokenBook>,
-        local: Principal,
+        auth: Auth,
         listen: SocketAddr,
         extra_hosts: &[String],
         origins: &[String],
@@ -72,8 +69,7 @@ impl Guard {
             hosts.push("localhost".into());
         }
         Guard {
-            book,
-            local,
+            auth,
             hosts,
             port: listen.port(),
             origins: origins
@@ -168,23 +164,6 @@ impl Guard {
             .is_some_and(|authority| authority == host.to_ascii_lowercase() || self.host_ok(authority))
     }
 
-    fn principal(&self, headers: &HeaderMap) -> Result<Principal, Denied> {
-        let Some(book) = &self.book else {
-            return Ok(self.local.clone());
-        };
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                let (scheme, token) = v.trim().split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            });
-        let Some(token) = presented else {
-            return Err(Denied::NoToken);
-        };
-        book.authenticate(token).ok_or(Denied::BadToken)
-    }
-
     /// Checks that the session (if the request names one) is `who`'s.
     fn session_ok(&self, headers: &HeaderMap, who: &Principal) -> bool {
         let Some(id) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
@@ -213,28 +192,6 @@ impl Guard {
     }
 }
 
-/// Why a request has no principal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Denied {
-    NoToken,
-    BadToken,
-}
-
-impl Denied {
-    fn response(self) -> Response {
-        match self {
-            Denied::NoToken => unauthorized(
-                None,
-                "this server needs a bearer token: send `Authorization: Bearer <token>`; the server's operator makes one with `mcp-code-sandbox token add NAME`",
-            ),
-            Denied::BadToken => unauthorized(
-                Some("invalid_token"),
-                "the bearer token is not valid on this server (unknown or revoked); ask the server's operator for a new one",
-            ),
-        }
-    }
-}
-
 fn split_host_port(s: &str) -> (&str, Option<u16>) {
     // `[::1]:8765`, `host:8765`, `host`, `::1` (a bare IPv6 literal has several colons).
     if let Some(rest) = s.strip_prefix('[') {
@@ -247,28 +204,6 @@ fn split_host_port(s: &str) -> (&str, Option<u16>) {
         Some((name, port)) if !name.contains(':') => (name, port.parse().ok()),
         _ => (s, None),
     }
-}
-
-fn plain(status: StatusCode, text: &str) -> Response {
-    let mut r = Response::new(Body::from(format!("{text}\n")));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-fn unauthorized(error: Option<&str>, text: &str) -> Response {
-    let mut r = plain(StatusCode::UNAUTHORIZED, text);
-    let challenge = match error {
-        Some(e) => format!("Bearer realm=\"mcp-code-sandbox\", error=\"{e}\""),
-        None => "Bearer realm=\"mcp-code-sandbox\"".to_string(),
-    };
-    if let Ok(v) = HeaderValue::from_str(&challenge) {
-        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
-    }
-    r
 }
 
 /// The axum middleware in front of rmcp's service.
@@ -308,10 +243,13 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
             );
         }
     }
-    let who = match guard.principal(req.headers()) {
+    let who = match guard.auth.principal(req.headers()).await {
         Ok(p) => p,
-        Err(denied) => return denied.response(),
+        Err(denied) => return guard.auth.response(denied),
     };
+    // Nothing of the caller's credentials goes further: not to tools, not to E2B, not to
+    // code mode's servers, not into sandboxes.
+    req.headers_mut().remove(header::AUTHORIZATION);
     if !guard.session_ok(req.headers(), &who) {
         return plain(
             StatusCode::FORBIDDEN,
@@ -361,12 +299,16 @@ mod tests {
             disk_mb: 1,
         };
         Guard::new(
-            None,
-            Principal {
-                name: "local".into(),
-                quota: q,
-                mcp_servers: std::sync::Arc::from([]),
-                hosts: None,
+            Auth {
+                book: None,
+                oauth: None,
+                local: Principal {
+                    name: "local".into(),
+                    quota: q,
+                    mcp_servers: std::sync::Arc::from([]),
+                    hosts: None,
+                },
+                defaults: q,
             },
             listen.parse().unwrap(),
             &hosts.iter().map(|s| s.to_string()).collect::<Vec<_>>(),

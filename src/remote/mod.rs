@@ -5,9 +5,11 @@
 //! (a dropped tool-call stream cancels the call), then rmcp's streamable-HTTP service, whose
 //! sessions each get a [`SandboxServer`] that acts through its caller's [`Tenancy`] view.
 
+mod auth;
 mod conns;
 mod guard;
 mod hangup;
+pub mod oauth;
 mod tls;
 pub mod tokens;
 
@@ -41,15 +43,19 @@ pub enum RemoteError {
     #[error("'{0}' is not an address to listen on: {1}; give host:port, e.g. 127.0.0.1:8765")]
     Listen(String, #[source] std::io::Error),
     #[error(
-        "refusing to listen on {0} without tokens: anyone who can reach it could run code here. Make a token with `mcp-code-sandbox token add NAME` and set CODE_SANDBOX_TOKENS to the file it names, or listen on a loopback address such as 127.0.0.1:8765"
+        "refusing to listen on {0} without tokens: anyone who can reach it could run code here. Make a token with `mcp-code-sandbox token add NAME` and set CODE_SANDBOX_TOKENS to the file it names, or set CODE_SANDBOX_OAUTH_ISSUER and CODE_SANDBOX_PUBLIC_URL to sign users in through your identity provider, or listen on a loopback address such as 127.0.0.1:8765"
     )]
     OpenWithoutTokens(String),
     #[error(
-        "CODE_SANDBOX_TOKENS names {0}, which holds no token; add one with `mcp-code-sandbox token add NAME` (with CODE_SANDBOX_TOKENS set to that file)"
+        "CODE_SANDBOX_TOKENS names {0}, which holds no token; add one with `mcp-code-sandbox token add NAME` (with CODE_SANDBOX_TOKENS set to that file), or sign users in with OAuth (CODE_SANDBOX_OAUTH_ISSUER)"
     )]
     NoTokens(String),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    OAuth(#[from] oauth::SettingError),
+    #[error(transparent)]
+    Roots(#[from] crate::tls_roots::RootsError),
     #[error("the HTTP server stopped: {0}")]
     Serve(#[source] std::io::Error),
 }
@@ -80,15 +86,19 @@ pub async fn serve(
         memory_mb: settings.principal_memory_mb,
         disk_mb: settings.principal_disk_mb,
     };
+    let oauth = oauth::OAuth::from_settings(
+        &settings.oauth,
+        crate::tls_roots::load(settings.ca_file.as_deref())?,
+    )?;
     let book = match &settings.tokens {
         Some(file) => {
             let book = TokenBook::open(file.clone(), defaults);
-            if book.is_empty() {
+            if book.has_no_token() && oauth.is_none() {
                 return Err(RemoteError::NoTokens(file.display().to_string()));
             }
             Some(book)
         }
-        None if addrs.iter().all(|a| a.ip().is_loopback()) => None,
+        None if oauth.is_some() || addrs.iter().all(|a| a.ip().is_loopback()) => None,
         None => return Err(RemoteError::OpenWithoutTokens(settings.listen.clone())),
     };
     let tcp = tokio::net::TcpListener::bind(&addrs[..])
@@ -112,9 +122,17 @@ pub async fn serve(
         hosts: None,
     };
     let principals = book.as_ref().map_or(1, TokenBook::len);
+    if let Some(o) = &oauth {
+        let o = o.clone();
+        tokio::spawn(async move { o.warm().await });
+    }
     let guard = Arc::new(Guard::new(
-        book,
-        local,
+        auth::Auth {
+            book,
+            oauth: oauth.clone(),
+            local,
+            defaults,
+        },
         local_addr,
         &settings.allowed_hosts,
         &settings.allowed_origins,
@@ -154,7 +172,21 @@ pub async fn serve(
         ))
         .layer(axum::middleware::from_fn_with_state(guard.clone(), guard::check))
         // Liveness for process supervisors and load balancers: says nothing about sandboxes.
-        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }));
+    // Where to sign in (RFC 9728): public, for clients that have no token yet.
+    let app = match &oauth {
+        Some(o) => app
+            .route(
+                "/.well-known/oauth-protected-resource",
+                oauth::metadata_route(o.clone()),
+            )
+            .route(
+                "/.well-known/oauth-protected-resource/{*path}",
+                oauth::metadata_route(o.clone()),
+            ),
+        None => app,
+    };
+    let app = app
         .fallback(|| async {
             (
                 http::StatusCode::NOT_FOUND,
@@ -171,10 +203,11 @@ pub async fn serve(
     eprintln!(
         "mcp-code-sandbox: serving MCP at {scheme}://{local_addr}/mcp ({} backend, {})",
         backend.backend(),
-        match principals {
+        match (&oauth, principals) {
+            (Some(o), _) => format!("OAuth: tokens of {}", o.resource.issuer_text),
             _ if settings.tokens.is_none() => "no tokens: loopback only".to_string(),
-            1 => "1 principal".to_string(),
-            n => format!("{n} principals"),
+            (None, 1) => "1 principal".to_string(),
+            (None, n) => format!("{n} principals"),
         }
     );
 

@@ -1,5 +1,6 @@
 //! The tokens file: one principal per line, `NAME SHA256HEX [sandboxes=N] [memory_mb=N]
-//! [disk_mb=N]`. Only hashes are on disk; a presented token is hashed and compared with every
+//! [disk_mb=N] [mcp=...] [hosts=...]`; `NAME - ...` (a dash for the hash) gives quotas to an
+//! OAuth principal, which signs in at its IdP and has no token here. Only hashes are on disk; a presented token is hashed and compared with every
 //! line in constant time. The file is read again whenever it changes, so a token added or
 //! removed with `mcp-code-sandbox token` takes effect at the next request, without a restart.
 
@@ -36,10 +37,22 @@ pub enum TokenError {
 
 struct Entry {
     name: String,
-    hash: [u8; 32],
+    /// `None`: an OAuth principal's line, which no bearer token matches.
+    hash: Option<[u8; 32]>,
     quota: Quota,
     mcp_servers: Arc<[String]>,
     hosts: Option<Arc<[String]>>,
+}
+
+impl Entry {
+    fn principal(&self) -> Principal {
+        Principal {
+            name: self.name.as_str().into(),
+            quota: self.quota,
+            mcp_servers: self.mcp_servers.clone(),
+            hosts: self.hosts.clone(),
+        }
+    }
 }
 
 /// The principals of the tokens file, kept in step with the file.
@@ -67,6 +80,12 @@ fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
+/// An OAuth principal's name (a claim's value: an email, a UUID, `auth0|1234`): anything
+/// without whitespace or control characters.
+fn valid_oauth_name(name: &str) -> bool {
+    (1..=256).contains(&name.len()) && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
 /// Parses the file's text; a bad line is skipped with a warning (the others keep working).
 fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
     let mut out = Vec::new();
@@ -84,10 +103,20 @@ fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
             );
             continue;
         };
-        let mut hash = [0u8; 32];
-        if !valid_name(name) || hex::decode_to_slice(hex, &mut hash).is_err() {
+        let mut bytes = [0u8; 32];
+        let hash = if hex == "-" {
+            None
+        } else {
+            Some(bytes)
+        };
+        let usable = match hash {
+            None => valid_oauth_name(name),
+            Some(_) => valid_name(name) && hex::decode_to_slice(hex, &mut bytes).is_ok(),
+        };
+        let hash = hash.map(|_| bytes);
+        if !usable {
             tracing::warn!(
-                "{}:{}: a name of letters, digits, '.', '_', '-' and 64 hex digits are needed; line ignored",
+                "{}:{}: a name of letters, digits, '.', '_', '-' and 64 hex digits (or `-` for an OAuth principal) are needed; line ignored",
                 file.display(),
                 n + 1
             );
@@ -155,14 +184,23 @@ impl TokenBook {
         book
     }
 
-    /// How many principals the file names now.
+    /// How many principals the file names now (OAuth principals' lines included).
     pub fn len(&self) -> usize {
         self.refresh();
         self.loaded.locked().entries.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// Whether no line has a token (OAuth principals' lines have none).
+    pub fn has_no_token(&self) -> bool {
+        self.refresh();
+        self.loaded.locked().entries.iter().all(|e| e.hash.is_none())
+    }
+
+    /// The principal of the line named `name`, token or not (an OAuth principal's quotas).
+    pub fn named(&self, name: &str) -> Option<Principal> {
+        self.refresh();
+        let l = self.loaded.locked();
+        l.entries.iter().find(|e| e.name == name).map(Entry::principal)
     }
 
     /// Re-reads the file if it changed since the last read (one `stat` per request).
@@ -196,13 +234,9 @@ impl TokenBook {
         let l = self.loaded.locked();
         let mut found = None;
         for e in &l.entries {
-            if bool::from(e.hash.ct_eq(&presented)) {
-                found = Some(Principal {
-                    name: e.name.as_str().into(),
-                    quota: e.quota,
-                    mcp_servers: e.mcp_servers.clone(),
-                    hosts: e.hosts.clone(),
-                });
+            let Some(hash) = &e.hash else { continue };
+            if bool::from(hash.ct_eq(&presented)) {
+                found = Some(e.principal());
             }
         }
         found
@@ -331,12 +365,15 @@ mod tests {
     #[test]
     fn quotas_on_a_line_override_the_defaults_and_bad_lines_are_skipped() {
         let text = format!(
-            "# team\nalice {} sandboxes=2 memory_mb=512\nbroken-line\nbob nothex\ncarol {}\n",
+            "# team\nalice {} sandboxes=2 memory_mb=512\nbroken-line\nbob nothex\ncarol {}\ndave@example.com - sandboxes=1\nbad\u{7}name -\n",
             "ab".repeat(32),
             "cd".repeat(32)
         );
         let e = parse(&text, Q, Path::new("tokens"));
-        assert_eq!(e.len(), 2);
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[2].name, "dave@example.com");
+        assert!(e[2].hash.is_none(), "a dash line has no token");
+        assert_eq!(e[2].quota.sandboxes, 1);
         assert_eq!(e[0].quota.sandboxes, 2);
         assert_eq!(e[0].quota.memory_mb, 512);
         assert_eq!(e[0].quota.disk_mb, 4096);
