@@ -34,6 +34,10 @@ pub struct OAuthSettings {
     pub allow: Option<String>,
 
     /// `CLIENT_ID:SECRET` of this server at the issuer, to introspect opaque (non-JWT) tokens.
-    #[arg(long = "oauth-client", env = "CODE_SANDBOX_OAUTH_CLIENT", hide_env_values = true)]
+    #[arg(
+        long = "oauth-client",
+        env = "CODE_SANDBOX_OAUTH_CLIENT",
+        hide_env_values = true
+    )]
     pub client: Option<String>,
 }

@@ -121,7 +121,7 @@ pub async fn serve(
         mcp_servers: Arc::from([]),
         hosts: None,
     };
-    let principals = book.as_ref().map_or(1, TokenBook::len);
+    let principals = book.as_ref().map_or(1, TokenBook::principals);
     if let Some(o) = &oauth {
         let o = o.clone();
         tokio::spawn(async move { o.warm().await });
@@ -186,13 +186,12 @@ pub async fn serve(
             ),
         None => app,
     };
-    let app = app
-        .fallback(|| async {
-            (
-                http::StatusCode::NOT_FOUND,
-                "not found: the MCP endpoint of this server is /mcp\n",
-            )
-        });
+    let app = app.fallback(|| async {
+        (
+            http::StatusCode::NOT_FOUND,
+            "not found: the MCP endpoint of this server is /mcp\n",
+        )
+    });
 
     let scheme = if settings.tls_cert.is_some() {
         "https"

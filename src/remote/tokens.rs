@@ -104,11 +104,7 @@ fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
             continue;
         };
         let mut bytes = [0u8; 32];
-        let hash = if hex == "-" {
-            None
-        } else {
-            Some(bytes)
-        };
+        let hash = if hex == "-" { None } else { Some(bytes) };
         let usable = match hash {
             None => valid_oauth_name(name),
             Some(_) => valid_name(name) && hex::decode_to_slice(hex, &mut bytes).is_ok(),
@@ -185,7 +181,7 @@ impl TokenBook {
     }
 
     /// How many principals the file names now (OAuth principals' lines included).
-    pub fn len(&self) -> usize {
+    pub fn principals(&self) -> usize {
         self.refresh();
         self.loaded.locked().entries.len()
     }

@@ -23,6 +23,7 @@ mod layers;
 mod lifecycle;
 mod limits;
 mod network;
+mod oauth;
 mod packages;
 mod persistence;
 mod prepare;

@@ -137,8 +137,12 @@ impl Remote {
 
     /// An rmcp client session as `name`, wrapped in the stdio tests' helpers.
     pub async fn client(&self, name: &str) -> Server {
-        let config =
-            StreamableHttpClientTransportConfig::with_uri(self.url.clone()).auth_header(self.token(name));
+        self.client_with_token(self.token(name)).await
+    }
+
+    /// An rmcp client session presenting `token` (an OAuth access token, say).
+    pub async fn client_with_token(&self, token: &str) -> Server {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url.clone()).auth_header(token);
         let transport = StreamableHttpClientTransport::with_client(http(), config);
         let client = tokio::time::timeout(Duration::from_secs(60), ().serve(transport))
             .await

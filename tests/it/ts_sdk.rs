@@ -2,7 +2,8 @@
 //! one inside Claude Desktop and Claude Code), which validates every result: over stdio
 //! (client.test.mjs), over streamable HTTP in remote mode (http.test.mjs), and past its own
 //! 60 s request timeout, where background runs carry the work (long.test.mjs), code mode's
-//! results (code_mode.test.mjs) and network results (network.test.mjs).
+//! results (code_mode.test.mjs), network results (network.test.mjs), and signing in with
+//! OAuth as Claude's connectors do (oauth.test.mjs).
 
 use crate::common;
 
@@ -22,6 +23,7 @@ fn the_typescript_sdk_accepts_every_result() {
             "long.test.mjs",
             "code_mode.test.mjs",
             "network.test.mjs",
+            "oauth.test.mjs",
         ])
         .current_dir(&dir)
         .env("MCP_CODE_SANDBOX_BIN", env!("CARGO_BIN_EXE_mcp-code-sandbox"))

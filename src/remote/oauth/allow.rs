@@ -62,7 +62,9 @@ impl Allow {
                 let mut s = seen.locked();
                 if s.0 != modified || modified.is_none() {
                     // An unreadable file admits no one rather than everyone.
-                    s.1 = std::fs::read_to_string(path).map(|t| entries(&t)).unwrap_or_default();
+                    s.1 = std::fs::read_to_string(path)
+                        .map(|t| entries(&t))
+                        .unwrap_or_default();
                     s.0 = modified;
                 }
                 admits(&s.1, name)

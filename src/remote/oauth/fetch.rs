@@ -76,10 +76,18 @@ async fn json_body(url: &str, mut r: reqwest::Response) -> Result<serde_json::Va
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(source) => return Err(FetchError::Reach { url: url.into(), source }),
+            Err(source) => {
+                return Err(FetchError::Reach {
+                    url: url.into(),
+                    source,
+                });
+            }
         }
     }
-    serde_json::from_slice(&body).map_err(|source| FetchError::NotJson { url: url.into(), source })
+    serde_json::from_slice(&body).map_err(|source| FetchError::NotJson {
+        url: url.into(),
+        source,
+    })
 }
 
 /// GETs a JSON document.
@@ -90,9 +98,15 @@ pub async fn get_json(http: &reqwest::Client, url: &Url) -> Result<serde_json::V
         .header(http::header::ACCEPT, "application/json")
         .send()
         .await
-        .map_err(|source| FetchError::Reach { url: shown.clone(), source })?;
+        .map_err(|source| FetchError::Reach {
+            url: shown.clone(),
+            source,
+        })?;
     if !r.status().is_success() {
-        return Err(FetchError::Status { url: shown, status: r.status().as_u16() });
+        return Err(FetchError::Status {
+            url: shown,
+            status: r.status().as_u16(),
+        });
     }
     json_body(&shown, r).await
 }
@@ -116,9 +130,15 @@ pub async fn post_form(
         .body(body)
         .send()
         .await
-        .map_err(|source| FetchError::Reach { url: shown.clone(), source })?;
+        .map_err(|source| FetchError::Reach {
+            url: shown.clone(),
+            source,
+        })?;
     if !r.status().is_success() {
-        return Err(FetchError::Status { url: shown, status: r.status().as_u16() });
+        return Err(FetchError::Status {
+            url: shown,
+            status: r.status().as_u16(),
+        });
     }
     json_body(&shown, r).await
 }
@@ -154,7 +174,10 @@ fn endpoint(doc: &serde_json::Value, field: &'static str, issuer: &Url) -> Resul
             && loopback_issuer
             && matches!(url.host_str(), Some("127.0.0.1" | "[::1]" | "localhost")));
     if !ok {
-        return Err(FetchError::Insecure { field, url: text.into() });
+        return Err(FetchError::Insecure {
+            field,
+            url: text.into(),
+        });
     }
     Ok(Some(url))
 }
@@ -178,10 +201,13 @@ pub async fn discover(http: &reqwest::Client, resource: &Resource) -> Result<End
                 configured: resource.issuer_text.clone(),
             });
         }
-        let jwks_uri = endpoint(&doc, "jwks_uri", &resource.issuer)?
-            .ok_or(FetchError::Missing { field: "jwks_uri" })?;
+        let jwks_uri =
+            endpoint(&doc, "jwks_uri", &resource.issuer)?.ok_or(FetchError::Missing { field: "jwks_uri" })?;
         let introspection = endpoint(&doc, "introspection_endpoint", &resource.issuer)?;
-        return Ok(Endpoints { jwks_uri, introspection });
+        return Ok(Endpoints {
+            jwks_uri,
+            introspection,
+        });
     }
     tracing::debug!("no authorization server metadata: {last:?}");
     Err(FetchError::NoMetadata {
@@ -199,7 +225,12 @@ mod tests {
 
     #[test]
     fn metadata_is_looked_for_where_rfc_8414_and_openid_put_it() {
-        let u = |s: &str| metadata_urls(&Url::parse(s).unwrap()).iter().map(|u| u.to_string()).collect::<Vec<_>>();
+        let u = |s: &str| {
+            metadata_urls(&Url::parse(s).unwrap())
+                .iter()
+                .map(|u| u.to_string())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(
             u("https://idp.example.com/realms/team"),
             [

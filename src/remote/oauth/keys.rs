@@ -92,7 +92,11 @@ fn algorithms_of(jwk: &Jwk) -> Vec<Algorithm> {
 fn parse_set(doc: &serde_json::Value) -> KeySet {
     let mut set = KeySet::default();
     for raw in doc.get("keys").and_then(|k| k.as_array()).into_iter().flatten() {
-        if raw.get("use").and_then(|u| u.as_str()).is_some_and(|u| u != "sig") {
+        if raw
+            .get("use")
+            .and_then(|u| u.as_str())
+            .is_some_and(|u| u != "sig")
+        {
             continue;
         }
         let Ok(jwk) = serde_json::from_value::<Jwk>(raw.clone()) else {
@@ -172,7 +176,9 @@ impl IssuerKeys {
             Ok(()) => Ok(lookup(&self.cached())),
             // Stale keys still verify while the issuer cannot be reached.
             Err(e) if !found.is_empty() => {
-                tracing::warn!("OAuth: could not refresh the issuer's keys ({e}); using the ones fetched before");
+                tracing::warn!(
+                    "OAuth: could not refresh the issuer's keys ({e}); using the ones fetched before"
+                );
                 Ok(found)
             }
             Err(e) => Err(e),

@@ -82,9 +82,7 @@ pub fn metadata_route(oauth: Arc<OAuth>) -> axum::routing::MethodRouter {
     let doc = oauth.resource.metadata().to_string();
     axum::routing::get(move || {
         let doc = doc.clone();
-        async move {
-            cors(([(header::CONTENT_TYPE, "application/json")], doc).into_response())
-        }
+        async move { cors(([(header::CONTENT_TYPE, "application/json")], doc).into_response()) }
     })
     .options(move || async move { cors(http::StatusCode::NO_CONTENT.into_response()) })
 }

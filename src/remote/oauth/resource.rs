@@ -9,9 +9,13 @@ use crate::config::OAuthSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingError {
-    #[error("CODE_SANDBOX_PUBLIC_URL (--public-url) is required with CODE_SANDBOX_OAUTH_ISSUER: set it to the URL of /mcp as clients reach it, e.g. https://sandbox.example.com/mcp")]
+    #[error(
+        "CODE_SANDBOX_PUBLIC_URL (--public-url) is required with CODE_SANDBOX_OAUTH_ISSUER: set it to the URL of /mcp as clients reach it, e.g. https://sandbox.example.com/mcp"
+    )]
     NoPublicUrl,
-    #[error("CODE_SANDBOX_PUBLIC_URL (--public-url) is set but CODE_SANDBOX_OAUTH_ISSUER is not; set the issuer too, or unset the public URL")]
+    #[error(
+        "CODE_SANDBOX_PUBLIC_URL (--public-url) is set but CODE_SANDBOX_OAUTH_ISSUER is not; set the issuer too, or unset the public URL"
+    )]
     NoIssuer,
     #[error("{setting} '{value}' is not a usable URL ({why}); {hint}")]
     BadUrl {
@@ -20,9 +24,13 @@ pub enum SettingError {
         why: String,
         hint: &'static str,
     },
-    #[error("CODE_SANDBOX_OAUTH_PRINCIPAL_CLAIM is empty; name the claim that identifies a user, e.g. sub or email")]
+    #[error(
+        "CODE_SANDBOX_OAUTH_PRINCIPAL_CLAIM is empty; name the claim that identifies a user, e.g. sub or email"
+    )]
     NoClaim,
-    #[error("CODE_SANDBOX_OAUTH_CLIENT must be CLIENT_ID:SECRET (the client this server uses to introspect opaque tokens)")]
+    #[error(
+        "CODE_SANDBOX_OAUTH_CLIENT must be CLIENT_ID:SECRET (the client this server uses to introspect opaque tokens)"
+    )]
     BadClient,
 }
 
@@ -197,18 +205,39 @@ mod tests {
         );
         assert_eq!(ok.metadata()["resource"], "https://sandbox.example.com/mcp");
         assert!(
-            Resource::from_settings(&settings(Some("http://127.0.0.1:9000"), Some("http://localhost:1/mcp")))
-                .unwrap()
-                .is_some()
+            Resource::from_settings(&settings(
+                Some("http://127.0.0.1:9000"),
+                Some("http://localhost:1/mcp")
+            ))
+            .unwrap()
+            .is_some()
         );
         for (issuer, public, setting) in [
-            (Some("http://idp.example.com"), Some("https://s.example.com/mcp"), "CODE_SANDBOX_OAUTH_ISSUER"),
-            (Some("https://idp.example.com"), Some("http://s.example.com/mcp"), "CODE_SANDBOX_PUBLIC_URL"),
-            (Some("not a url"), Some("https://s.example.com/mcp"), "CODE_SANDBOX_OAUTH_ISSUER"),
+            (
+                Some("http://idp.example.com"),
+                Some("https://s.example.com/mcp"),
+                "CODE_SANDBOX_OAUTH_ISSUER",
+            ),
+            (
+                Some("https://idp.example.com"),
+                Some("http://s.example.com/mcp"),
+                "CODE_SANDBOX_PUBLIC_URL",
+            ),
+            (
+                Some("not a url"),
+                Some("https://s.example.com/mcp"),
+                "CODE_SANDBOX_OAUTH_ISSUER",
+            ),
             (Some("https://idp.example.com"), None, "CODE_SANDBOX_PUBLIC_URL"),
-            (None, Some("https://s.example.com/mcp"), "CODE_SANDBOX_OAUTH_ISSUER"),
+            (
+                None,
+                Some("https://s.example.com/mcp"),
+                "CODE_SANDBOX_OAUTH_ISSUER",
+            ),
         ] {
-            let err = Resource::from_settings(&settings(issuer, public)).unwrap_err().to_string();
+            let err = Resource::from_settings(&settings(issuer, public))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(setting), "{issuer:?} {public:?}: {err}");
         }
         assert!(Resource::from_settings(&settings(None, None)).unwrap().is_none());

@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::Validation;
+use jsonwebtoken::errors::ErrorKind;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -53,7 +53,8 @@ fn invalid(why: impl Into<String>) -> Refusal {
 /// The header's `alg` as written, when the token has a JWT's shape.
 fn jwt_alg(token: &str) -> Option<String> {
     let mut parts = token.split('.');
-    let (Some(head), Some(_), Some(_), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+    let (Some(head), Some(_), Some(_), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
         return None;
     };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -78,7 +79,9 @@ fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
 }
 
 fn now_seconds() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 pub struct Verifier {
@@ -92,7 +95,11 @@ pub struct Verifier {
 }
 
 impl Verifier {
-    pub fn new(resource: std::sync::Arc<Resource>, keys: std::sync::Arc<IssuerKeys>, http: reqwest::Client) -> Self {
+    pub fn new(
+        resource: std::sync::Arc<Resource>,
+        keys: std::sync::Arc<IssuerKeys>,
+        http: reqwest::Client,
+    ) -> Self {
         Verifier {
             resource,
             keys,
@@ -132,7 +139,9 @@ impl Verifier {
             }
         };
         if name.is_empty() || name.len() > 256 || name.chars().any(char::is_control) {
-            return Err(invalid(format!("the token's '{claim}' claim is not a usable name (empty, control characters, or over 256 bytes)")));
+            return Err(invalid(format!(
+                "the token's '{claim}' claim is not a usable name (empty, control characters, or over 256 bytes)"
+            )));
         }
         Ok(name)
     }
@@ -146,9 +155,16 @@ impl Verifier {
                 "the token is signed with {alg}, a shared-secret algorithm; this server accepts only the issuer's public-key signatures"
             )));
         }
-        let header = jsonwebtoken::decode_header(token)
-            .map_err(|_| invalid(format!("the token's header names an algorithm this server does not verify ({alg})")))?;
-        let keys = self.keys.find(header.kid.as_deref()).await.map_err(Refusal::Unavailable)?;
+        let header = jsonwebtoken::decode_header(token).map_err(|_| {
+            invalid(format!(
+                "the token's header names an algorithm this server does not verify ({alg})"
+            ))
+        })?;
+        let keys = self
+            .keys
+            .find(header.kid.as_deref())
+            .await
+            .map_err(Refusal::Unavailable)?;
         let Some(key) = keys.into_iter().find(|k| k.algorithms.contains(&header.alg)) else {
             return Err(invalid(match &header.kid {
                 Some(kid) => format!(
@@ -206,7 +222,11 @@ impl Verifier {
                 "the token is not a JWT, and the authorization server offers no introspection endpoint; have it issue JWT access tokens for this resource",
             ));
         };
-        let _turn = self.asking.acquire().await.map_err(|_| invalid("the server is shutting down"))?;
+        let _turn = self
+            .asking
+            .acquire()
+            .await
+            .map_err(|_| invalid("the server is shutting down"))?;
         let answer = fetch::post_form(
             &self.http,
             &url,
@@ -216,10 +236,14 @@ impl Verifier {
         .await
         .map_err(Refusal::Unavailable)?;
         let Some(claims) = answer.as_object() else {
-            return Err(invalid("the authorization server's introspection answer is not an object"));
+            return Err(invalid(
+                "the authorization server's introspection answer is not an object",
+            ));
         };
         if claims.get("active") != Some(&Value::Bool(true)) {
-            return Err(invalid("the token is not active (expired, revoked or unknown); sign in again"));
+            return Err(invalid(
+                "the token is not active (expired, revoked or unknown); sign in again",
+            ));
         }
         if let Some(iss) = claims.get("iss").and_then(Value::as_str)
             && iss != self.resource.issuer_text
@@ -255,7 +279,10 @@ impl Verifier {
                 cache.clear();
             }
         }
-        cache.insert(key, (verified.clone(), Instant::now() + life.min(INTROSPECTION_TTL)));
+        cache.insert(
+            key,
+            (verified.clone(), Instant::now() + life.min(INTROSPECTION_TTL)),
+        );
         Ok(verified)
     }
 }
