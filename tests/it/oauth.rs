@@ -4,78 +4,38 @@
 //! ones, and rotates its keys when told. Each case is what a user or an attacker would send.
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::common;
 use crate::remote_harness::{Remote, http, initialize, post};
 
 /// The OpenID provider, on a loopback port of its own.
-pub struct Idp {
-    _child: tokio::process::Child,
-    pub issuer: String,
-}
+pub struct Idp(xtask::idp::Idp);
 
 impl Idp {
     pub async fn start() -> Idp {
-        let dir = common::ensure_npm("tests/ts");
-        let mut child = tokio::process::Command::new("node")
-            .args(["idp.mjs", "0"])
-            .current_dir(&dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("node runs the OpenID provider");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let issuer = tokio::time::timeout(Duration::from_secs(30), async {
-            let lines = &mut lines;
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(url) = line.strip_prefix("idp: ") {
-                    return url.to_string();
-                }
-            }
-            panic!("the OpenID provider exited before listening")
-        })
-        .await
-        .expect("the OpenID provider listened in time");
-        // It writes notices to stdout later: keep reading, or its next write kills it (EPIPE).
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        Idp {
-            _child: child,
-            issuer,
-        }
+        Idp(xtask::idp::start(&common::repo_root())
+            .await
+            .expect("the OpenID provider starts"))
+    }
+
+    fn issuer(&self) -> &str {
+        &self.0.issuer
     }
 
     /// An access token from the client-credentials grant, for `resource`.
     pub async fn token(&self, client: &str, resource: &str, scope: &str) -> String {
-        let r = http()
-            .post(format!("{}/token", self.issuer))
-            .basic_auth(client, Some(format!("{client}-secret")))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(format!(
-                "grant_type=client_credentials&scope={scope}&resource={}",
-                urlencode(resource)
-            ))
-            .send()
+        self.0
+            .token(&http(), client, resource, scope)
             .await
-            .expect("token request");
-        let status = r.status();
-        let body: Value = r.json().await.expect("token JSON");
-        assert!(status.is_success(), "the IdP refused a token: {body}");
-        body["access_token"]
-            .as_str()
-            .expect("an access token")
-            .to_string()
+            .expect("a token from the IdP")
     }
 
     /// A token the test route signs: with the IdP's own key or a stranger's, any claims.
     pub async fn mint(&self, claims: Value, alg: &str, signer: &str) -> String {
         let body: Value = http()
-            .post(format!("{}/__test/mint", self.issuer))
+            .post(format!("{}/__test/mint", self.issuer()))
             .json(&json!({"claims": claims, "alg": alg, "signer": signer}))
             .send()
             .await
@@ -88,21 +48,12 @@ impl Idp {
 
     pub async fn rotate(&self) {
         let r = http()
-            .post(format!("{}/__test/rotate", self.issuer))
+            .post(format!("{}/__test/rotate", self.issuer()))
             .send()
             .await
             .expect("rotate");
         assert!(r.status().is_success());
     }
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// A free loopback port: the public URL (the tokens' audience) must be known before start.
@@ -125,7 +76,7 @@ async fn server(idp: &Idp, principals: &[&str], lines: &str, envs: &[(&str, &str
     let tokens_file = home.join("tokens").display().to_string();
     let mut all: Vec<(&str, &str)> = vec![
         ("CODE_SANDBOX_LISTEN", &listen),
-        ("CODE_SANDBOX_OAUTH_ISSUER", &idp.issuer),
+        ("CODE_SANDBOX_OAUTH_ISSUER", idp.issuer()),
         ("CODE_SANDBOX_PUBLIC_URL", &public),
         ("CODE_SANDBOX_TOKENS", &tokens_file),
     ];
@@ -189,7 +140,7 @@ async fn tokens_from_a_real_openid_provider_are_checked_like_a_resource_server_m
         assert_eq!(r.headers()["access-control-allow-origin"], "*");
         let doc: Value = r.json().await.unwrap();
         assert_eq!(doc["resource"], url, "{doc}");
-        assert_eq!(doc["authorization_servers"], json!([idp.issuer]));
+        assert_eq!(doc["authorization_servers"], json!([idp.issuer()]));
         assert_eq!(doc["scopes_supported"], json!(["mcp"]));
         assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
     }

@@ -15,6 +15,7 @@ mod index;
 mod kept;
 mod memory;
 mod network;
+mod oauth;
 mod pandas;
 mod persistence;
 mod remote;
@@ -52,6 +53,7 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
             eprintln!("bench: remote mode (HTTP beside stdio, throughput)");
             let (mut rows, note) = remote::rows(&bin, &home).await?;
             rows.extend(background::rows(&bin, &home).await?);
+            rows.extend(oauth::rows(&root, &bin, &home).await?);
             (rows, note)
         }
         Part::Kept => {
