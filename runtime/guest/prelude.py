@@ -38,6 +38,12 @@ def __code_sandbox_setup():
             text = f"{text[:half]}\n[... {len(text) - repr_limit} characters omitted ...]\n{text[-half:]}"
         send("result", repr=text)
         builtins._ = value
+        try:
+            table = keep_table(value)
+            if table is not None:
+                send("table", data=table)
+        except BaseException:
+            pass
 
     def excepthook(exc_type, value, tb):
         import traceback
@@ -91,6 +97,171 @@ def __code_sandbox_setup():
                 plt.close("all")
             except BaseException:
                 pass
+
+
+    # Tables: a DataFrame, Series or 2-D array shown as a call's value is kept under a handle,
+    # so a view can page and sort it (`read_table`) without the model seeing every row. A value
+    # bound to a name in __main__ is read through that name, and its handle expires when the
+    # name is rebound; others are kept until newer ones push them out. All of it lives in the
+    # sandbox's own memory.
+    tables = {}
+    table_seq = [0]
+    max_tables = 16
+    first_rows = 100
+
+    def frame_of(value):
+        pd = sys.modules.get("pandas")
+        np = sys.modules.get("numpy")
+        if pd is not None and isinstance(value, pd.DataFrame):
+            return value
+        if pd is not None and isinstance(value, pd.Series):
+            return value.to_frame(name=value.name if value.name is not None else "value")
+        if np is not None and isinstance(value, np.ndarray) and value.ndim == 2:
+            import pandas
+
+            return pandas.DataFrame(value)
+        return None
+
+    def is_table(value):
+        kind = type(value).__module__.split(".")[0]
+        if kind not in ("pandas", "numpy"):
+            return False
+        pd = sys.modules.get("pandas")
+        np = sys.modules.get("numpy")
+        return bool(
+            (pd is not None and isinstance(value, (pd.DataFrame, pd.Series)))
+            or (np is not None and isinstance(value, np.ndarray) and value.ndim == 2)
+        )
+
+    def cell(v):
+        # A JSON value a view shows as text: numbers stay numbers, the rest is text.
+        import math
+
+        if v is None:
+            return None
+        if isinstance(v, bool):
+            return v
+        try:
+            import numbers
+
+            if isinstance(v, numbers.Integral):
+                v = int(v)
+                return v if -(2**53) < v < 2**53 else str(v)
+            if isinstance(v, numbers.Real):
+                v = float(v)
+                return v if math.isfinite(v) else (None if math.isnan(v) else str(v))
+        except BaseException:
+            pass
+        pd = sys.modules.get("pandas")
+        try:
+            if pd is not None and pd.isna(v) is True:
+                return None
+        except BaseException:
+            pass
+        try:
+            text = v.isoformat() if hasattr(v, "isoformat") else str(v)
+        except BaseException:
+            text = "<unprintable>"
+        return text if len(text) <= 1000 else text[:1000] + "..."
+
+    def label(c):
+        if isinstance(c, tuple):
+            return " / ".join(str(x) for x in c)
+        return str(c)
+
+    def shaped(frame):
+        # Columns as shown: the index first when it says something (not 0, 1, 2, ...).
+        pd = sys.modules.get("pandas")
+        index = frame.index
+        plain_index = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+        columns = [label(c) for c in frame.columns]
+        dtypes = [str(t) for t in frame.dtypes]
+        if not plain_index:
+            names = [n for n in index.names if n is not None]
+            columns.insert(0, " / ".join(str(n) for n in names) if names else "")
+            dtypes.insert(0, str(index.dtype))
+        return columns, dtypes, plain_index
+
+    def rows_of(frame, positions, plain_index):
+        part = frame.iloc[positions]
+        out = []
+        for key, row in zip(part.index, part.itertuples(index=False, name=None)):
+            values = [cell(v) for v in row]
+            if not plain_index:
+                values.insert(0, cell(label(key) if isinstance(key, tuple) else key))
+            out.append(values)
+        return out
+
+    def message(handle, frame, positions, offset):
+        import json
+
+        columns, dtypes, plain_index = shaped(frame)
+        return json.dumps(
+            {
+                "columns": columns,
+                "dtypes": dtypes,
+                "rows": rows_of(frame, positions, plain_index),
+                "total_rows": int(len(frame)),
+                "offset": int(offset),
+                "handle": handle,
+            },
+            allow_nan=False,
+        )
+
+    def keep_table(value):
+        if not is_table(value):
+            return None
+        frame = frame_of(value)
+        if frame is None:
+            return None
+        main = sys.modules["__main__"].__dict__
+        name = next((k for k, v in main.items() if v is value and not k.startswith("_")), None)
+        table_seq[0] += 1
+        handle = f"t{table_seq[0]}"
+        tables[handle] = {"name": name, "value": value, "frame": frame, "order": None}
+        while len(tables) > max_tables:
+            del tables[next(iter(tables))]
+        for rows in (first_rows, 20):
+            text = message(handle, frame, slice(0, rows), 0)
+            if len(text) <= 1_000_000:
+                return text
+        del tables[handle]
+        return None
+
+    def read_table(handle, offset, limit, sort_by, descending):
+        entry = tables.get(handle)
+        if entry is None:
+            raise LookupError(f"no table {handle} in this sandbox: it was pushed out by newer ones or the sandbox restarted fresh; run the code that shows it again")
+        name = entry["name"]
+        if name is not None and sys.modules["__main__"].__dict__.get(name) is not entry["value"]:
+            del tables[handle]
+            raise LookupError(f"table {handle} showed {name}, which has been assigned a new value since; run the code that shows it again")
+        frame = entry["frame"]
+        total = len(frame)
+        offset = max(0, min(int(offset), total))
+        limit = max(0, min(int(limit), 500))
+        if sort_by is None:
+            return message(handle, frame, slice(offset, offset + limit), offset)
+        import numpy as np
+
+        columns, _, plain_index = shaped(frame)
+        if sort_by not in columns:
+            raise KeyError(f"no column {sort_by!r} in table {handle}; its columns are {columns[:20]}")
+        at = columns.index(sort_by)
+        key = (sort_by, bool(descending))
+        order = entry["order"]
+        if order is None or order[0] != key:
+            series = frame.index.to_series() if (not plain_index and at == 0) else frame.iloc[:, at - (0 if plain_index else 1)]
+            try:
+                ranked = series.reset_index(drop=True).sort_values(ascending=not descending, kind="stable", na_position="last")
+            except TypeError:
+                ranked = series.astype(str).reset_index(drop=True).sort_values(ascending=not descending, kind="stable")
+            order = (key, np.asarray(ranked.index))
+            entry["order"] = order
+        return message(handle, frame, order[1][offset : offset + limit], offset)
+
+    def table_page(handle, offset, limit, sort_by=None, descending=False):
+        send("table", data=read_table(handle, offset, limit, sort_by, descending))
 
     max_side = 3136
     real_import = builtins.__import__
@@ -176,6 +347,8 @@ def __code_sandbox_setup():
     # Called by the host after each call; kept out of the user's namespace.
     builtins.__code_sandbox_after__ = after_call
     builtins.__code_sandbox_release__ = release_files
+    # read_table: one page of a kept table, sent as a table message.
+    builtins.__code_sandbox_table__ = table_page
 
 
 __code_sandbox_setup()

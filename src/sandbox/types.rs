@@ -154,12 +154,33 @@ pub struct Image {
     pub data: Vec<u8>,
 }
 
+/// A table the code showed as its value (a pandas DataFrame or Series, a 2-D numpy array):
+/// one page of its rows, as JSON values a view shows as text, and the handle `read_table`
+/// pages it by.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct Table {
+    /// Column names as shown; the index comes first when it is not 0, 1, 2, ...
+    pub columns: Vec<String>,
+    /// The pandas dtype of each column.
+    pub dtypes: Vec<String>,
+    /// The rows of this page: numbers, booleans, null, or text.
+    pub rows: Vec<Vec<serde_json::Value>>,
+    pub total_rows: u64,
+    /// Where this page starts among the (sorted) rows.
+    pub offset: u64,
+    /// Names the value in the sandbox for `read_table`; it expires when the variable is
+    /// assigned anew or newer tables push it out.
+    pub handle: String,
+}
+
 /// The outcome of running code.
 #[derive(Clone, Debug, Default)]
 pub struct Execution {
     pub stdout: String,
     pub stderr: String,
     pub result: Option<String>,
+    /// The value as a table, when it is one.
+    pub table: Option<Table>,
     pub error: Option<PyError>,
     pub images: Vec<Image>,
     pub duration_ms: u64,

@@ -137,3 +137,28 @@ pub struct RestoreArgs {
     /// Which sandbox; omitted (or null) means the one this session created or used last, never an older one (an error if it is closed). An empty id is an error.
     pub sandbox_id: Option<String>,
 }
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReadTableArgs {
+    /// The sandbox whose result showed the table.
+    pub sandbox_id: String,
+    /// The table's `handle` from that result.
+    pub handle: String,
+    /// First row to return (of the sorted rows when `sort_by` is given).
+    pub offset: Option<u64>,
+    /// Rows to return, at most 500 (default 100).
+    pub limit: Option<u64>,
+    /// A column name to sort by (stable; missing values last).
+    pub sort_by: Option<String>,
+    /// Sort from largest to smallest.
+    #[serde(default)]
+    pub descending: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExportNotebookArgs {
+    /// Which sandbox; omitted (or null) means the one this session created or used last.
+    pub sandbox_id: Option<String>,
+    /// Where to write the notebook, relative to /home/user (default `session.ipynb`).
+    pub path: Option<String>,
+}

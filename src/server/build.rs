@@ -21,7 +21,13 @@ impl SandboxServer {
             annotations::annotate(&mut route.attr, open_world);
         }
         let runs = Arc::new(super::runs::Runs::new(settings.max_background_runs));
+        // Kept sandboxes live `retain_days` unused; their histories a day longer.
+        let history = Arc::new(super::history::History::open(
+            &settings.home_dir(),
+            std::time::Duration::from_secs((settings.retain_days + 1) * 86_400),
+        ));
         SandboxServer {
+            history,
             backend,
             settings,
             tool_router: Arc::new(tool_router),

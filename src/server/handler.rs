@@ -40,6 +40,8 @@ pub struct SandboxServer {
     pub(super) hosts_narrowed: Option<Vec<HostRule>>,
     /// The sandbox calls without an id act on: this value's session's own.
     pub(super) default_sandbox: Arc<super::default_sandbox::DefaultSandbox>,
+    /// Each sandbox's cells, for export_notebook.
+    pub(super) history: Arc<super::history::History>,
 }
 
 const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state between calls. \
@@ -55,14 +57,20 @@ to the user's files except what is uploaded.";
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for SandboxServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_resources()
-                .enable_tasks()
-                .build(),
-        )
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_tasks()
+            .build();
+        // MCP Apps: the result view (see `view`).
+        let mut ui = rmcp::model::JsonObject::new();
+        ui.insert("mimeTypes".into(), serde_json::json!([super::view::MIME_TYPE]));
+        capabilities
+            .extensions
+            .get_or_insert_default()
+            .insert("io.modelcontextprotocol/ui".into(), ui);
+        ServerConfig::new(capabilities)
         .with_server_info(Implementation::new("mcp-code-sandbox", env!("CARGO_PKG_VERSION")))
         .with_instructions(format!(
             "{INSTRUCTIONS}{}",
@@ -91,6 +99,7 @@ impl ServerHandler for SandboxServer {
         }
         let index = super::describe::package_index(&self.settings, self.backend.backend());
         for t in tools.iter_mut() {
+            super::view::annotate(t);
             let more = match t.name.as_ref() {
                 "execute_code" => &said,
                 "install_package" => &index,
@@ -167,6 +176,9 @@ impl ServerHandler for SandboxServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        if let Some(view) = super::view::read(&request.uri) {
+            return Ok(view.into());
+        }
         Ok(self.for_caller(&context)?.resource(&request.uri).await?.into())
     }
 }

@@ -10,7 +10,9 @@ mod describe;
 mod exec_result;
 mod figures;
 mod handler;
+mod history;
 mod mime;
+mod notebook;
 mod outputs;
 mod reply;
 mod request_id;
@@ -25,6 +27,7 @@ mod stdio;
 mod tasks;
 mod tools;
 mod upload;
+mod view;
 
 pub use handler::SandboxServer;
 pub use stdio::StdioTransport;

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::sandbox::{FileEntry, InstallOutcome, LimitKind, NetUse, PyError, SandboxStatus, ToolCall};
+use crate::sandbox::{FileEntry, InstallOutcome, LimitKind, NetUse, PyError, SandboxStatus, Table, ToolCall};
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct CloseResult {
@@ -97,6 +97,10 @@ pub struct ExecResult {
     pub stderr: String,
     /// repr of the final expression, if the code ended with one.
     pub result: Option<String>,
+    /// The final value as a table, when it is a DataFrame, Series or 2-D array: its first
+    /// rows (at most 100), for views that page it with `read_table`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<Table>,
     pub error: Option<PyError>,
     /// How many images are attached as image content.
     pub images: usize,
@@ -180,4 +184,19 @@ pub struct ForkResult {
 pub struct CheckpointResult {
     pub sandbox_id: String,
     pub checkpoint: crate::sandbox::Checkpoint,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TableResult {
+    pub sandbox_id: String,
+    pub table: Table,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct NotebookResult {
+    pub sandbox_id: String,
+    /// Where the notebook is, relative to /home/user.
+    pub path: String,
+    /// Cells written (every execute_code of the sandbox, oldest first, within the history's bounds).
+    pub cells: u64,
 }

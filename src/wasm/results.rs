@@ -27,6 +27,10 @@ enum Message {
     Dropped {
         reason: String,
     },
+    /// A table: its page as JSON (see `Table`).
+    Table {
+        data: String,
+    },
     /// The after-call check: what no longer works of the machinery the host relies on.
     Health {
         problems: String,
@@ -220,6 +224,7 @@ pub fn execution(out: TurnOutput, before: Before, timeout_s: f64) -> Execution {
                 }
             }
             Ok(Message::Dropped { reason }) => ex.notes.push(format!("An image was dropped: {reason}.")),
+            Ok(Message::Table { data }) => ex.table = serde_json::from_str(&data).ok(),
             Ok(Message::Health { .. }) => {}
             Ok(Message::Error {
                 name,

@@ -169,6 +169,8 @@ impl SandboxServer {
                 .execute(&id, &a.code, self.exec_options(timeout, &context))
                 .await
         );
+        self.history
+            .record(&id, &crate::server::history::Cell::new(&a.code, &ex));
         Ok(self.exec_result(id, ex, notes, true).await)
     }
 

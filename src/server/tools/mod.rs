@@ -1,6 +1,6 @@
 //! The fifteen tools, by family: [`sandboxes`] (create, close, status), [`code`] (run code,
 //! install packages), [`runs`] (follow and stop background runs; [`run_start`] starts them), [`files`] (list, read,
-//! write, upload) and [`state`] (fork, checkpoint, restore). Each tool parses its arguments, resolves the sandbox, calls the backend through
+//! write, upload) [`state`] (fork, checkpoint, restore) and [`views`] (read_table for the result view, export_notebook). Each tool parses its arguments, resolves the sandbox, calls the backend through
 //! the traits, and shapes the reply; the work itself lives in the backend.
 
 mod code;
@@ -10,6 +10,7 @@ mod runs;
 mod sandboxes;
 mod shared;
 mod state;
+mod views;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 
@@ -22,4 +23,5 @@ pub fn router() -> ToolRouter<SandboxServer> {
         + SandboxServer::run_tools()
         + SandboxServer::file_tools()
         + SandboxServer::state_tools()
+        + SandboxServer::view_tools()
 }

@@ -98,6 +98,7 @@ impl SandboxServer {
             stdout: String::new(),
             stderr: String::new(),
             result: None,
+            table: None,
             error: None,
             images: 0,
             duration_ms: 0,
@@ -160,6 +161,8 @@ impl SandboxServer {
         };
         let result = match ex {
             Ok(ex) => {
+                self.history
+                    .record(&run.sandbox_id, &crate::server::history::Cell::new(&code, &ex));
                 self.exec_result(run.sandbox_id.clone(), ex, Vec::new(), true)
                     .await
             }

@@ -130,6 +130,8 @@ struct EndedFields {
     tool_calls: Vec<crate::sandbox::ToolCall>,
     #[serde(default)]
     network: Vec<crate::sandbox::NetUse>,
+    #[serde(default)]
+    table: Option<crate::sandbox::Table>,
 }
 
 impl EndedFields {
@@ -139,6 +141,7 @@ impl EndedFields {
             stdout: self.stdout,
             stderr: self.stderr,
             result: self.result,
+            table: self.table,
             error: self.error,
             images: self.images,
             duration_ms: self.duration_ms,

@@ -83,6 +83,7 @@ impl SandboxServer {
             .settle_sandbox(&id, std::time::Duration::from_secs(5))
             .await;
         attempt!(self.backend.close(&id).await);
+        self.history.remove(&id);
         closed(&id);
         Ok(ok(
             &CloseResult {

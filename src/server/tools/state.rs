@@ -38,6 +38,7 @@ impl SandboxServer {
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
         attempt!(self.runs.check_idle(&id));
         let info = attempt!(self.backend.fork(&id).await);
+        self.history.copy(&id, &info.sandbox_id);
         used(&info.sandbox_id);
         let text = format!(
             "Sandbox {} is a copy of {id} (variables, imports and files).",

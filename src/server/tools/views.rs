@@ -1,0 +1,118 @@
+//! What views and notebooks read: `read_table` (a page of a table a result showed, for the
+//! MCP App view; hidden from the model) and `export_notebook` (the sandbox's session as a
+//! Jupyter notebook in its workspace).
+
+use std::time::Duration;
+
+use rmcp::model::JsonObject;
+use rmcp::{tool, tool_router};
+
+use super::shared::{ToolResult, attempt};
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{ExecOptions, SandboxError};
+use crate::server::SandboxServer;
+use crate::server::args::*;
+use crate::server::outputs::*;
+use crate::server::reply::{fail, ok, parse};
+use crate::server::schema;
+
+/// Most rows one `read_table` page holds.
+const MAX_ROWS: u64 = 500;
+/// The guest's own work for a page (sorting a million rows included).
+const TABLE_TIME: Duration = Duration::from_secs(30);
+
+/// A handle as the prelude makes them (`t` and a number): anything else is refused before it
+/// is written into guest code.
+fn valid_handle(h: &str) -> bool {
+    h.len() <= 12 && h.starts_with('t') && h.len() > 1 && h[1..].bytes().all(|b| b.is_ascii_digit())
+}
+
+#[tool_router(router = view_tools, vis = "pub(super)")]
+impl SandboxServer {
+    #[tool(
+        description = "A page of rows of a table a result showed (for the result view; hidden from the model).",
+        input_schema = schema::input::<ReadTableArgs>(),
+        output_schema = schema::output::<TableResult>()
+    )]
+    async fn read_table(&self, args: JsonObject) -> ToolResult {
+        let a: ReadTableArgs = attempt!(parse("read_table", args));
+        if !valid_handle(&a.handle) {
+            return Ok(fail(format!(
+                "'{}' is not a table handle; use the `handle` of a result's `table`",
+                a.handle.chars().take(40).collect::<String>()
+            )));
+        }
+        let limit = a.limit.unwrap_or(100).min(MAX_ROWS);
+        let sort = match &a.sort_by {
+            Some(c) => attempt!(serde_json::to_string(c).map_err(|e| SandboxError::InvalidArgument(e.to_string()))),
+            None => "None".into(),
+        };
+        let code = format!(
+            "__code_sandbox_table__({:?}, {}, {limit}, {sort}, {})",
+            a.handle,
+            a.offset.unwrap_or(0),
+            if a.descending { "True" } else { "False" }
+        );
+        let id = a.sandbox_id;
+        attempt!(self.runs.check_idle(&id));
+        let opts = ExecOptions {
+            timeout: Some(TABLE_TIME),
+            ..ExecOptions::default()
+        };
+        let ex = attempt!(self.backend.execute(&id, &code, opts).await);
+        if let Some(e) = ex.error {
+            return Ok(fail(format!("{}: {}", e.name, e.value)));
+        }
+        let Some(table) = ex.table else {
+            return Ok(fail(
+                "the sandbox did not answer with the table's rows; run the code that shows it again",
+            ));
+        };
+        let text = format!(
+            "Rows {}-{} of {} of table {}.",
+            table.offset + 1,
+            table.offset + table.rows.len() as u64,
+            table.total_rows,
+            table.handle
+        );
+        Ok(ok(&TableResult { sandbox_id: id, table }, text))
+    }
+
+    #[tool(
+        description = "Write the sandbox's session (every execute_code cell in order, with its output, figures and errors) as a Jupyter notebook in its workspace; read it with read_file.",
+        input_schema = schema::input::<ExportNotebookArgs>(),
+        output_schema = schema::output::<NotebookResult>()
+    )]
+    async fn export_notebook(&self, args: JsonObject) -> ToolResult {
+        let a: ExportNotebookArgs = attempt!(parse("export_notebook", args));
+        let path = attempt!(WorkspacePath::parse_file(a.path.as_deref().unwrap_or("session.ipynb")));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
+        attempt!(self.runs.check_idle(&id));
+        // The Python the cells ran in, asked of the sandbox itself (not recorded as a cell).
+        let version = self
+            .backend
+            .execute(&id, "__import__('platform').python_version()", ExecOptions::default())
+            .await
+            .ok()
+            .and_then(|ex| ex.result)
+            .map(|r| r.trim_matches('\'').to_string())
+            .unwrap_or_else(|| "3".into());
+        let cells = self.history.cells(&id);
+        let doc = crate::server::notebook::notebook(&cells, &version);
+        let bytes = attempt!(serde_json::to_vec_pretty(&doc).map_err(|e| SandboxError::InvalidArgument(e.to_string())));
+        attempt!(self.backend.files().write(&id, &path, bytes).await);
+        let text = format!(
+            "Wrote {} cell(s) to {} (a Jupyter notebook); read it with read_file or open it in Jupyter.",
+            cells.len(),
+            path.guest()
+        );
+        Ok(ok(
+            &NotebookResult {
+                sandbox_id: id,
+                path: path.relative(),
+                cells: cells.len() as u64,
+            },
+            text,
+        ))
+    }
+}
