@@ -71,15 +71,15 @@ impl ServerHandler for SandboxServer {
             .get_or_insert_default()
             .insert("io.modelcontextprotocol/ui".into(), ui);
         ServerConfig::new(capabilities)
-        .with_server_info(Implementation::new("mcp-code-sandbox", env!("CARGO_PKG_VERSION")))
-        .with_instructions(format!(
-            "{INSTRUCTIONS}{}",
-            if self.net.is_some() {
-                SOME_NETWORK
-            } else {
-                NO_NETWORK
-            }
-        ))
+            .with_server_info(Implementation::new("mcp-code-sandbox", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "{INSTRUCTIONS}{}",
+                if self.net.is_some() {
+                    SOME_NETWORK
+                } else {
+                    NO_NETWORK
+                }
+            ))
     }
 
     async fn list_tools(

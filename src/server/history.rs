@@ -69,7 +69,11 @@ impl Cell {
         Cell {
             code: capped(code),
             stdout: capped(&ex.stdout),
-            stderr: capped(&ex.stderr),
+            // The traceback is the error output: not a second time as stderr.
+            stderr: capped(&match &ex.error {
+                Some(e) if !e.traceback.is_empty() => ex.stderr.replacen(e.traceback.as_str(), "", 1),
+                _ => ex.stderr.clone(),
+            }),
             result: ex.result.as_deref().map(capped),
             table: ex.table.clone(),
             figures: ex
@@ -94,7 +98,12 @@ pub struct History {
 
 /// A file name for a sandbox id: the id itself when it is plain, else its hash.
 fn file_name(id: &str) -> String {
-    if !id.is_empty() && id.len() <= 100 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+    if !id.is_empty()
+        && id.len() <= 100
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
         format!("{id}.jsonl")
     } else {
         use sha2::Digest as _;
@@ -139,7 +148,10 @@ impl History {
             Err(_) => return,
         };
         let appended = std::fs::create_dir_all(&self.dir).and_then(|_| {
-            let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)?;
             writeln!(f, "{line}")?;
             f.metadata()
         });
@@ -161,10 +173,15 @@ impl History {
 
     /// Keeps the newest cells within the bounds (written aside and renamed); how many.
     fn trim(&self, path: &Path) -> usize {
-        let Ok(text) = std::fs::read_to_string(path) else { return 0 };
+        let Ok(text) = std::fs::read_to_string(path) else {
+            return 0;
+        };
         let lines: Vec<&str> = text.lines().collect();
         let mut keep = lines.len().min(MAX_CELLS);
-        let mut bytes: u64 = lines[lines.len() - keep..].iter().map(|l| l.len() as u64 + 1).sum();
+        let mut bytes: u64 = lines[lines.len() - keep..]
+            .iter()
+            .map(|l| l.len() as u64 + 1)
+            .sum();
         while bytes > MAX_BYTES / 2 * 3 / 2 && keep > 1 {
             bytes -= lines[lines.len() - keep].len() as u64 + 1;
             keep -= 1;
@@ -174,7 +191,10 @@ impl History {
         }
         let tmp = path.with_extension("tmp");
         let body = lines[lines.len() - keep..].join("\n") + "\n";
-        if std::fs::write(&tmp, body).and_then(|_| std::fs::rename(&tmp, path)).is_err() {
+        if std::fs::write(&tmp, body)
+            .and_then(|_| std::fs::rename(&tmp, path))
+            .is_err()
+        {
             let _ = std::fs::remove_file(&tmp);
             return lines.len();
         }
@@ -231,7 +251,13 @@ mod tests {
         assert_eq!(h.cells("sbx-b").len(), cells.len());
         h.remove("sbx-a");
         assert!(h.cells("sbx-a").is_empty());
-        assert_eq!(file_name("../x"), format!("{}.jsonl", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"../x"))));
+        assert_eq!(
+            file_name("../x"),
+            format!(
+                "{}.jsonl",
+                hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"../x"))
+            )
+        );
         let _ = std::fs::remove_dir_all(home);
     }
 }

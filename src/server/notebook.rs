@@ -9,7 +9,11 @@ use crate::sandbox::Table;
 
 /// Splits text into the notebook's list of lines, each keeping its newline.
 fn lines(text: &str) -> Value {
-    Value::Array(text.split_inclusive('\n').map(|l| Value::String(l.into())).collect())
+    Value::Array(
+        text.split_inclusive('\n')
+            .map(|l| Value::String(l.into()))
+            .collect(),
+    )
 }
 
 fn escape(text: &str) -> String {
@@ -133,7 +137,10 @@ mod tests {
             handle: "t1".into(),
         };
         let html = table_html(&t);
-        assert!(!html.contains("<script>") && html.contains("&lt;script&gt;"), "{html}");
+        assert!(
+            !html.contains("<script>") && html.contains("&lt;script&gt;"),
+            "{html}"
+        );
         assert!(html.contains("<th>&lt;b&gt;</th>"));
     }
 }

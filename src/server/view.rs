@@ -64,10 +64,19 @@ mod tests {
     fn the_view_is_small_and_self_contained() {
         assert!(HTML.len() < 200 * 1024, "{} bytes", HTML.len());
         for external in ["src=\"http", "href=\"http", "@import", "url(http", "<iframe"] {
-            assert!(!HTML.contains(external), "the view loads from outside: {external}");
+            assert!(
+                !HTML.contains(external),
+                "the view loads from outside: {external}"
+            );
         }
         // Guest text is put on the page as text, never as HTML.
-        for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("] {
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+        ] {
             assert!(!HTML.contains(sink), "the view uses {sink}");
         }
         assert!(URI.starts_with("ui://mcp-code-sandbox/result/"));

@@ -34,4 +34,5 @@ mod remote_harness;
 mod runs;
 mod threats;
 mod ts_sdk;
+mod views;
 mod warm;

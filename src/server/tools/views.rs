@@ -44,7 +44,9 @@ impl SandboxServer {
         }
         let limit = a.limit.unwrap_or(100).min(MAX_ROWS);
         let sort = match &a.sort_by {
-            Some(c) => attempt!(serde_json::to_string(c).map_err(|e| SandboxError::InvalidArgument(e.to_string()))),
+            Some(c) => {
+                attempt!(serde_json::to_string(c).map_err(|e| SandboxError::InvalidArgument(e.to_string())))
+            }
             None => "None".into(),
         };
         let code = format!(
@@ -75,7 +77,13 @@ impl SandboxServer {
             table.total_rows,
             table.handle
         );
-        Ok(ok(&TableResult { sandbox_id: id, table }, text))
+        Ok(ok(
+            &TableResult {
+                sandbox_id: id,
+                table,
+            },
+            text,
+        ))
     }
 
     #[tool(
@@ -85,13 +93,19 @@ impl SandboxServer {
     )]
     async fn export_notebook(&self, args: JsonObject) -> ToolResult {
         let a: ExportNotebookArgs = attempt!(parse("export_notebook", args));
-        let path = attempt!(WorkspacePath::parse_file(a.path.as_deref().unwrap_or("session.ipynb")));
+        let path = attempt!(WorkspacePath::parse_file(
+            a.path.as_deref().unwrap_or("session.ipynb")
+        ));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
         attempt!(self.runs.check_idle(&id));
         // The Python the cells ran in, asked of the sandbox itself (not recorded as a cell).
         let version = self
             .backend
-            .execute(&id, "__import__('platform').python_version()", ExecOptions::default())
+            .execute(
+                &id,
+                "__import__('platform').python_version()",
+                ExecOptions::default(),
+            )
             .await
             .ok()
             .and_then(|ex| ex.result)
@@ -99,7 +113,9 @@ impl SandboxServer {
             .unwrap_or_else(|| "3".into());
         let cells = self.history.cells(&id);
         let doc = crate::server::notebook::notebook(&cells, &version);
-        let bytes = attempt!(serde_json::to_vec_pretty(&doc).map_err(|e| SandboxError::InvalidArgument(e.to_string())));
+        let bytes = attempt!(
+            serde_json::to_vec_pretty(&doc).map_err(|e| SandboxError::InvalidArgument(e.to_string()))
+        );
         attempt!(self.backend.files().write(&id, &path, bytes).await);
         let text = format!(
             "Wrote {} cell(s) to {} (a Jupyter notebook); read it with read_file or open it in Jupyter.",
