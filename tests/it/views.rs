@@ -237,3 +237,34 @@ async fn the_session_exports_as_a_notebook_jupyter_reads() {
     let _ = std::fs::remove_dir_all(html_out);
     s.stop().await;
 }
+
+/// The view in headless Chromium inside a host page on the official MCP Apps host bridge
+/// (tests/views/view.test.mjs). Without Chromium the test says so and passes: CI installs it
+/// (Debian's `chromium`, see .ci/run).
+#[test]
+fn the_view_renders_results_in_a_real_browser_through_the_official_host_bridge() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !std::path::Path::new(&chromium).exists() {
+        eprintln!(
+            "SKIPPED: the view's browser test needs Chromium at {chromium} (Debian: apt-get install chromium; or set CHROMIUM)"
+        );
+        return;
+    }
+    common::ensure_runtime();
+    let dir = common::ensure_npm("tests/views");
+    let shots = common::repo_root().join("target/view-screenshots");
+    let status = std::process::Command::new("node")
+        .args(["--test", "--test-concurrency=1", "view.test.mjs"])
+        .current_dir(&dir)
+        .env("MCP_CODE_SANDBOX_BIN", env!("CARGO_BIN_EXE_mcp-code-sandbox"))
+        .env("CODE_SANDBOX_HOME", common::runtime_home())
+        .env("CHROMIUM", &chromium)
+        .env("VIEW_SCREENSHOTS", &shots)
+        .status()
+        .expect("node runs");
+    assert!(
+        status.success(),
+        "the view's browser tests failed (output above; screenshots in {})",
+        shots.display()
+    );
+}
