@@ -173,6 +173,26 @@ pub struct Table {
     pub handle: String,
 }
 
+impl Table {
+    /// The handle as results carry it: `SANDBOX_ID:tN`, so `read_table` needs nothing else.
+    pub fn named_in(mut self, sandbox_id: &str) -> Table {
+        if !self.handle.contains(':') {
+            self.handle = format!("{sandbox_id}:{}", self.handle);
+        }
+        self
+    }
+
+    /// A result's handle split into the sandbox and the guest's own handle.
+    pub fn split_handle(handle: &str) -> Option<(&str, &str)> {
+        let (sandbox, local) = handle.rsplit_once(':')?;
+        let plain = local.len() > 1
+            && local.len() <= 12
+            && local.starts_with('t')
+            && local[1..].bytes().all(|b| b.is_ascii_digit());
+        (plain && !sandbox.is_empty()).then_some((sandbox, local))
+    }
+}
+
 /// The outcome of running code.
 #[derive(Clone, Debug, Default)]
 pub struct Execution {

@@ -140,9 +140,7 @@ pub struct RestoreArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ReadTableArgs {
-    /// The sandbox whose result showed the table.
-    pub sandbox_id: String,
-    /// The table's `handle` from that result.
+    /// The table's `handle` from the result that showed it (it names the sandbox too).
     pub handle: String,
     /// First row to return (of the sorted rows when `sort_by` is given).
     pub offset: Option<u64>,

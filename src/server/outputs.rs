@@ -189,6 +189,7 @@ pub struct CheckpointResult {
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TableResult {
     pub sandbox_id: String,
+    #[serde(flatten)]
     pub table: Table,
 }
 

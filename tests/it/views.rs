@@ -42,38 +42,38 @@ async fn a_dataframe_comes_as_a_table_that_read_table_pages_and_sorts() {
         "the text stays for the model"
     );
     let handle = t["handle"].as_str().unwrap().to_string();
+    assert!(
+        handle.starts_with(&format!("{sb}:")),
+        "the handle names its sandbox: {handle}"
+    );
 
-    let (err, p, text) = page(
-        &s,
-        json!({"sandbox_id": sb, "handle": handle, "offset": 500, "limit": 500}),
-    )
-    .await;
+    let (err, p, text) = page(&s, json!({"handle": handle, "offset": 500, "limit": 500})).await;
     assert!(!err, "{text}");
-    assert_eq!(p["table"]["rows"].as_array().unwrap().len(), 500);
-    assert_eq!(p["table"]["rows"][0][0], 500);
-    assert_eq!(p["table"]["offset"], 500);
-    let (_, p, _) = page(&s, json!({"sandbox_id": sb, "handle": handle, "limit": 100000})).await;
+    assert_eq!(p["rows"].as_array().unwrap().len(), 500);
+    assert_eq!(p["rows"][0][0], 500);
+    assert_eq!(p["offset"], 500);
+    let (_, p, _) = page(&s, json!({"handle": handle, "limit": 100000})).await;
     assert_eq!(
-        p["table"]["rows"].as_array().unwrap().len(),
+        p["rows"].as_array().unwrap().len(),
         500,
         "at most 500 rows a page"
     );
     let (err, p, text) = page(
         &s,
-        json!({"sandbox_id": sb, "handle": handle, "sort_by": "n", "descending": true, "limit": 3}),
+        json!({"handle": handle, "sort_by": "n", "descending": true, "limit": 3}),
     )
     .await;
     assert!(!err, "{text}");
-    assert_eq!(p["table"]["rows"][0][0], 999);
-    assert_eq!(p["table"]["rows"][2][0], 997);
+    assert_eq!(p["rows"][0][0], 999);
+    assert_eq!(p["rows"][2][0], 997);
     // Missing values sort last either way.
     let (_, p, _) = page(
         &s,
-        json!({"sandbox_id": sb, "handle": handle, "sort_by": "half", "offset": 999, "limit": 1}),
+        json!({"handle": handle, "sort_by": "half", "offset": 999, "limit": 1}),
     )
     .await;
-    assert_eq!(p["table"]["rows"][0][1], Value::Null);
-    let (err, _, text) = page(&s, json!({"sandbox_id": sb, "handle": handle, "sort_by": "nope"})).await;
+    assert_eq!(p["rows"][0][1], Value::Null);
+    let (err, _, text) = page(&s, json!({"handle": handle, "sort_by": "nope"})).await;
     assert!(err && text.contains("no column 'nope'"), "{text}");
 
     // Series, a 2-D array, an index that says something.
@@ -94,10 +94,10 @@ async fn a_dataframe_comes_as_a_table_that_read_table_pages_and_sorts() {
 
     // The handle expires when its variable is assigned anew.
     s.run_ok(&sb, "df = 1").await;
-    let (err, _, text) = page(&s, json!({"sandbox_id": sb, "handle": handle})).await;
+    let (err, _, text) = page(&s, json!({"handle": handle})).await;
     assert!(err && text.contains("assigned a new value"), "{text}");
     // Only a handle's own shape reaches the guest.
-    let (err, _, text) = page(&s, json!({"sandbox_id": sb, "handle": "t1); import os; ("})).await;
+    let (err, _, text) = page(&s, json!({"handle": format!("{sb}:t1); import os; (")})).await;
     assert!(err && text.contains("not a table handle"), "{text}");
     s.stop().await;
 }
@@ -116,16 +116,12 @@ async fn read_table_reads_only_the_callers_own_sandboxes() {
         )
         .await;
     let handle = v["table"]["handle"].as_str().unwrap().to_string();
-    let (err, _, text) = bob
-        .call_json("read_table", json!({"sandbox_id": sb, "handle": handle}))
-        .await;
+    let (err, _, text) = bob.call_json("read_table", json!({"handle": handle})).await;
     assert!(err, "bob read alice's table: {text}");
     assert!(!text.contains("1234"), "{text}");
-    let (err, p, _) = alice
-        .call_json("read_table", json!({"sandbox_id": sb, "handle": handle}))
-        .await;
+    let (err, p, _) = alice.call_json("read_table", json!({"handle": handle})).await;
     assert!(!err);
-    assert_eq!(p["table"]["rows"][0][0], 1234);
+    assert_eq!(p["rows"][0][0], 1234);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode|--network]`,
+//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode|--network|--views]`,
 //! `cargo xtask bundle`, `cargo xtask layers [--all]`.
 
 mod bench;
@@ -50,6 +50,9 @@ enum Task {
         /// Measure only the network: fetches from guest code through the host beside native ones.
         #[arg(long)]
         network: bool,
+        /// Measure only the views: read_table on a million rows beside native pandas, export_notebook.
+        #[arg(long)]
+        views: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle,
@@ -115,6 +118,7 @@ fn main() -> anyhow::Result<()> {
             fresh,
             code_mode,
             network,
+            views,
         } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
@@ -126,6 +130,7 @@ fn main() -> anyhow::Result<()> {
                 (remote, bench::Part::Remote),
                 (code_mode, bench::Part::CodeMode),
                 (network, bench::Part::Network),
+                (views, bench::Part::Views),
             ]
             .into_iter()
             .find_map(|(asked, part)| asked.then_some(part));

@@ -9,7 +9,7 @@ use rmcp::{tool, tool_router};
 
 use super::shared::{ToolResult, attempt};
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{ExecOptions, SandboxError};
+use crate::sandbox::{ExecOptions, SandboxError, Table};
 use crate::server::SandboxServer;
 use crate::server::args::*;
 use crate::server::outputs::*;
@@ -21,12 +21,6 @@ const MAX_ROWS: u64 = 500;
 /// The guest's own work for a page (sorting a million rows included).
 const TABLE_TIME: Duration = Duration::from_secs(30);
 
-/// A handle as the prelude makes them (`t` and a number): anything else is refused before it
-/// is written into guest code.
-fn valid_handle(h: &str) -> bool {
-    h.len() <= 12 && h.starts_with('t') && h.len() > 1 && h[1..].bytes().all(|b| b.is_ascii_digit())
-}
-
 #[tool_router(router = view_tools, vis = "pub(super)")]
 impl SandboxServer {
     #[tool(
@@ -36,12 +30,14 @@ impl SandboxServer {
     )]
     async fn read_table(&self, args: JsonObject) -> ToolResult {
         let a: ReadTableArgs = attempt!(parse("read_table", args));
-        if !valid_handle(&a.handle) {
+        // Only a handle's own shape reaches guest code.
+        let Some((id, local)) = Table::split_handle(&a.handle) else {
             return Ok(fail(format!(
                 "'{}' is not a table handle; use the `handle` of a result's `table`",
-                a.handle.chars().take(40).collect::<String>()
+                a.handle.chars().take(60).collect::<String>()
             )));
-        }
+        };
+        let (id, local) = (id.to_string(), local.to_string());
         let limit = a.limit.unwrap_or(100).min(MAX_ROWS);
         let sort = match &a.sort_by {
             Some(c) => {
@@ -51,11 +47,10 @@ impl SandboxServer {
         };
         let code = format!(
             "__code_sandbox_table__({:?}, {}, {limit}, {sort}, {})",
-            a.handle,
+            local,
             a.offset.unwrap_or(0),
             if a.descending { "True" } else { "False" }
         );
-        let id = a.sandbox_id;
         attempt!(self.runs.check_idle(&id));
         let opts = ExecOptions {
             timeout: Some(TABLE_TIME),
@@ -70,6 +65,7 @@ impl SandboxServer {
                 "the sandbox did not answer with the table's rows; run the code that shows it again",
             ));
         };
+        let table = table.named_in(&id);
         let text = format!(
             "Rows {}-{} of {} of table {}.",
             table.offset + 1,

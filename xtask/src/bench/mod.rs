@@ -21,6 +21,7 @@ mod persistence;
 mod remote;
 mod stdio;
 mod table;
+mod views;
 
 use std::path::PathBuf;
 
@@ -43,6 +44,8 @@ pub enum Part {
     CodeMode,
     /// `--network`: fetches from guest code through the host beside native ones.
     Network,
+    /// `--views`: read_table on a million rows beside native pandas, export_notebook.
+    Views,
 }
 
 /// Only the rows of `part`, with its note.
@@ -65,6 +68,10 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
             let (mut rows, note) = network::rows(&bin, &home).await?;
             rows.extend(index::rows(&root, &bin, &home).await?);
             (rows, note)
+        }
+        Part::Views => {
+            eprintln!("bench: views (read_table, export_notebook)");
+            views::rows(&root, &bin, &home).await?
         }
         Part::CodeMode => {
             eprintln!("bench: code mode (downstream calls from guest code)");

@@ -1,0 +1,163 @@
+//! `--views`: what the result view and notebooks cost. `read_table` of 500 rows of a
+//! 1,000,000-row DataFrame, unsorted and sorted, beside native CPython's pandas doing the same
+//! (slice or sort, then the rows as JSON) in-process; `export_notebook` of a 100-cell session;
+//! and the view's size.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::harness::{call, new_sandbox, spawn, wait_for_warm};
+use super::table::{Row, median};
+
+const RUNS: usize = 20;
+const ROWS: u64 = 1_000_000;
+
+/// The same work in native pandas: medians in ms of (unsorted page, sort + page, page of a
+/// kept order), and pandas' version.
+const NATIVE: &str = r#"
+import json, statistics, sys, time
+import numpy as np, pandas as pd
+n, runs = int(sys.argv[1]), int(sys.argv[2])
+rng = np.random.default_rng(1)
+df = pd.DataFrame({"a": rng.random(n), "b": np.arange(n), "c": rng.choice(["x", "y", "z"], n)})
+def page(part):
+    return json.dumps(part.to_numpy().tolist(), default=str)
+def timed(f):
+    out = []
+    for i in range(runs):
+        t = time.perf_counter(); f(i); out.append((time.perf_counter() - t) * 1000)
+    return statistics.median(out)
+unsorted = timed(lambda i: page(df.iloc[(i * 37_000) % n:][:500]))
+fresh = timed(lambda i: page(df.sort_values("a", ascending=bool(i % 2), kind="stable").iloc[:500]))
+order = df["a"].sort_values(kind="stable").index.to_numpy()
+kept = timed(lambda i: page(df.iloc[order[i * 500:(i + 1) * 500]]))
+print(json.dumps([unsorted, fresh, kept, pd.__version__]))
+"#;
+
+fn ms(v: f64) -> Duration {
+    Duration::from_secs_f64(v / 1000.0)
+}
+
+pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<Row>, String)> {
+    let venv = xtask::pyvenv::ensure(&root.join("xtask/pandas-native"), &|m| eprintln!("{m}"))?;
+    eprintln!("bench: native pandas on {ROWS} rows");
+    let out = std::process::Command::new(venv.join("bin/python"))
+        .args(["-c", NATIVE, &ROWS.to_string(), &RUNS.to_string()])
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "native pandas: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let native: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let n = |i: usize| native[i].as_f64().unwrap_or(f64::NAN);
+
+    eprintln!("bench: read_table on {ROWS} rows in a sandbox");
+    let c = spawn(bin, home).await?;
+    wait_for_warm(&c).await?;
+    let sb = new_sandbox(&c).await?;
+    let shown = call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": sb, "code": format!(
+            "import numpy as np, pandas as pd\nrng = np.random.default_rng(1)\n\
+             df = pd.DataFrame({{'a': rng.random({ROWS}), 'b': np.arange({ROWS}), 'c': rng.choice(['x', 'y', 'z'], {ROWS})}})\ndf")}),
+    )
+    .await?;
+    let handle = shown["table"]["handle"].as_str().unwrap_or_default().to_string();
+    anyhow::ensure!(!handle.is_empty(), "the DataFrame came without a table: {shown}");
+    let version = call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": sb, "code": "pd.__version__"}),
+    )
+    .await?;
+    let page = |args: serde_json::Value| {
+        let c = &c;
+        async move {
+            let t = Instant::now();
+            let r = call(c, "read_table", args).await?;
+            anyhow::ensure!(
+                r["rows"].as_array().map_or(0, Vec::len) == 500,
+                "a short page: {r}"
+            );
+            anyhow::Ok(t.elapsed())
+        }
+    };
+    let (mut unsorted, mut fresh, mut kept) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..RUNS as u64 {
+        unsorted.push(page(json!({"handle": handle, "offset": (i * 37_000) % ROWS, "limit": 500})).await?);
+        // Alternating the direction makes every request sort anew.
+        fresh.push(
+            page(json!({"handle": handle, "sort_by": "a", "descending": i % 2 == 1, "limit": 500})).await?,
+        );
+    }
+    page(json!({"handle": handle, "sort_by": "a", "limit": 500})).await?;
+    for i in 0..RUNS as u64 {
+        kept.push(page(json!({"handle": handle, "sort_by": "a", "offset": i * 500, "limit": 500})).await?);
+    }
+
+    eprintln!("bench: export_notebook of a 100-cell session");
+    let nb = new_sandbox(&c).await?;
+    for i in 0..100 {
+        let code = match i % 4 {
+            0 => format!("print('cell {i}')"),
+            1 => format!("import pandas as pd\npd.DataFrame({{'x': range({i}), 'y': range({i})}})"),
+            2 => format!("{i} ** 2"),
+            _ => "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone".to_string(),
+        };
+        call(&c, "execute_code", json!({"sandbox_id": nb, "code": code})).await?;
+    }
+    let mut export = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let r = call(&c, "export_notebook", json!({"sandbox_id": nb})).await?;
+        export.push(t.elapsed());
+        anyhow::ensure!(r["cells"] == 100, "{r}");
+    }
+    let size = call(&c, "list_files", json!({"sandbox_id": nb})).await?;
+    let nb_bytes = size["entries"]
+        .as_array()
+        .and_then(|e| e.iter().find(|f| f["name"] == "session.ipynb"))
+        .and_then(|f| f["size"].as_u64())
+        .unwrap_or(0);
+    let _ = c.cancel().await;
+
+    let rows = vec![
+        Row {
+            what: format!("read_table, 500 rows of a {ROWS}-row DataFrame, unsorted"),
+            ours: median(unsorted),
+            baseline: Some(("native pandas: the slice as JSON, in-process".into(), ms(n(0)))),
+            runs: RUNS,
+        },
+        Row {
+            what: format!("read_table, 500 rows of a {ROWS}-row DataFrame, sorted anew (float column)"),
+            ours: median(fresh),
+            baseline: Some(("native pandas: sort_values + the page as JSON".into(), ms(n(1)))),
+            runs: RUNS,
+        },
+        Row {
+            what: "read_table, the next pages of that order (kept in the sandbox)".into(),
+            ours: median(kept),
+            baseline: Some(("native pandas: the page of a kept order as JSON".into(), ms(n(2)))),
+            runs: RUNS,
+        },
+        Row {
+            what: "export_notebook of a 100-cell session (25 figures, 25 tables)".into(),
+            ours: median(export),
+            baseline: None,
+            runs: 5,
+        },
+    ];
+    let note = format!(
+        "Views: the result view is {} bytes of HTML, scripts and styles inline. The notebook of the 100-cell session is {} bytes. \
+         pandas in the sandbox {}, natively {}; the read_table rows include the MCP round trip over stdio.",
+        include_str!("../../../src/server/view/result.html").len(),
+        nb_bytes,
+        version["result"].as_str().unwrap_or("?").trim_matches('\''),
+        native[3].as_str().unwrap_or("?"),
+    );
+    Ok((rows, note))
+}
