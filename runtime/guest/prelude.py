@@ -249,9 +249,13 @@ def __code_sandbox_setup():
             raise KeyError(f"no column {sort_by!r} in table {handle}; its columns are {columns[:20]}")
         at = columns.index(sort_by)
         key = (sort_by, bool(descending))
+        series = frame.index.to_series() if (not plain_index and at == 0) else frame.iloc[:, at - (0 if plain_index else 1)]
         order = entry["order"]
+        if (order is None or order[0] != key) and offset + limit <= partial_limit:
+            picked = first_of_order(series, offset + limit, descending)
+            if picked is not None:
+                return message(handle, frame, picked[offset:], offset)
         if order is None or order[0] != key:
-            series = frame.index.to_series() if (not plain_index and at == 0) else frame.iloc[:, at - (0 if plain_index else 1)]
             try:
                 ranked = series.reset_index(drop=True).sort_values(ascending=not descending, kind="stable", na_position="last")
             except TypeError:
@@ -259,6 +263,31 @@ def __code_sandbox_setup():
             order = (key, np.asarray(ranked.index))
             entry["order"] = order
         return message(handle, frame, order[1][offset : offset + limit], offset)
+
+    partial_limit = 50_000
+
+    def first_of_order(series, k, descending):
+        # The first k positions of a stable sort (missing values last) without sorting the
+        # whole column: a selection in linear time, then a sort of what it kept. Numbers only;
+        # None means the column needs the full sort.
+        import numpy as np
+
+        kind = series.dtype.kind
+        if kind not in "biuf" or len(series) <= k:
+            return None
+        values = series.to_numpy(dtype="float64", na_value=np.nan)
+        if descending:
+            values = -values
+        n = len(values)
+        nan = np.isnan(values)
+        present = n - int(nan.sum())
+        if k >= present:
+            return None
+        bound = np.partition(values, k - 1)[k - 1]
+        # Everything before the bound, and every tie at it (so ties keep their order).
+        chosen = np.flatnonzero((values < bound) | (values == bound))
+        ranked = chosen[np.lexsort((chosen, values[chosen]))]
+        return ranked[:k]
 
     def table_page(handle, offset, limit, sort_by=None, descending=False):
         send("table", data=read_table(handle, offset, limit, sort_by, descending))

@@ -56,6 +56,15 @@ const TABLE: &[(&str, &str, bool, bool, bool)] = &[
     ),
     ("get_run", "Follow a background run", true, false, true),
     ("cancel_run", "Stop a background run", false, true, true),
+    // Writes (or overwrites) one notebook file in the workspace.
+    (
+        "export_notebook",
+        "Export the session as a Jupyter notebook",
+        false,
+        true,
+        true,
+    ),
+    ("read_table", "Read rows of a result's table", true, false, true),
 ];
 
 /// Sets each tool's title and annotations. `open_world`: whether the backend reaches beyond

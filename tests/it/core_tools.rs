@@ -6,7 +6,7 @@ use common::{Server, text_of};
 use serde_json::json;
 
 #[tokio::test]
-async fn lists_exactly_the_fifteen_tools_with_schemas() {
+async fn lists_exactly_the_seventeen_tools_with_schemas() {
     let s = Server::start().await;
     let tools = s.client.list_all_tools().await.expect("tools/list");
     let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
@@ -20,12 +20,14 @@ async fn lists_exactly_the_fifteen_tools_with_schemas() {
             "create_run_close",
             "create_sandbox",
             "execute_code",
+            "export_notebook",
             "fork_sandbox",
             "get_run",
             "get_sandbox_status",
             "install_package",
             "list_files",
             "read_file",
+            "read_table",
             "restore_sandbox",
             "upload_file",
             "write_file"

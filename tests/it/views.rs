@@ -76,6 +76,27 @@ async fn a_dataframe_comes_as_a_table_that_read_table_pages_and_sorts() {
     let (err, _, text) = page(&s, json!({"handle": handle, "sort_by": "nope"})).await;
     assert!(err && text.contains("no column 'nope'"), "{text}");
 
+    // A page of a new order picks its rows without sorting them all: the same rows, ties in
+    // their order, as pandas' own stable sort.
+    let v = s
+        .run_ok(&sb, "ties = pd.DataFrame({'g': [i % 7 for i in range(5000)], 'i': range(5000)})\nties.loc[5, 'g'] = None\nties")
+        .await;
+    let ties = v["table"]["handle"].as_str().unwrap().to_string();
+    for descending in [false, true] {
+        let (err, p, text) = page(
+            &s,
+            json!({"handle": ties, "sort_by": "g", "descending": descending, "offset": 10, "limit": 50}),
+        )
+        .await;
+        assert!(!err, "{text}");
+        let got: Vec<i64> = p["rows"].as_array().unwrap().iter().map(|r| r[1].as_i64().unwrap()).collect();
+        let asc = if descending { "False" } else { "True" };
+        let want = s
+            .run_ok(&sb, &format!("list(ties.sort_values('g', ascending={asc}, kind='stable', na_position='last')['i'][10:60])"))
+            .await;
+        assert_eq!(format!("{got:?}"), want["result"].as_str().unwrap(), "descending={descending}");
+    }
+
     // Series, a 2-D array, an index that says something.
     let v = s.run_ok(&sb, "pd.Series([3, 1, 2], name='x')").await;
     assert_eq!(v["table"]["columns"], json!(["x"]));

@@ -82,7 +82,7 @@ async function err(name, args, label, pattern) {
 
 test("tools carry titles, annotations and schemas every validator knows", async () => {
   const { tools } = await client.listTools();
-  assert.equal(tools.length, 15);
+  assert.equal(tools.length, 17);
   for (const t of tools) {
     assert.ok(t.title, `${t.name} has a title`);
     assert.ok(t.outputSchema, `${t.name} has an output schema`);

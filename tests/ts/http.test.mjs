@@ -75,7 +75,7 @@ const text = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text
 test("the tools work over HTTP and every result validates", async () => {
   const alice = await connect("alice");
   const { tools } = await alice.listTools();
-  assert.equal(tools.length, 15);
+  assert.equal(tools.length, 17);
   const c = await alice.callTool({ name: "create_sandbox", arguments: {} }, undefined, LONG);
   const id = c.structuredContent.sandbox_id;
   const plot = await alice.callTool(

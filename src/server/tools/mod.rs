@@ -1,4 +1,4 @@
-//! The fifteen tools, by family: [`sandboxes`] (create, close, status), [`code`] (run code,
+//! The seventeen tools, by family: [`sandboxes`] (create, close, status), [`code`] (run code,
 //! install packages), [`runs`] (follow and stop background runs; [`run_start`] starts them), [`files`] (list, read,
 //! write, upload) [`state`] (fork, checkpoint, restore) and [`views`] (read_table for the result view, export_notebook). Each tool parses its arguments, resolves the sandbox, calls the backend through
 //! the traits, and shapes the reply; the work itself lives in the backend.
