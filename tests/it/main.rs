@@ -12,6 +12,7 @@ mod common;
 
 mod core_tools;
 mod default_sandbox;
+mod docs;
 mod e2b;
 mod figures;
 mod first_start;

@@ -47,7 +47,8 @@ fn a_package_json_out_of_step_with_its_lock_file_installs_nothing() {
 
 #[test]
 fn a_missing_npm_is_named_with_what_to_install() {
-    let dir = folder_with(r#"{"dependencies": {"@modelcontextprotocol/sdk": "1.32.2"}}"#);
+    let pins = std::fs::read_to_string(crate::common::repo_root().join("tests/ts/package.json")).unwrap();
+    let dir = folder_with(&pins);
     let err = xtask::npm::ensure_with(&dir, Path::new("/nonexistent/npm"), &|_| {})
         .expect_err("no npm, no install")
         .to_string();

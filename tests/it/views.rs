@@ -89,12 +89,21 @@ async fn a_dataframe_comes_as_a_table_that_read_table_pages_and_sorts() {
         )
         .await;
         assert!(!err, "{text}");
-        let got: Vec<i64> = p["rows"].as_array().unwrap().iter().map(|r| r[1].as_i64().unwrap()).collect();
+        let got: Vec<i64> = p["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r[1].as_i64().unwrap())
+            .collect();
         let asc = if descending { "False" } else { "True" };
         let want = s
             .run_ok(&sb, &format!("list(ties.sort_values('g', ascending={asc}, kind='stable', na_position='last')['i'][10:60])"))
             .await;
-        assert_eq!(format!("{got:?}"), want["result"].as_str().unwrap(), "descending={descending}");
+        assert_eq!(
+            format!("{got:?}"),
+            want["result"].as_str().unwrap(),
+            "descending={descending}"
+        );
     }
 
     // Series, a 2-D array, an index that says something.

@@ -58,6 +58,11 @@ async fn tools(bin: &Path, home: &Path) -> anyhow::Result<Vec<Value>> {
         .collect())
 }
 
+/// The manifest without its tools list, for the test that checks the settings it passes.
+pub fn manifest_for_check() -> Value {
+    manifest_json(Vec::new())
+}
+
 fn manifest_json(tools: Vec<Value>) -> Value {
     let exe = format!("server/mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX);
     json!({

@@ -3,6 +3,7 @@
 //! need through the same code the `cargo xtask` commands run.
 
 pub mod bundle;
+pub mod docs;
 pub mod idp;
 pub mod layers;
 pub mod made_once;

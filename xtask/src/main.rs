@@ -56,6 +56,8 @@ enum Task {
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle,
+    /// Write docs/settings.md from the settings in src/config.rs.
+    Docs,
     /// Print the module graph of `src/` and `xtask/src/` and any import circle in it.
     Layers {
         /// Print every module's imports, not only the circles.
@@ -138,6 +140,11 @@ fn main() -> anyhow::Result<()> {
                 Some(part) => rt.block_on(bench::run_part(part, root(), bin, settings.home_dir()))?,
                 None => rt.block_on(bench::run(bin, settings.home_dir(), fuel))?,
             }
+        }
+        Task::Docs => {
+            let path = root().join("docs/settings.md");
+            std::fs::write(&path, xtask::docs::settings_page())?;
+            eprintln!("wrote {}", path.display());
         }
         Task::Bundle => {
             let settings =

@@ -104,7 +104,10 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<R
     // Past row 50,000 the whole order is sorted once and kept; the pages after read it.
     page(json!({"handle": handle, "sort_by": "a", "offset": 100_000, "limit": 500})).await?;
     for i in 0..RUNS as u64 {
-        kept.push(page(json!({"handle": handle, "sort_by": "a", "offset": 100_000 + i * 500, "limit": 500})).await?);
+        kept.push(
+            page(json!({"handle": handle, "sort_by": "a", "offset": 100_000 + i * 500, "limit": 500}))
+                .await?,
+        );
     }
 
     eprintln!("bench: export_notebook of a 100-cell session");
@@ -143,11 +146,15 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<R
         Row {
             what: format!("read_table, 500 rows of a {ROWS}-row DataFrame, sorted anew (float column)"),
             ours: median(fresh),
-            baseline: Some(("native pandas, the same selection + the page as JSON".into(), ms(n(1)))),
+            baseline: Some((
+                "native pandas, the same selection + the page as JSON".into(),
+                ms(n(1)),
+            )),
             runs: RUNS,
         },
         Row {
-            what: "read_table, sorted, pages past row 100,000 (the whole order sorted once, then kept)".into(),
+            what: "read_table, sorted, pages past row 100,000 (the whole order sorted once, then kept)"
+                .into(),
             ours: median(kept),
             baseline: Some(("native pandas: the page of a kept order as JSON".into(), ms(n(2)))),
             runs: RUNS,
