@@ -28,6 +28,7 @@ impl SandboxServer {
         ));
         SandboxServer {
             history,
+            log_level: Arc::default(),
             backend,
             settings,
             tool_router: Arc::new(tool_router),
@@ -47,6 +48,7 @@ impl SandboxServer {
     pub fn for_new_session(&self) -> Self {
         SandboxServer {
             default_sandbox: Arc::default(),
+            log_level: Arc::default(),
             ..self.clone()
         }
     }

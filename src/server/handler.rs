@@ -42,6 +42,8 @@ pub struct SandboxServer {
     pub(super) default_sandbox: Arc<super::default_sandbox::DefaultSandbox>,
     /// Each sandbox's cells, for export_notebook.
     pub(super) history: Arc<super::history::History>,
+    /// The log level this session asked for (`logging/setLevel`); none: no log notifications.
+    pub(super) log_level: Arc<super::log_level::LogLevel>,
 }
 
 const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state between calls. \
@@ -56,12 +58,16 @@ to the user's files except what is uploaded.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for SandboxServer {
+    // `enable_logging` is deprecated by SEP-2577 in rmcp, still part of 2025-11-25 (see `log_level`).
+    #[allow(deprecated)]
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_resources()
             .enable_tasks()
+            .enable_completions()
+            .enable_logging()
             .build();
         // MCP Apps: the result view (see `view`).
         let mut ui = rmcp::model::JsonObject::new();
@@ -169,6 +175,62 @@ impl ServerHandler for SandboxServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         Ok(self.resource_templates())
+    }
+
+    /// `subscriptions/listen` (2026-07-28): a stream for tool list changes, which code mode's
+    /// servers cause when they start, stop or change their tools.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let mut accepted = rmcp::model::SubscriptionFilter::new();
+        accepted.tools_list_changed = requested.tools_list_changed.filter(|on| *on);
+        Some(accepted)
+    }
+
+    async fn listen(&self, subscription: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let Some(gateway) = &self.code_mode else {
+            subscription.cancelled().await;
+            return Ok(());
+        };
+        let mut changes = gateway.changes();
+        loop {
+            tokio::select! {
+                _ = subscription.cancelled() => return Ok(()),
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        subscription.cancelled().await;
+                        return Ok(());
+                    }
+                    // Several servers starting together make one notification, not one each.
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                    changes.borrow_and_update();
+                    let note = rmcp::model::ServerNotification::ToolListChangedNotification(Default::default());
+                    if subscription.sink().send(note).await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn complete(
+        &self,
+        request: rmcp::model::CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CompleteResult, ErrorData> {
+        Ok(self.for_caller(&context)?.completions(&request).await)
+    }
+
+    // Deprecated by SEP-2577 in rmcp, still part of 2025-11-25 (see `log_level`).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.set(request.level);
+        Ok(())
     }
 
     async fn read_resource(

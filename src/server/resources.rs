@@ -31,13 +31,16 @@ pub fn uri(id: &str, rel: &str) -> String {
 
 /// Splits `sandbox://<id>/<path>` into the id and a checked path.
 pub fn parse_uri(uri: &str) -> Result<(String, WorkspacePath), ErrorData> {
+    // The URI goes in `data` of every refusal (SEP-2164), so a client knows which read failed.
+    let data = || Some(serde_json::json!({ "uri": uri }));
     let rest = uri
         .strip_prefix(SCHEME)
-        .ok_or_else(|| ErrorData::invalid_params(format!("'{uri}' is not a sandbox:// resource"), None))?;
+        .ok_or_else(|| ErrorData::invalid_params(format!("'{uri}' is not a sandbox:// resource"), data()))?;
     let (id, path) = rest
         .split_once('/')
-        .ok_or_else(|| ErrorData::invalid_params(format!("'{uri}' names no file"), None))?;
-    let path = WorkspacePath::parse_file(path).map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
+        .ok_or_else(|| ErrorData::invalid_params(format!("'{uri}' names no file"), data()))?;
+    let path =
+        WorkspacePath::parse_file(path).map_err(|e| ErrorData::invalid_params(e.to_string(), data()))?;
     Ok((id.to_string(), path))
 }
 
@@ -112,7 +115,13 @@ impl SandboxServer {
         let bytes = match self.backend.files().read(&id, &path, budget as u64).await {
             Ok(b) => b,
             Err(SandboxError::TooLarge { size, .. }) => return Err(too_large(size)),
-            Err(e) => return Err(ErrorData::resource_not_found(e.to_string(), None)),
+            // The URI in `data`, as SEP-2164 asks, so a client knows which read failed.
+            Err(e) => {
+                return Err(ErrorData::resource_not_found(
+                    e.to_string(),
+                    Some(serde_json::json!({ "uri": uri })),
+                ));
+            }
         };
         let size = bytes.len() as u64;
         let mime = mime::guess(&path.relative());

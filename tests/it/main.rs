@@ -9,6 +9,7 @@ mod code_mode;
 mod code_mode_hostile;
 mod code_mode_names;
 mod common;
+mod conformance;
 
 mod core_tools;
 mod default_sandbox;

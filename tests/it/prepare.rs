@@ -61,7 +61,7 @@ fn a_missing_npm_is_named_with_what_to_install() {
 /// The committed folders are in step: what the tests install is exactly what is pinned.
 #[test]
 fn the_committed_npm_folders_install_and_a_second_call_is_instant() {
-    for dir in ["tests/ts", "tests/views", "xtask/mcpb"] {
+    for dir in ["tests/ts", "tests/views", "tests/conformance", "xtask/mcpb"] {
         let path = crate::common::ensure_npm(dir);
         let started = std::time::Instant::now();
         let ran = std::cell::Cell::new(false);
