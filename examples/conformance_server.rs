@@ -1,0 +1,512 @@
+//! The server the official MCP conformance suite scores: this project's own server (the same
+//! library, handler and tools) over streamable HTTP, plus the fixtures the suite's scenarios
+//! call by name: tools such as `test_simple_text` and `test_sampling`, the prompts
+//! `test_simple_prompt` ... `test_prompt_with_image`, and the `test://` resources. Every
+//! request that is not for a fixture goes to the real server.
+//!
+//! Run: `cargo run --release --example conformance_server -- --listen 127.0.0.1:PORT`
+//! (loopback only; no tokens). Settings come from the environment as for the server itself.
+//!
+//! Not yet here (issue 38): the 2026-07-28 input-required (multi-round-trip) fixtures and the
+//! stateless scenarios' diagnostic tools.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use mcp_code_sandbox::config::Settings;
+use mcp_code_sandbox::server::SandboxServer;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, CompleteRequestParams,
+    CompleteResult, CustomRequest, GetPromptRequestParams, GetPromptResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig, ServerRequest,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+const IMAGE: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+const AUDIO: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA=";
+
+/// The real server with the suite's fixtures beside it.
+#[derive(Clone)]
+struct Fixtures {
+    real: SandboxServer,
+    subscribed: Arc<Mutex<HashSet<String>>>,
+}
+
+fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("a fixture's JSON has the protocol's shape")
+}
+
+/// A result, marked complete: 2026-07-28 requires `resultType` (rmcp drops it for older peers).
+fn done<T: serde::de::DeserializeOwned>(mut v: Value) -> T {
+    v["resultType"] = json!("complete");
+    from(v)
+}
+
+fn text(t: &str) -> CallToolResult {
+    done(json!({"content": [{"type": "text", "text": t}]}))
+}
+
+/// The fixture tools, as the suite's reference server lists them.
+fn fixture_tools() -> Vec<Tool> {
+    let none = json!({"type": "object", "properties": {}});
+    let one = |name: &str, what: &str| json!({"type": "object", "properties": {name: {"type": "string", "description": what}}, "required": [name]});
+    [
+        (
+            "test_simple_text",
+            "Tests simple text content response",
+            none.clone(),
+        ),
+        ("test_image_content", "Tests image content response", none.clone()),
+        ("test_audio_content", "Tests audio content response", none.clone()),
+        (
+            "test_embedded_resource",
+            "Tests embedded resource content response",
+            none.clone(),
+        ),
+        (
+            "test_multiple_content_types",
+            "Tests response with multiple content types (text, image, resource)",
+            none.clone(),
+        ),
+        (
+            "test_tool_with_logging",
+            "Tests tool that emits log messages during execution",
+            none.clone(),
+        ),
+        (
+            "test_tool_with_progress",
+            "Tests tool that reports progress notifications",
+            none.clone(),
+        ),
+        (
+            "test_error_handling",
+            "Tests error response handling",
+            none.clone(),
+        ),
+        (
+            "test_sampling",
+            "Tests server-initiated sampling (LLM completion request)",
+            one("prompt", "The prompt to send to the LLM"),
+        ),
+        (
+            "test_elicitation",
+            "Tests server-initiated elicitation (user input request)",
+            one("message", "The message to show the user"),
+        ),
+        (
+            "test_elicitation_sep1034_defaults",
+            "Tests elicitation with default values per SEP-1034",
+            none.clone(),
+        ),
+        (
+            "test_elicitation_sep1330_enums",
+            "Tests elicitation with enum schema improvements per SEP-1330",
+            none,
+        ),
+    ]
+    .into_iter()
+    .map(|(name, description, schema)| {
+        from(json!({"name": name, "description": description, "inputSchema": schema}))
+    })
+    .collect()
+}
+
+impl Fixtures {
+    /// Sends a request to the client (sampling, elicitation) as JSON, and its answer as JSON.
+    async fn ask(context: &RequestContext<RoleServer>, method: &str, params: Value) -> Result<Value, String> {
+        let request = ServerRequest::CustomRequest(CustomRequest::new(method, Some(params)));
+        match context.peer.send_request(request).await {
+            Ok(ClientResult::CustomResult(r)) => Ok(r.0),
+            Ok(other) => serde_json::to_value(other).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn elicit(
+        context: &RequestContext<RoleServer>,
+        message: &str,
+        schema: Value,
+        label: &str,
+    ) -> CallToolResult {
+        match Self::ask(
+            context,
+            "elicitation/create",
+            json!({"message": message, "requestedSchema": schema}),
+        )
+        .await
+        {
+            Ok(r) => text(&format!(
+                "{label}: action={}, content={}",
+                r["action"].as_str().unwrap_or(""),
+                r.get("content").cloned().unwrap_or(json!({}))
+            )),
+            Err(e) => text(&format!("Elicitation not supported or error: {e}")),
+        }
+    }
+
+    /// A fixture's answer; `None` when `name` is not a fixture.
+    async fn fixture(
+        &self,
+        p: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<CallToolResult> {
+        let arg = |k: &str| {
+            p.arguments
+                .as_ref()
+                .and_then(|a| a.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        Some(match p.name.as_ref() {
+            "test_simple_text" => text("This is a simple text response for testing."),
+            "test_image_content" => {
+                done(json!({"content": [{"type": "image", "data": IMAGE, "mimeType": "image/png"}]}))
+            }
+            "test_audio_content" => {
+                done(json!({"content": [{"type": "audio", "data": AUDIO, "mimeType": "audio/wav"}]}))
+            }
+            "test_embedded_resource" => done(json!({"content": [{"type": "resource", "resource": {
+                "uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."}}]})),
+            "test_multiple_content_types" => done(json!({"content": [
+                {"type": "text", "text": "Multiple content types test:"},
+                {"type": "image", "data": IMAGE, "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "test://mixed-content-resource", "mimeType": "application/json",
+                    "text": json!({"test": "data", "value": 123}).to_string()}}]})),
+            #[allow(deprecated)]
+            "test_tool_with_logging" => {
+                for line in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ] {
+                    let note = rmcp::model::LoggingMessageNotificationParam::new(
+                        rmcp::model::LoggingLevel::Info,
+                        json!(line),
+                    );
+                    let _ = context.peer.notify_logging_message(note).await;
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                text("Tool with logging executed successfully")
+            }
+            "test_tool_with_progress" => {
+                let token = context.meta.get_progress_token();
+                for step in [0.0, 50.0, 100.0] {
+                    if let Some(token) = &token {
+                        let p = rmcp::model::ProgressNotificationParam::new(token.clone(), step)
+                            .with_total(100.0)
+                            .with_message(format!("Completed step {step} of 100"));
+                        let _ = context.peer.notify_progress(p).await;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                text(
+                    &token
+                        .map(|t| {
+                            serde_json::to_value(t.0)
+                                .map(|v| v.to_string())
+                                .unwrap_or_default()
+                        })
+                        .unwrap_or("0".into()),
+                )
+            }
+            "test_error_handling" => done(json!({"isError": true, "content": [{"type": "text",
+                "text": "This tool intentionally returns an error for testing"}]})),
+            "test_sampling" => {
+                let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": arg("prompt")}}], "maxTokens": 100});
+                match Self::ask(context, "sampling/createMessage", params).await {
+                    Ok(r) => text(&format!(
+                        "LLM response: {}",
+                        r["content"]["text"].as_str().unwrap_or("No response")
+                    )),
+                    Err(e) => text(&format!("Sampling not supported or error: {e}")),
+                }
+            }
+            "test_elicitation" => {
+                let schema = json!({"type": "object", "properties": {"response": {"type": "string", "description": "User's response"}}, "required": ["response"]});
+                Self::elicit(context, &arg("message"), schema, "User response").await
+            }
+            "test_elicitation_sep1034_defaults" => {
+                let schema = json!({"type": "object", "required": [], "properties": {
+                    "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                    "age": {"type": "integer", "description": "User age", "default": 30},
+                    "score": {"type": "number", "description": "User score", "default": 95.5},
+                    "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"], "default": "active"},
+                    "verified": {"type": "boolean", "description": "Verification status", "default": true}}});
+                Self::elicit(
+                    context,
+                    "Please review and update the form fields with defaults",
+                    schema,
+                    "Elicitation completed",
+                )
+                .await
+            }
+            "test_elicitation_sep1330_enums" => {
+                let titled = |a: &str, b: &str, c: &str| {
+                    json!([
+                    {"const": "value1", "title": a}, {"const": "value2", "title": b}, {"const": "value3", "title": c}])
+                };
+                let schema = json!({"type": "object", "required": [], "properties": {
+                    "untitledSingle": {"type": "string", "description": "Select one option", "enum": ["option1", "option2", "option3"]},
+                    "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": titled("First Option", "Second Option", "Third Option")},
+                    "legacyEnum": {"type": "string", "description": "Select one option (legacy)", "enum": ["opt1", "opt2", "opt3"], "enumNames": ["Option One", "Option Two", "Option Three"]},
+                    "untitledMulti": {"type": "array", "description": "Select multiple options", "minItems": 1, "maxItems": 3, "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                    "titledMulti": {"type": "array", "description": "Select multiple options with titles", "minItems": 1, "maxItems": 3, "items": {"anyOf": titled("First Choice", "Second Choice", "Third Choice")}}}});
+                Self::elicit(
+                    context,
+                    "Please select options from the enum fields",
+                    schema,
+                    "Elicitation completed",
+                )
+                .await
+            }
+            _ => return None,
+        })
+    }
+}
+
+fn fixture_resource(uri: &str) -> Option<ReadResourceResult> {
+    let contents = match uri {
+        "test://static-text" => {
+            json!([{"uri": uri, "mimeType": "text/plain", "text": "This is the content of the static text resource."}])
+        }
+        "test://static-binary" => json!([{"uri": uri, "mimeType": "image/png", "blob": IMAGE}]),
+        "test://watched-resource" => {
+            json!([{"uri": uri, "mimeType": "text/plain", "text": "Watched resource content"}])
+        }
+        _ => {
+            let id = uri.strip_prefix("test://template/")?.strip_suffix("/data")?;
+            let body =
+                json!({"id": id, "templateTest": true, "data": format!("Data for ID: {id}")}).to_string();
+            json!([{"uri": uri, "mimeType": "application/json", "text": body}])
+        }
+    };
+    Some(done(json!({"contents": contents})))
+}
+
+fn prompt(name: &str, args: &serde_json::Map<String, Value>) -> Option<GetPromptResult> {
+    let get = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let messages = match name {
+        "test_simple_prompt" => {
+            json!([{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}])
+        }
+        "test_prompt_with_arguments" => json!([{"role": "user", "content": {"type": "text",
+            "text": format!("Prompt with arguments: arg1='{}', arg2='{}'", get("arg1"), get("arg2"))}}]),
+        "test_prompt_with_embedded_resource" => json!([
+            {"role": "user", "content": {"type": "resource", "resource": {"uri": get("resourceUri"), "mimeType": "text/plain", "text": "Embedded resource content for testing."}}},
+            {"role": "user", "content": {"type": "text", "text": "Please process the embedded resource above."}}]),
+        "test_prompt_with_image" => json!([
+            {"role": "user", "content": {"type": "image", "data": IMAGE, "mimeType": "image/png"}},
+            {"role": "user", "content": {"type": "text", "text": "Please analyze the image above."}}]),
+        _ => return None,
+    };
+    Some(done(json!({"messages": messages})))
+}
+
+impl ServerHandler for Fixtures {
+    fn get_info(&self) -> ServerConfig {
+        let mut info = self.real.get_info();
+        info.capabilities.prompts = Some(from(json!({"listChanged": false})));
+        info.capabilities.resources = Some(from(json!({"subscribe": true, "listChanged": true})));
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        r: Option<PaginatedRequestParams>,
+        c: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut listed = self.real.list_tools(r, c).await?;
+        listed.tools.extend(fixture_tools());
+        Ok(listed)
+    }
+
+    async fn call_tool(
+        &self,
+        p: CallToolRequestParams,
+        c: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        match self.fixture(&p, &c).await {
+            Some(r) => Ok(r.into()),
+            None => self.real.call_tool(p, c).await,
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _r: Option<PaginatedRequestParams>,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let arg = |n: &str, d: &str| json!({"name": n, "description": d, "required": true});
+        Ok(done(json!({"prompts": [
+            {"name": "test_simple_prompt", "title": "Simple Test Prompt", "description": "A simple prompt without arguments"},
+            {"name": "test_prompt_with_arguments", "title": "Prompt With Arguments", "description": "A prompt with required arguments",
+             "arguments": [arg("arg1", "First test argument"), arg("arg2", "Second test argument")]},
+            {"name": "test_prompt_with_embedded_resource", "title": "Prompt With Embedded Resource", "description": "A prompt that includes an embedded resource",
+             "arguments": [arg("resourceUri", "URI of the resource to embed")]},
+            {"name": "test_prompt_with_image", "title": "Prompt With Image", "description": "A prompt that includes image content"}]})))
+    }
+
+    async fn get_prompt(
+        &self,
+        p: GetPromptRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        let args = p.arguments.clone().unwrap_or_default();
+        prompt(&p.name, &args)
+            .map(Into::into)
+            .ok_or_else(|| ErrorData::invalid_params(format!("no prompt named {}", p.name), None))
+    }
+
+    async fn list_resources(
+        &self,
+        r: Option<PaginatedRequestParams>,
+        c: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut listed = self.real.list_resources(r, c).await?;
+        let fixtures: ListResourcesResult = from(json!({"resources": [
+            {"uri": "test://static-text", "name": "static-text", "title": "Static Text Resource", "mimeType": "text/plain"},
+            {"uri": "test://static-binary", "name": "static-binary", "title": "Static Binary Resource", "mimeType": "image/png"},
+            {"uri": "test://watched-resource", "name": "watched-resource", "title": "Watched Resource", "mimeType": "text/plain"}]}));
+        listed.resources.extend(fixtures.resources);
+        Ok(listed)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        r: Option<PaginatedRequestParams>,
+        c: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut listed = self.real.list_resource_templates(r, c).await?;
+        let fixture: ListResourceTemplatesResult = from(json!({"resourceTemplates": [
+            {"uriTemplate": "test://template/{id}/data", "name": "template", "title": "Resource Template", "mimeType": "application/json"}]}));
+        listed.resource_templates.extend(fixture.resource_templates);
+        Ok(listed)
+    }
+
+    async fn read_resource(
+        &self,
+        p: ReadResourceRequestParams,
+        c: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        match fixture_resource(&p.uri) {
+            Some(r) => Ok(r.into()),
+            None => self.real.read_resource(p, c).await,
+        }
+    }
+
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        p: SubscribeRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribed.lock().expect("lock").insert(p.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        p: UnsubscribeRequestParams,
+        _c: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.subscribed.lock().expect("lock").remove(&p.uri);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        p: CompleteRequestParams,
+        c: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        if let rmcp::model::Reference::Prompt(r) = &p.r#ref
+            && r.name == "test_prompt_with_arguments"
+        {
+            let values: Vec<&str> = ["paris", "park", "party"]
+                .into_iter()
+                .filter(|v| v.starts_with(&p.argument.value))
+                .collect();
+            return Ok(done(
+                json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}),
+            ));
+        }
+        self.real.complete(p, c).await
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        self.real.accepted_subscription_filter(requested)
+    }
+
+    async fn listen(&self, subscription: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        self.real.listen(subscription).await
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        p: rmcp::model::SetLevelRequestParams,
+        c: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.real.set_level(p, c).await
+    }
+}
+
+fn listen_address() -> String {
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--listen" {
+            return args.next().unwrap_or_else(|| "127.0.0.1:8766".into());
+        }
+        if let Some(v) = a.strip_prefix("--listen=") {
+            return v.into();
+        }
+    }
+    "127.0.0.1:8766".into()
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter("warn")
+        .init();
+    let listen = listen_address();
+    let settings = Arc::new(Settings::defaults_with_home(
+        std::env::var_os("CODE_SANDBOX_HOME").map(Into::into),
+    ));
+    let backend = mcp_code_sandbox::app::backend(settings.clone())?;
+    let real = SandboxServer::new(backend, settings);
+    let template = Fixtures {
+        real,
+        subscribed: Arc::default(),
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(template.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().route_service("/mcp", service);
+    let tcp = tokio::net::TcpListener::bind(&listen).await?;
+    anyhow::ensure!(
+        tcp.local_addr()?.ip().is_loopback(),
+        "the conformance server listens on loopback only"
+    );
+    eprintln!(
+        "conformance server: serving MCP at http://{}/mcp",
+        tcp.local_addr()?
+    );
+    axum::serve(tcp, app).await?;
+    Ok(())
+}
