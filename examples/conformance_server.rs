@@ -7,8 +7,8 @@
 //! Run: `cargo run --release --example conformance_server -- --listen 127.0.0.1:PORT`
 //! (loopback only; no tokens). Settings come from the environment as for the server itself.
 //!
-//! Not yet here (issue 38): the 2026-07-28 input-required (multi-round-trip) fixtures and the
-//! stateless scenarios' diagnostic tools.
+//! For 2026-07-28 also the input-required (multi-round-trip, SEP-2322) fixtures and the
+//! stateless scenario's diagnostics.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -37,6 +37,8 @@ const AUDIO: &str = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA
 struct Fixtures {
     real: SandboxServer,
     subscribed: Arc<Mutex<HashSet<String>>>,
+    /// `test_trigger_tool_change` fans a tool-list change out to the open listen streams.
+    tools_changed: tokio::sync::broadcast::Sender<()>,
 }
 
 fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
@@ -108,10 +110,17 @@ fn fixture_tools() -> Vec<Tool> {
         (
             "test_elicitation_sep1330_enums",
             "Tests elicitation with enum schema improvements per SEP-1330",
-            none,
+            none.clone(),
         ),
     ]
     .into_iter()
+    .chain(MRTR_TOOLS.iter().map(|n| {
+        (
+            *n,
+            "MRTR: returns InputRequiredResult until its input arrives",
+            none.clone(),
+        )
+    }))
     .map(|(name, description, schema)| {
         from(json!({"name": name, "description": description, "inputSchema": schema}))
     })
@@ -310,6 +319,260 @@ fn prompt(name: &str, args: &serde_json::Map<String, Value>) -> Option<GetPrompt
     Some(done(json!({"messages": messages})))
 }
 
+// ---- 2026-07-28 input-required (multi-round-trip) fixtures -------------------------------
+
+/// Seals request state so a client cannot change it unnoticed: an HS256 JWT under a key made
+/// at start (jsonwebtoken; no crypto of our own).
+struct Seal(jsonwebtoken::EncodingKey, jsonwebtoken::DecodingKey);
+
+static SEAL: std::sync::LazyLock<Seal> = std::sync::LazyLock::new(|| {
+    let secret = uuid::Uuid::new_v4().as_bytes().repeat(2);
+    Seal(
+        jsonwebtoken::EncodingKey::from_secret(&secret),
+        jsonwebtoken::DecodingKey::from_secret(&secret),
+    )
+});
+
+fn seal(state: Value) -> String {
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &json!({"state": state}),
+        &SEAL.0,
+    )
+    .unwrap_or_default()
+}
+
+fn unseal(token: &str) -> Option<Value> {
+    let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::HS256);
+    v.required_spec_claims.clear();
+    v.validate_exp = false;
+    jsonwebtoken::decode::<Value>(token, &SEAL.1, &v)
+        .ok()
+        .map(|d| d.claims["state"].clone())
+}
+
+fn elicit_request(message: &str, field: &str, kind: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {"message": message, "requestedSchema":
+        {"type": "object", "properties": {field: {"type": kind}}, "required": [field]}}})
+}
+
+fn sample_request(text: &str, max: u32) -> Value {
+    json!({"method": "sampling/createMessage", "params": {"messages": [{"role": "user", "content": {"type": "text", "text": text}}], "maxTokens": max}})
+}
+
+fn input_required(requests: Value, state: Option<String>) -> CallToolResponse {
+    let mut v = json!({"resultType": "input_required", "inputRequests": requests});
+    if let Some(s) = state {
+        v["requestState"] = json!(s);
+    }
+    CallToolResponse::InputRequired(from(v))
+}
+
+/// A text field of an elicitation answer.
+fn answered(responses: &rmcp::model::InputResponses, key: &str, field: &str) -> String {
+    responses
+        .get(key)
+        .and_then(|r| r["content"][field].as_str())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+const MRTR_TOOLS: [&str; 12] = [
+    "test_trigger_tool_change",
+    "test_missing_capability",
+    "test_logging_tool",
+    "test_streaming_elicitation",
+    "test_input_required_result_elicitation",
+    "test_input_required_result_sampling",
+    "test_input_required_result_list_roots",
+    "test_input_required_result_request_state",
+    "test_input_required_result_multiple_inputs",
+    "test_input_required_result_multi_round",
+    "test_input_required_result_tampered_state",
+    "test_input_required_result_capabilities",
+];
+
+/// An input-required fixture's answer; `None` when `p` names none.
+fn mrtr(p: &CallToolRequestParams, client_caps: &Value) -> Option<Result<CallToolResponse, ErrorData>> {
+    // An answer that is not an object (a number, null) is no answer: it is asked for again.
+    let responses: rmcp::model::InputResponses = p
+        .input_responses
+        .iter()
+        .flatten()
+        .filter(|(_, v)| v.is_object())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let responses = &responses;
+    let state = p.request_state.as_deref();
+    let plain = |t: String| Some(Ok(CallToolResponse::Complete(text(&t))));
+    let nonce = || uuid::Uuid::new_v4().to_string();
+    match p.name.as_ref() {
+        // Diagnostics of the stateless scenario: a tool that needs sampling, one that logs only
+        // when the request asked for a level, one whose stream must carry no request of its own.
+        "test_missing_capability" => {
+            if client_caps.get("sampling").is_none() {
+                let needed: rmcp::model::ClientCapabilities = from(json!({"sampling": {}}));
+                return Some(Err(ErrorData::missing_required_client_capability(needed)));
+            }
+            plain("Success".into())
+        }
+        "test_logging_tool" => plain("Logging evaluated".into()),
+        "test_streaming_elicitation" => plain("Streaming complete".into()),
+        "test_input_required_result_elicitation" => match responses.get("user_name") {
+            Some(_) => plain(format!("Hello, {}!", answered(responses, "user_name", "name"))),
+            None => Some(Ok(input_required(
+                json!({"user_name": elicit_request("What is your name?", "name", "string")}),
+                None,
+            ))),
+        },
+        "test_input_required_result_sampling" => match responses.get("sample_request") {
+            Some(r) => plain(format!(
+                "Sampling result: {}",
+                r["content"]["text"].as_str().unwrap_or("no response")
+            )),
+            None => Some(Ok(input_required(
+                json!({"sample_request": sample_request("What is the capital of France?", 100)}),
+                None,
+            ))),
+        },
+        "test_input_required_result_list_roots" => match responses.get("roots_request") {
+            Some(r) => plain(format!(
+                "Found {} root(s)",
+                r["roots"].as_array().map_or(0, Vec::len)
+            )),
+            None => Some(Ok(input_required(
+                json!({"roots_request": {"method": "roots/list", "params": {}}}),
+                None,
+            ))),
+        },
+        "test_input_required_result_request_state" => {
+            let ok = state
+                .and_then(unseal)
+                .is_some_and(|s| s["kind"] == "request-state")
+                && responses
+                    .get("confirm")
+                    .is_some_and(|r| r["content"]["ok"] == json!(true));
+            if ok {
+                return plain("state-ok: requestState validated".into());
+            }
+            let confirm = elicit_request("Please confirm", "ok", "boolean");
+            Some(Ok(input_required(
+                json!({"confirm": confirm}),
+                Some(seal(json!({"kind": "request-state", "nonce": nonce()}))),
+            )))
+        }
+        "test_input_required_result_multiple_inputs" => {
+            let complete = ["user_name", "greeting", "client_roots"]
+                .iter()
+                .all(|k| responses.contains_key(*k));
+            if complete
+                && state
+                    .and_then(unseal)
+                    .is_some_and(|s| s["kind"] == "multiple-inputs")
+            {
+                let greeting = responses["greeting"]["content"]["text"]
+                    .as_str()
+                    .unwrap_or("Hello there!");
+                let roots = responses["client_roots"]["roots"].as_array().map_or(0, Vec::len);
+                return plain(format!(
+                    "Name: {}; Greeting: {greeting}; Roots: {roots}",
+                    answered(responses, "user_name", "name")
+                ));
+            }
+            let requests = json!({
+                "user_name": elicit_request("What is your name?", "name", "string"),
+                "greeting": sample_request("Generate a greeting", 50),
+                "client_roots": {"method": "roots/list", "params": {}}});
+            Some(Ok(input_required(
+                requests,
+                Some(seal(json!({"kind": "multiple-inputs", "nonce": nonce()}))),
+            )))
+        }
+        "test_input_required_result_multi_round" => {
+            let step1 = || {
+                Some(Ok(input_required(
+                    json!({"step1": elicit_request("Step 1: What is your name?", "name", "string")}),
+                    Some(seal(json!({"round": 1, "nonce": nonce()}))),
+                )))
+            };
+            let Some(s) = state.and_then(unseal) else {
+                return step1();
+            };
+            if s["round"] == 1 && responses.contains_key("step1") {
+                let name = answered(responses, "step1", "name");
+                return Some(Ok(input_required(
+                    json!({"step2": elicit_request("Step 2: What is your favorite color?", "color", "string")}),
+                    Some(seal(json!({"round": 2, "name": name, "nonce": nonce()}))),
+                )));
+            }
+            if s["round"] == 2 && responses.contains_key("step2") {
+                let name = s["name"].as_str().unwrap_or("friend").to_string();
+                return plain(format!(
+                    "Multi-round complete for {name} who likes {}",
+                    answered(responses, "step2", "color")
+                ));
+            }
+            step1()
+        }
+        "test_input_required_result_tampered_state" => {
+            if let Some(raw) = state {
+                let Some(s) = unseal(raw) else {
+                    return Some(Err(ErrorData::invalid_params(
+                        "requestState integrity check failed",
+                        None,
+                    )));
+                };
+                if s["kind"] == "tamper-test" && responses.contains_key("confirm") {
+                    return plain("integrity-ok: state verified".into());
+                }
+            }
+            let confirm = elicit_request("Please confirm", "ok", "boolean");
+            Some(Ok(input_required(
+                json!({"confirm": confirm}),
+                Some(seal(json!({"kind": "tamper-test", "nonce": nonce()}))),
+            )))
+        }
+        "test_input_required_result_capabilities" => {
+            if !responses.is_empty() {
+                let keys: Vec<&str> = responses.keys().map(String::as_str).collect();
+                return plain(format!("capabilities-ok: received {}", keys.join(",")));
+            }
+            let mut requests = serde_json::Map::new();
+            if client_caps.get("elicitation").is_some() {
+                requests.insert(
+                    "elicit_input".into(),
+                    elicit_request("Elicitation input", "value", "string"),
+                );
+            }
+            if client_caps.get("sampling").is_some() {
+                requests.insert("sample_input".into(), sample_request("Sample request", 50));
+            }
+            if requests.is_empty() {
+                return plain("No supported capabilities declared".into());
+            }
+            Some(Ok(input_required(
+                Value::Object(requests),
+                Some(seal(json!({"kind": "capabilities-test", "nonce": nonce()}))),
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// The capabilities the client declared on this request (2026-07-28 `_meta`), as JSON.
+fn client_capabilities(p: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> Value {
+    let key = "io.modelcontextprotocol/clientCapabilities";
+    let from_params = p
+        .meta
+        .as_ref()
+        .and_then(|m| serde_json::to_value(m).ok())
+        .and_then(|v| v.get(key).cloned());
+    let from_context = serde_json::to_value(&context.meta)
+        .ok()
+        .and_then(|v| v.get(key).cloned());
+    from_params.or(from_context).unwrap_or(Value::Null)
+}
+
 impl ServerHandler for Fixtures {
     fn get_info(&self) -> ServerConfig {
         let mut info = self.real.get_info();
@@ -333,6 +596,13 @@ impl ServerHandler for Fixtures {
         p: CallToolRequestParams,
         c: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if p.name == "test_trigger_tool_change" {
+            let _ = self.tools_changed.send(());
+            return Ok(CallToolResponse::Complete(text("Mutation triggered")));
+        }
+        if let Some(answer) = mrtr(&p, &client_capabilities(&p, &c)) {
+            return answer;
+        }
         match self.fixture(&p, &c).await {
             Some(r) => Ok(r.into()),
             None => self.real.call_tool(p, c).await,
@@ -351,7 +621,8 @@ impl ServerHandler for Fixtures {
              "arguments": [arg("arg1", "First test argument"), arg("arg2", "Second test argument")]},
             {"name": "test_prompt_with_embedded_resource", "title": "Prompt With Embedded Resource", "description": "A prompt that includes an embedded resource",
              "arguments": [arg("resourceUri", "URI of the resource to embed")]},
-            {"name": "test_prompt_with_image", "title": "Prompt With Image", "description": "A prompt that includes image content"}]})))
+            {"name": "test_prompt_with_image", "title": "Prompt With Image", "description": "A prompt that includes image content"},
+            {"name": "test_input_required_result_prompt", "description": "MRTR: a prompt that asks for its context first"}]})))
     }
 
     async fn get_prompt(
@@ -359,6 +630,23 @@ impl ServerHandler for Fixtures {
         p: GetPromptRequestParams,
         _c: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetPromptResponse, ErrorData> {
+        if p.name == "test_input_required_result_prompt" {
+            if let Some(r) = p
+                .input_responses
+                .as_ref()
+                .filter(|r| r.contains_key("user_context"))
+            {
+                let context = answered(r, "user_context", "context");
+                let result: GetPromptResult = done(
+                    json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("Prompt with context: {context}")}}]}),
+                );
+                return Ok(result.into());
+            }
+            let ask = elicit_request("What context should the prompt use?", "context", "string");
+            let needed: rmcp::model::InputRequiredResult =
+                from(json!({"resultType": "input_required", "inputRequests": {"user_context": ask}}));
+            return Ok(rmcp::model::GetPromptResponse::InputRequired(needed));
+        }
         let args = p.arguments.clone().unwrap_or_default();
         prompt(&p.name, &args)
             .map(Into::into)
@@ -449,7 +737,23 @@ impl ServerHandler for Fixtures {
     }
 
     async fn listen(&self, subscription: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
-        self.real.listen(subscription).await
+        // This server has no code mode, whose changes the real server's streams carry: only the
+        // fixture's own trigger changes the tool list here.
+        let mut changed = self.tools_changed.subscribe();
+        loop {
+            tokio::select! {
+                _ = subscription.cancelled() => return Ok(()),
+                got = changed.recv() => {
+                    if got.is_err() {
+                        continue;
+                    }
+                    let note = rmcp::model::ServerNotification::ToolListChangedNotification(Default::default());
+                    if subscription.sink().send(note).await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
     }
 
     #[allow(deprecated)]
@@ -491,6 +795,7 @@ async fn main() -> anyhow::Result<()> {
     let template = Fixtures {
         real,
         subscribed: Arc::default(),
+        tools_changed: tokio::sync::broadcast::channel(16).0,
     };
     let service = StreamableHttpService::new(
         move || Ok(template.clone()),
