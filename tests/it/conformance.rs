@@ -147,6 +147,39 @@ async fn the_conformance_server_passes_the_scored_scenarios() {
     }
 }
 
+/// The official Python SDK (the pinned venv of tests/mcp-servers) over stdio and HTTP, on both
+/// revisions: tools, a call, completion of ids and paths, and (2025-11-25) log levels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_python_sdk_works_over_both_transports_and_both_revisions() {
+    common::ensure_runtime();
+    let dir = common::repo_root().join("tests/mcp-servers");
+    let venv = xtask::pyvenv::ensure(&dir, &|m| common::progress(m)).unwrap_or_else(|e| panic!("{e}"));
+    let remote = Remote::start(&[], &[]).await;
+    let out = tokio::process::Command::new(venv.join("bin/python"))
+        .arg(dir.join("python_sdk_client.py"))
+        .arg(env!("CARGO_BIN_EXE_mcp-code-sandbox"))
+        .arg(&remote.url)
+        .env("CODE_SANDBOX_HOME", common::runtime_home())
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(300), out)
+        .await
+        .expect("the Python SDK checks finished in time")
+        .expect("python runs");
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the Python SDK checks failed:\n{text}");
+    for leg in [
+        "stdio, 2025-11-25",
+        "HTTP, 2025-11-25",
+        "stdio, 2026-07-28",
+        "HTTP, 2026-07-28",
+    ] {
+        assert!(
+            text.contains(&format!("python SDK ok: {leg}")),
+            "{leg} did not run:\n{text}"
+        );
+    }
+}
+
 fn complete(uri: &str, name: &str, value: &str, sandbox: Option<&str>) -> CompleteRequestParams {
     let mut p = CompleteRequestParams::new(
         Reference::Resource(ResourceTemplateReference::new(uri)),
