@@ -90,11 +90,10 @@ async fn json_body(url: &str, mut r: reqwest::Response) -> Result<serde_json::Va
     })
 }
 
-/// GETs a JSON document.
-pub async fn get_json(http: &reqwest::Client, url: &Url) -> Result<serde_json::Value, FetchError> {
+/// Sends a request for JSON to `url`; its answer's body, when it is a success.
+async fn send(url: &Url, request: reqwest::RequestBuilder) -> Result<serde_json::Value, FetchError> {
     let shown = url.to_string();
-    let r = http
-        .get(url.clone())
+    let r = request
         .header(http::header::ACCEPT, "application/json")
         .send()
         .await
@@ -111,6 +110,11 @@ pub async fn get_json(http: &reqwest::Client, url: &Url) -> Result<serde_json::V
     json_body(&shown, r).await
 }
 
+/// GETs a JSON document.
+pub async fn get_json(http: &reqwest::Client, url: &Url) -> Result<serde_json::Value, FetchError> {
+    send(url, http.get(url.clone())).await
+}
+
 /// POSTs a form with HTTP basic client authentication (introspection).
 pub async fn post_form(
     http: &reqwest::Client,
@@ -118,29 +122,15 @@ pub async fn post_form(
     client: &(String, String),
     form: &[(&str, &str)],
 ) -> Result<serde_json::Value, FetchError> {
-    let shown = url.to_string();
     let body = url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(form)
         .finish();
-    let r = http
+    let request = http
         .post(url.clone())
         .basic_auth(&client.0, Some(&client.1))
-        .header(http::header::ACCEPT, "application/json")
         .header(http::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .map_err(|source| FetchError::Reach {
-            url: shown.clone(),
-            source,
-        })?;
-    if !r.status().is_success() {
-        return Err(FetchError::Status {
-            url: shown,
-            status: r.status().as_u16(),
-        });
-    }
-    json_body(&shown, r).await
+        .body(body);
+    send(url, request).await
 }
 
 /// The metadata URLs to try, in order: RFC 8414's (the well-known segment before the

@@ -49,6 +49,8 @@ pub struct Resource {
     pub client: Option<(String, String)>,
 }
 
+const ISSUER_HINT: &str = "give the issuer URL exactly as the authorization server's metadata states it";
+
 /// https, or http to a loopback address (a local IdP, tests).
 fn secure_or_loopback(url: &Url) -> bool {
     match url.scheme() {
@@ -91,17 +93,13 @@ impl Resource {
             (None, Some(_)) => return Err(SettingError::NoIssuer),
             (Some(i), Some(p)) => (i, p),
         };
-        let issuer = parse_url(
-            "CODE_SANDBOX_OAUTH_ISSUER",
-            issuer_text,
-            "give the issuer URL exactly as the authorization server's metadata states it",
-        )?;
+        let issuer = parse_url("CODE_SANDBOX_OAUTH_ISSUER", issuer_text, ISSUER_HINT)?;
         if issuer.query().is_some() {
             return Err(SettingError::BadUrl {
                 setting: "CODE_SANDBOX_OAUTH_ISSUER",
                 value: issuer_text.to_string(),
                 why: "an issuer has no query".into(),
-                hint: "give the issuer URL exactly as the authorization server's metadata states it",
+                hint: ISSUER_HINT,
             });
         }
         let url = parse_url(
