@@ -84,6 +84,17 @@ impl Gateway {
         self.version.subscribe()
     }
 
+    /// Waits for the next change of `changes` and the ones right behind it: several servers
+    /// starting together make one notification, not one each. `false` once the gateway is gone.
+    pub async fn next_change(changes: &mut tokio::sync::watch::Receiver<u64>) -> bool {
+        if changes.changed().await.is_err() {
+            return false;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        changes.borrow_and_update();
+        true
+    }
+
     pub(super) fn link(&self, name: &str) -> Option<&Arc<Link>> {
         self.links.iter().find(|l| l.name == name)
     }

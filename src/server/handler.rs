@@ -124,10 +124,7 @@ impl ServerHandler for SandboxServer {
         let mut changes = gateway.changes();
         let peer = context.peer;
         tokio::spawn(async move {
-            while changes.changed().await.is_ok() {
-                // Several servers starting together make one notification, not one each.
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                changes.borrow_and_update();
+            while Gateway::next_change(&mut changes).await {
                 if peer.notify_tool_list_changed().await.is_err() {
                     break;
                 }
@@ -197,14 +194,11 @@ impl ServerHandler for SandboxServer {
         loop {
             tokio::select! {
                 _ = subscription.cancelled() => return Ok(()),
-                changed = changes.changed() => {
-                    if changed.is_err() {
+                changed = Gateway::next_change(&mut changes) => {
+                    if !changed {
                         subscription.cancelled().await;
                         return Ok(());
                     }
-                    // Several servers starting together make one notification, not one each.
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                    changes.borrow_and_update();
                     let note = rmcp::model::ServerNotification::ToolListChangedNotification(Default::default());
                     if subscription.sink().send(note).await.is_err() {
                         return Ok(());
