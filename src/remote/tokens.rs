@@ -103,13 +103,14 @@ fn parse(text: &str, defaults: Quota, file: &Path) -> Vec<Entry> {
             );
             continue;
         };
-        let mut bytes = [0u8; 32];
-        let hash = if hex == "-" { None } else { Some(bytes) };
-        let usable = match hash {
-            None => valid_oauth_name(name),
-            Some(_) => valid_name(name) && hex::decode_to_slice(hex, &mut bytes).is_ok(),
+        // A dash for the hash: an OAuth principal's line, which no bearer token matches.
+        let (usable, hash) = if hex == "-" {
+            (valid_oauth_name(name), None)
+        } else {
+            let mut bytes = [0u8; 32];
+            let decoded = hex::decode_to_slice(hex, &mut bytes).is_ok();
+            (valid_name(name) && decoded, Some(bytes))
         };
-        let hash = hash.map(|_| bytes);
         if !usable {
             tracing::warn!(
                 "{}:{}: a name of letters, digits, '.', '_', '-' and 64 hex digits (or `-` for an OAuth principal) are needed; line ignored",
