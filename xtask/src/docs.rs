@@ -47,7 +47,7 @@ pub fn settings() -> Vec<Setting> {
                 .filter(|v| !v.is_hide_set())
                 .map(|v| format!("`{}`", v.get_name()))
                 .collect();
-            if !values.is_empty() && a.get_action().takes_values() && a.get_id() != "persist" {
+            if !values.is_empty() && a.get_action().takes_values() {
                 let bools = values.iter().all(|v| v == "`true`" || v == "`false`");
                 if !bools {
                     meaning = format!("{meaning} ({})", values.join(", "));
