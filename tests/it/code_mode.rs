@@ -491,11 +491,7 @@ async fn two_sandboxes_call_at_once_and_progress_names_the_tool() {
 #[tokio::test]
 async fn a_streamable_http_server_is_reached_and_without_servers_the_import_says_how() {
     // The everything server over streamable HTTP, on a free loopback port.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let mut http = tokio::process::Command::new("node")
         .arg(modules().join("server-everything/dist/index.js"))
         .arg("streamableHttp")

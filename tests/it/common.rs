@@ -272,3 +272,12 @@ pub fn error_of(v: &Value) -> (String, String) {
         v["error"]["value"].as_str().unwrap_or_default().to_string(),
     )
 }
+
+/// A loopback port free now, for a server that must be told its port before it starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind a loopback port")
+        .local_addr()
+        .expect("its address")
+        .port()
+}

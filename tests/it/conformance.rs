@@ -91,11 +91,7 @@ async fn the_conformance_server_passes_the_scored_scenarios() {
     let bin = conformance_server().expect(
         "examples/conformance_server is not built: run `cargo test --release` (it builds the examples)",
     );
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = common::free_port();
     let mut child = tokio::process::Command::new(&bin)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .env("CODE_SANDBOX_HOME", common::runtime_home())

@@ -26,17 +26,9 @@ impl Drop for Served {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Starts `cmd` (given the port) and waits until `path` answers on it.
 fn serve(cmd: impl Fn(u16) -> Command, path: &str) -> Served {
-    let port = free_port();
+    let port = common::free_port();
     let child = cmd(port)
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -56,19 +56,11 @@ impl Idp {
     }
 }
 
-/// A free loopback port: the public URL (the tokens' audience) must be known before start.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 /// A server trusting `idp`, listening where its public URL says; `principals` get static
 /// tokens; `lines` are written to the tokens file first (OAuth principals' quotas).
 async fn server(idp: &Idp, principals: &[&str], lines: &str, envs: &[(&str, &str)]) -> Remote {
-    let port = free_port();
+    // The public URL (the tokens' audience) must be known before start.
+    let port = common::free_port();
     let public = format!("http://127.0.0.1:{port}/mcp");
     let listen = format!("127.0.0.1:{port}");
     let home = common::private_home();
