@@ -122,17 +122,6 @@ def __code_sandbox_setup():
             return pandas.DataFrame(value)
         return None
 
-    def is_table(value):
-        kind = type(value).__module__.split(".")[0]
-        if kind not in ("pandas", "numpy"):
-            return False
-        pd = sys.modules.get("pandas")
-        np = sys.modules.get("numpy")
-        return bool(
-            (pd is not None and isinstance(value, (pd.DataFrame, pd.Series)))
-            or (np is not None and isinstance(value, np.ndarray) and value.ndim == 2)
-        )
-
     def cell(v):
         # A JSON value a view shows as text: numbers stay numbers, the rest is text.
         import math
@@ -209,7 +198,8 @@ def __code_sandbox_setup():
         )
 
     def keep_table(value):
-        if not is_table(value):
+        # Only pandas' and numpy's own types can be tables: anything else costs one lookup.
+        if type(value).__module__.split(".")[0] not in ("pandas", "numpy"):
             return None
         frame = frame_of(value)
         if frame is None:
