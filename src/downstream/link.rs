@@ -14,6 +14,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use super::child::{self, LineWatch, MAX_DEPTH, Skip, Skipped};
 use super::config::{Policy, Reach};
 use crate::lock::Locked;
+use crate::sandbox::events::{Severity, server_log};
 
 /// Largest message read from a stdio server (rmcp's own default); a longer one is skipped
 /// unread, so a server that floods costs a bounded buffer.
@@ -237,6 +238,11 @@ impl Link {
             let was_running = matches!(&*me.state.locked(), State::Ready(_));
             if was_running {
                 tracing::warn!(target: "mcp_code_sandbox::downstream", server = %me.name, "the server's connection ended; starting it again");
+                server_log(
+                    &me.name,
+                    Severity::Warning,
+                    format!("code mode's server {} went down; starting it again", me.name),
+                );
             }
             let result = match tokio::time::timeout(me.start_time, me.connect(&reach)).await {
                 Ok(r) => r,
@@ -249,10 +255,26 @@ impl Link {
             match result {
                 Ok(conn) => {
                     tracing::info!(target: "mcp_code_sandbox::downstream", server = %me.name, tools = conn.tools.len(), "ready");
+                    if was_running {
+                        server_log(
+                            &me.name,
+                            Severity::Info,
+                            format!(
+                                "code mode's server {} is back, with {} tools",
+                                me.name,
+                                conn.tools.len()
+                            ),
+                        );
+                    }
                     *me.state.locked() = State::Ready(Box::new(conn));
                 }
                 Err(why) => {
                     tracing::warn!(target: "mcp_code_sandbox::downstream", server = %me.name, "could not start: {why}");
+                    server_log(
+                        &me.name,
+                        Severity::Warning,
+                        format!("code mode's server {} is down: {why}", me.name),
+                    );
                     *me.state.locked() = State::Down(why, Some(Instant::now()));
                 }
             }

@@ -172,6 +172,7 @@ impl Interpreter for E2bBackend {
             activity: Arc::new(Activity::new()),
         });
         self.fleet.lock().insert(id.clone(), entry);
+        crate::sandbox::events::opened(&id);
         Ok(SandboxInfo {
             sandbox_id: id,
             backend: "e2b".into(),
@@ -185,6 +186,7 @@ impl Interpreter for E2bBackend {
     async fn close(&self, id: &str) -> Result<(), SandboxError> {
         let e = self.fleet.lookup(id)?;
         self.fleet.lock().remove(id);
+        crate::sandbox::events::closed(id);
         self.fleet.client.kill(&e.remote.id).await?;
         Ok(())
     }

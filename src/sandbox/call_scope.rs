@@ -22,16 +22,30 @@ pub struct CallScope {
     /// `None` when the client gave no progress token.
     notify: Option<Notify>,
     cancel: CancellationToken,
+    /// The remote principal making the call (none over stdio): events it causes name it.
+    principal: Option<Arc<str>>,
+    /// The sandbox the call acts on, once the backend knows it (see [`acting_on`]).
+    sandbox: Mutex<Option<String>>,
 }
 
 impl CallScope {
-    pub fn new(notify: Option<Notify>, cancel: CancellationToken) -> Arc<Self> {
+    pub fn new(notify: Option<Notify>, cancel: CancellationToken, principal: Option<Arc<str>>) -> Arc<Self> {
         Arc::new(CallScope {
             started: Instant::now(),
             last: Mutex::new(0.0),
             notify,
             cancel,
+            principal,
+            sandbox: Mutex::new(None),
         })
+    }
+
+    pub fn principal(&self) -> Option<Arc<str>> {
+        self.principal.clone()
+    }
+
+    pub fn sandbox(&self) -> Option<String> {
+        self.sandbox.locked().clone()
     }
 
     /// Reports `message`, with the seconds since the call began as the progress value.
@@ -69,6 +83,14 @@ pub fn current() -> Option<Arc<CallScope>> {
 pub fn report(message: impl FnOnce() -> String) {
     if let Some(s) = current().filter(|s| s.reports()) {
         s.report(message());
+    }
+}
+
+/// Records that the call running on this task acts on sandbox `id`, so what happens deeper
+/// down without knowing the id (a package fetched) can be told to its owner.
+pub fn acting_on(id: &str) {
+    if let Some(s) = current() {
+        *s.sandbox.locked() = Some(id.to_string());
     }
 }
 

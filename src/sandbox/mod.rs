@@ -3,6 +3,7 @@
 //! backend plugs in by implementing them and adding a line to [`crate::app::backend`].
 
 pub mod call_scope;
+pub mod events;
 mod guest_services;
 pub mod last_use;
 pub mod open_set;

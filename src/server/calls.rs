@@ -12,6 +12,7 @@ use rmcp::{ErrorData, RoleServer};
 
 use super::SandboxServer;
 use super::default_sandbox::DefaultChange;
+use super::notices::{Audience, CallLog};
 use super::services::CallServices;
 use crate::downstream::{Allowed, CallTools};
 use crate::egress::{Egress, HostRule};
@@ -45,8 +46,12 @@ impl fmt::Display for Outcome {
 
 /// The principal the HTTP layer attached to the request, if any.
 pub fn principal_of(context: &RequestContext<RoleServer>) -> Option<Principal> {
-    context
-        .extensions
+    principal_in(&context.extensions)
+}
+
+/// The principal the HTTP layer attached to a request or notification, if any.
+pub fn principal_in(extensions: &rmcp::model::Extensions) -> Option<Principal> {
+    extensions
         .get::<http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<Principal>())
         .cloned()
@@ -120,11 +125,18 @@ impl SandboxServer {
             .and_then(|a| a.get("sandbox_id"))
             .and_then(|v| v.as_str())
             .map(str::to_string);
-        let principal = principal_of(&context)
-            .map(|p| p.name)
-            .unwrap_or_else(|| Arc::from("local"));
+        let who = principal_of(&context);
+        let remote = who.as_ref().map(|p| p.name.clone());
+        let principal = remote.clone().unwrap_or_else(|| Arc::from("local"));
         let ct = context.ct.clone();
-        let scope = CallScope::new(notifier(&context), ct.clone());
+        let scope = CallScope::new(notifier(&context), ct.clone(), remote);
+        // A 2026-07-28 call may ask for log lines of what it causes (a session that set a level
+        // hears of them anyway).
+        let call_log = context
+            .meta
+            .log_level()
+            .filter(|_| !self.log_level.is_set())
+            .map(|level| (CallLog::start(self.audience(who), level), context.peer.clone()));
         let result = match self.for_caller(&context) {
             Ok(server) => {
                 let as_task = wants_task(&request, &context);
@@ -157,6 +169,9 @@ impl SandboxServer {
             }
             Err(e) => Err(e),
         };
+        if let Some((log, peer)) = call_log {
+            log.send(&peer).await;
+        }
         let outcome = match &result {
             _ if ct.is_cancelled() => Outcome::Cancelled,
             Ok(CallToolResponse::Complete(r)) if r.is_error == Some(true) => Outcome::ToolError,
@@ -177,6 +192,15 @@ impl SandboxServer {
 }
 
 impl SandboxServer {
+    /// Who hears of events as `who` (none: the local user) in this server: its sandboxes, and
+    /// the servers its code may use (a remote principal: its tokens line's, as in `for_caller`).
+    pub(super) fn audience(&self, who: Option<Principal>) -> Audience {
+        match who {
+            Some(p) => Audience::new(Some(p.name), self.tenancy.clone(), Allowed::Only(p.mcp_servers)),
+            None => Audience::new(None, self.tenancy.clone(), self.mcp_allowed.clone()),
+        }
+    }
+
     /// Applies what a call did to the session's default sandbox. A sandbox named by an id only
     /// becomes the default if it is open to this caller: a mistyped id must not replace a
     /// default that still works. (`usage` is a lookup in local bookkeeping, cheap on every

@@ -65,6 +65,7 @@ impl ServerHandler for SandboxServer {
             .enable_tools()
             .enable_tool_list_changed()
             .enable_resources()
+            .enable_resources_list_changed()
             .enable_tasks()
             .enable_completions()
             .enable_logging()
@@ -118,18 +119,15 @@ impl ServerHandler for SandboxServer {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        // Tell the client when the servers code may call change (started, died, new tools),
-        // until it goes away.
-        let Some(gateway) = &self.code_mode else { return };
-        let mut changes = gateway.changes();
-        let peer = context.peer;
-        tokio::spawn(async move {
-            while Gateway::next_change(&mut changes).await {
-                if peer.notify_tool_list_changed().await.is_err() {
-                    break;
-                }
-            }
-        });
+        // Tell a 2025-11-25 session what changes under it (code mode's servers, its sandboxes,
+        // log lines once it asks for them), until it goes away.
+        let principal = super::calls::principal_in(&context.extensions);
+        super::notices::follow_session(
+            self.audience(principal),
+            self.log_level.clone(),
+            self.code_mode.as_ref().map(|g| g.changes()),
+            context.peer,
+        );
     }
 
     async fn call_tool(
@@ -174,38 +172,28 @@ impl ServerHandler for SandboxServer {
         Ok(self.resource_templates())
     }
 
-    /// `subscriptions/listen` (2026-07-28): a stream for tool list changes, which code mode's
-    /// servers cause when they start, stop or change their tools.
+    /// `subscriptions/listen` (2026-07-28): tool list changes, which code mode's servers cause
+    /// when they start, stop or change their tools, and resource list changes, as the
+    /// caller's sandboxes come and go.
     fn accepted_subscription_filter(
         &self,
         requested: &rmcp::model::SubscriptionFilter,
     ) -> Option<rmcp::model::SubscriptionFilter> {
         let mut accepted = rmcp::model::SubscriptionFilter::new();
         accepted.tools_list_changed = requested.tools_list_changed.filter(|on| *on);
+        accepted.resources_list_changed = requested.resources_list_changed.filter(|on| *on);
         Some(accepted)
     }
 
     async fn listen(&self, subscription: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
-        let Some(gateway) = &self.code_mode else {
-            subscription.cancelled().await;
-            return Ok(());
-        };
-        let mut changes = gateway.changes();
-        loop {
-            tokio::select! {
-                _ = subscription.cancelled() => return Ok(()),
-                changed = Gateway::next_change(&mut changes) => {
-                    if !changed {
-                        subscription.cancelled().await;
-                        return Ok(());
-                    }
-                    let note = rmcp::model::ServerNotification::ToolListChangedNotification(Default::default());
-                    if subscription.sink().send(note).await.is_err() {
-                        return Ok(());
-                    }
-                }
-            }
-        }
+        let principal = super::calls::principal_of(subscription.request_context());
+        super::notices::serve_listen(
+            self.audience(principal),
+            self.code_mode.as_ref().map(|g| g.changes()),
+            subscription,
+        )
+        .await;
+        Ok(())
     }
 
     async fn complete(

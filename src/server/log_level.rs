@@ -1,7 +1,6 @@
-//! The log level a session asked for with `logging/setLevel`. Log notifications go only to a
-//! session that asked, and only at or above its level; they carry what a user would want to
-//! see (a sandbox created for a call, an interpreter reset), never code, file contents or
-//! secrets.
+//! The log level a session asked for with `logging/setLevel` (or a 2026-07-28 call in its
+//! `_meta`). Log notifications go only to whoever asked, and only at or above its level; what
+//! they say is in `notices`.
 //!
 //! rmcp marks logging deprecated (SEP-2577 drops it after 2026-07-28), but clients of 2025-11-25
 //! use it and that revision's conformance requirements include it.
@@ -9,9 +8,7 @@
 
 use std::sync::Mutex;
 
-use rmcp::RoleServer;
-use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
-use rmcp::service::Peer;
+use rmcp::model::LoggingLevel;
 
 use crate::lock::Locked as _;
 
@@ -36,23 +33,14 @@ impl LogLevel {
         *self.0.locked() = Some(level);
     }
 
+    pub fn is_set(&self) -> bool {
+        self.0.locked().is_some()
+    }
+
     /// Whether a message at `level` goes out.
     pub fn wants(&self, level: LoggingLevel) -> bool {
         self.0.locked().is_some_and(|asked| rank(level) >= rank(asked))
     }
-}
-
-/// Sends `text` as a log notification when the session asked for `level` or below.
-pub fn log(asked: &LogLevel, peer: &Peer<RoleServer>, level: LoggingLevel, text: String) {
-    if !asked.wants(level) {
-        return;
-    }
-    let peer = peer.clone();
-    tokio::spawn(async move {
-        let message = LoggingMessageNotificationParam::new(level, serde_json::Value::String(text))
-            .with_logger("mcp-code-sandbox");
-        let _ = peer.notify_logging_message(message).await;
-    });
 }
 
 #[cfg(test)]

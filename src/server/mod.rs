@@ -15,6 +15,7 @@ mod history;
 mod log_level;
 mod mime;
 mod notebook;
+mod notices;
 mod outputs;
 mod reply;
 mod request_id;

@@ -203,6 +203,7 @@ impl Interpreter for WasmBackend {
                 sb.id.clone()
             }
         };
+        crate::sandbox::events::opened(&id);
         self.warm_spare();
         Ok(SandboxInfo {
             sandbox_id: id,
@@ -284,6 +285,7 @@ impl Interpreter for WasmBackend {
             });
         }
         let sb = self.ctx.registry.get(id)?;
+        crate::sandbox::call_scope::acting_on(id);
         // Holding the interpreter's lock keeps installs and runs in one sandbox in order.
         let mut slot = sb.slot.lock().await;
         if sb.closing.is_cancelled() {
@@ -349,6 +351,7 @@ impl Interpreter for WasmBackend {
             self.ctx.registry.remove(&into.id);
             return Err(e);
         }
+        crate::sandbox::events::opened(&into.id);
         Ok(SandboxInfo {
             sandbox_id: into.id.clone(),
             backend: "wasm".into(),

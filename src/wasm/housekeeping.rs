@@ -64,8 +64,13 @@ async fn suspend_idle(r: &Registry, idle: Duration) {
         };
         if slot.session.is_some() {
             tracing::info!("suspending sandbox {}: idle for over {} s", sb.id, idle.as_secs());
-            if let Err(e) = persist::save(&sb, &mut slot, true).await {
-                tracing::warn!("could not suspend sandbox {}: {e}", sb.id);
+            match persist::save(&sb, &mut slot, true).await {
+                Err(e) => tracing::warn!("could not suspend sandbox {}: {e}", sb.id),
+                Ok(()) if slot.session.is_none() => super::live::suspended(
+                    &sb.id,
+                    &format!("unused for over {} s, CODE_SANDBOX_IDLE_SECONDS", idle.as_secs()),
+                ),
+                Ok(()) => {}
             }
         }
     }

@@ -62,8 +62,21 @@ pub async fn suspend(sb: &Arc<Sandbox>, why: &str) -> bool {
     let gone = slot.session.is_none();
     if gone {
         tracing::info!("suspended sandbox {} ({why}); its next use restores it", sb.id);
+        suspended(&sb.id, why);
     }
     gone
+}
+
+/// Tells the sandbox's owner it was suspended, and why.
+pub fn suspended(id: &str, why: &str) {
+    use crate::sandbox::events::{Severity, sandbox_log};
+    sandbox_log(
+        id,
+        Severity::Info,
+        format!(
+            "sandbox {id} was suspended ({why}); its variables and files are kept, and its next use restores it"
+        ),
+    );
 }
 
 /// The cap on live interpreters, over one registry.

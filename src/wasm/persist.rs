@@ -138,6 +138,11 @@ pub async fn resume(
         Ok(session) => {
             slot.session = Some(session);
             slot.saved = false;
+            crate::sandbox::events::sandbox_log(
+                &sb.id,
+                crate::sandbox::events::Severity::Info,
+                format!("sandbox {} was restored from its saved state", sb.id),
+            );
         }
         Err(e @ SessionError::BudgetFull) => {
             return Err(SandboxError::MemoryBusy(format!(

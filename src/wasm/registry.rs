@@ -14,6 +14,7 @@ use super::record::{Meta, Origin, Sandbox};
 use crate::disk_quota::{DiskQuota, tree_cost};
 use crate::lock::Locked;
 use crate::runtime::Layout;
+use crate::sandbox::events;
 use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::retention::{Gone, Why};
 use crate::sandbox::{Limits, SandboxError};
@@ -212,6 +213,11 @@ impl Registry {
         let stale: Vec<String> = self.idle(idle).into_iter().map(|sb| sb.id.clone()).collect();
         for id in stale {
             tracing::info!("deleting sandbox {id}: unused for over {} s", idle.as_secs());
+            events::sandbox_log(
+                &id,
+                events::Severity::Warning,
+                format!("sandbox {id} was deleted: unused for over {} s", idle.as_secs()),
+            );
             self.delete(&id, why).await;
         }
     }
@@ -322,6 +328,7 @@ impl Registry {
             .open
             .remove(id)
             .ok_or_else(|| SandboxError::NotFound(id.to_string()))?;
+        events::closed(id);
         sb.closing.cancel();
         // Wait for the running call (now cancelled) to let go, then drop its Store.
         let mut slot = sb.slot.lock().await;

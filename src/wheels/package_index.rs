@@ -185,6 +185,9 @@ impl PackageIndex {
             crate::sandbox::call_scope::report(|| format!("downloading {}", file.filename));
             download(&self.client, file, &self.cache).await?;
             tracing::info!("fetched {} from the package index", file.filename);
+            crate::sandbox::events::call_log(crate::sandbox::events::Severity::Info, || {
+                format!("fetched {} from the package index", file.filename)
+            });
             fetched.push(file.filename.clone());
             self.prune(&fetched);
         }

@@ -68,35 +68,6 @@ impl SandboxServer {
 }
 
 impl SandboxServer {
-    /// Log notifications (for a session that asked) of what a user would want to know about
-    /// a call beyond its result: a sandbox created for it, an interpreter reset.
-    #[allow(deprecated)]
-    fn log_what_happened(
-        &self,
-        id: &str,
-        ex: &Execution,
-        notes: &[String],
-        context: &RequestContext<RoleServer>,
-    ) {
-        use rmcp::model::LoggingLevel;
-        let log =
-            |level, text: String| crate::server::log_level::log(&self.log_level, &context.peer, level, text);
-        if notes.iter().any(|n| n.starts_with("Created sandbox")) {
-            log(
-                LoggingLevel::Info,
-                format!("created sandbox {id} for a call without sandbox_id"),
-            );
-        }
-        if ex.state_lost {
-            log(
-                LoggingLevel::Warning,
-                format!(
-                    "sandbox {id}: the interpreter was reset; variables and imports are gone, files remain"
-                ),
-            );
-        }
-    }
-
     /// Options of a call that runs code: its time limit, the client's cancellation, progress,
     /// and the downstream tools its code may call.
     fn exec_options(&self, timeout: Option<Duration>, context: &RequestContext<RoleServer>) -> ExecOptions {
@@ -200,7 +171,15 @@ impl SandboxServer {
         );
         self.history
             .record(&id, &crate::server::history::Cell::new(&a.code, &ex));
-        self.log_what_happened(&id, &ex, &notes, &context);
+        if ex.state_lost {
+            crate::sandbox::events::sandbox_log(
+                &id,
+                crate::sandbox::events::Severity::Warning,
+                format!(
+                    "sandbox {id}: the interpreter was reset; variables and imports are gone, files remain"
+                ),
+            );
+        }
         Ok(self.exec_result(id, ex, notes, true).await)
     }
 

@@ -1,0 +1,231 @@
+//! Sandbox and code-mode events (see [`events`]) as MCP notifications: log lines to a
+//! 2025-11-25 session that asked with `logging/setLevel` and to a 2026-07-28 call whose
+//! `_meta` carries a level, and list changes to sessions and `subscriptions/listen` streams.
+//! Each listener hears only of its own principal's sandboxes and of the servers its code may
+//! use: an event names a sandbox id, which is another principal's business.
+//!
+//! rmcp marks logging deprecated (SEP-2577 drops `logging/setLevel` after 2026-07-28), but
+//! 2025-11-25 clients use it, and 2026-07-28 keeps the per-request level.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+use rmcp::service::Peer;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::log_level::LogLevel;
+use crate::downstream::Allowed;
+use crate::sandbox::events::{self, About, Event, Severity, What};
+use crate::tenancy::Tenancy;
+
+/// How often a session's listener checks that its client is still there when nothing happens.
+const LIVENESS: Duration = Duration::from_secs(30);
+
+/// Who hears of an event: one principal's view (or, over stdio, the one local user).
+#[derive(Clone)]
+pub struct Audience {
+    /// Remote mode: the principal and the tenancy that knows who owns what.
+    principal: Option<(Arc<str>, Arc<Tenancy>)>,
+    mcp_allowed: Allowed,
+}
+
+impl Audience {
+    pub fn new(principal: Option<Arc<str>>, tenancy: Option<Arc<Tenancy>>, mcp_allowed: Allowed) -> Self {
+        Audience {
+            principal: principal.zip(tenancy),
+            mcp_allowed,
+        }
+    }
+
+    pub fn hears(&self, e: &Event) -> bool {
+        match &e.about {
+            About::Server(name) => self.mcp_allowed.admits(name),
+            About::Sandbox(id) => {
+                let Some((me, tenancy)) = &self.principal else {
+                    return true;
+                };
+                // A sandbox just made has no owner on record yet; the call that made it does.
+                let owner = match e.what {
+                    What::Opened => e.by.clone(),
+                    _ => tenancy.owner_of(id).or_else(|| e.by.clone()),
+                };
+                owner.as_deref() == Some(&**me)
+            }
+        }
+    }
+}
+
+/// The log line an event makes, if any (a sandbox closing says nothing: the client did it,
+/// or a line said why before).
+fn log_line(e: &Event) -> Option<(LoggingLevel, String)> {
+    match (&e.what, &e.about) {
+        (What::Log(Severity::Info, text), _) => Some((LoggingLevel::Info, text.clone())),
+        (What::Log(Severity::Warning, text), _) => Some((LoggingLevel::Warning, text.clone())),
+        (What::Opened, About::Sandbox(id)) => Some((LoggingLevel::Info, format!("sandbox {id} was created"))),
+        _ => None,
+    }
+}
+
+/// Sends one log notification; false once the client is gone.
+pub async fn send_log(peer: &Peer<RoleServer>, level: LoggingLevel, text: String) -> bool {
+    let message = LoggingMessageNotificationParam::new(level, serde_json::Value::String(text))
+        .with_logger("mcp-code-sandbox");
+    peer.notify_logging_message(message).await.is_ok()
+}
+
+/// Keeps a 2025-11-25 session told, until it goes away: tool list changes (code mode's servers
+/// started, died, changed their tools), resource list changes (its sandboxes came or went),
+/// and, once it asked for a level, log lines at or above it.
+pub fn follow_session(
+    audience: Audience,
+    level: Arc<LogLevel>,
+    tools: Option<tokio::sync::watch::Receiver<u64>>,
+    peer: Peer<RoleServer>,
+) {
+    let mut rx = events::subscribe();
+    tokio::spawn(async move {
+        let mut tools = tools;
+        loop {
+            let tool_change = async {
+                match tools.as_mut() {
+                    Some(t) => crate::downstream::Gateway::next_change(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let sent = tokio::select! {
+                changed = tool_change => {
+                    if !changed {
+                        tools = None;
+                        continue;
+                    }
+                    peer.notify_tool_list_changed().await.is_ok()
+                }
+                event = rx.recv() => match event {
+                    Ok(e) if audience.hears(&e) => {
+                        let listed = !matches!(e.what, What::Opened | What::Closed)
+                            || peer.notify_resource_list_changed().await.is_ok();
+                        match log_line(&e) {
+                            Some((l, text)) if level.wants(l) => listed && send_log(&peer, l, text).await,
+                            _ => listed,
+                        }
+                    }
+                    Ok(_) | Err(RecvError::Lagged(_)) => true,
+                    Err(RecvError::Closed) => false,
+                },
+                _ = tokio::time::sleep(LIVENESS) => !peer.is_transport_closed(),
+            };
+            if !sent {
+                break;
+            }
+        }
+    });
+}
+
+/// Serves one `subscriptions/listen` stream until the client ends it: the changes its filter
+/// accepted (see the handler's `accepted_subscription_filter`).
+pub async fn serve_listen(
+    audience: Audience,
+    tools: Option<tokio::sync::watch::Receiver<u64>>,
+    subscription: rmcp::service::SubscriptionContext,
+) {
+    use rmcp::model::ServerNotification;
+    let accepted = subscription.accepted().clone();
+    let mut tools = tools.filter(|_| accepted.tools_list_changed == Some(true));
+    let mut rx = (accepted.resources_list_changed == Some(true)).then(events::subscribe);
+    loop {
+        let tool_change = async {
+            match tools.as_mut() {
+                Some(t) => crate::downstream::Gateway::next_change(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        let sandbox_change = async {
+            match rx.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let note = tokio::select! {
+            _ = subscription.cancelled() => return,
+            changed = tool_change => {
+                if !changed {
+                    tools = None;
+                    continue;
+                }
+                ServerNotification::ToolListChangedNotification(Default::default())
+            }
+            event = sandbox_change => match event {
+                Ok(e) if matches!(e.what, What::Opened | What::Closed) && audience.hears(&e) => {
+                    ServerNotification::ResourceListChangedNotification(Default::default())
+                }
+                Ok(_) | Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => {
+                    rx = None;
+                    continue;
+                }
+            },
+        };
+        if subscription.sink().send(note).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The log lines one call's events make, for a 2026-07-28 call that asked for `level`: what
+/// happened to its principal's sandboxes and servers while it ran. Read once the call is done,
+/// so they are sent on its own stream before its result.
+pub struct CallLog {
+    rx: tokio::sync::broadcast::Receiver<Event>,
+    audience: Audience,
+    level: LogLevel,
+}
+
+impl CallLog {
+    /// Starts listening before the call runs, so nothing it causes is missed.
+    pub fn start(audience: Audience, level: LoggingLevel) -> Self {
+        let asked = LogLevel::default();
+        asked.set(level);
+        CallLog {
+            rx: events::subscribe(),
+            audience,
+            level: asked,
+        }
+    }
+
+    /// Sends what the call caused that its client asked to hear.
+    pub async fn send(mut self, peer: &Peer<RoleServer>) {
+        while let Ok(e) = self.rx.try_recv() {
+            if let Some((l, text)) = log_line(&e)
+                && self.level.wants(l)
+                && self.audience.hears(&e)
+                && !send_log(peer, l, text).await
+            {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(about: About, by: Option<&str>, what: What) -> Event {
+        Event {
+            about,
+            by: by.map(Arc::from),
+            what,
+        }
+    }
+
+    #[test]
+    fn a_local_user_hears_of_every_sandbox_and_only_allowed_servers() {
+        let a = Audience::new(None, None, Allowed::Only(Arc::from(vec!["files".to_string()])));
+        assert!(a.hears(&event(About::Sandbox("sbx-1".into()), None, What::Closed)));
+        assert!(a.hears(&event(About::Server("files".into()), None, What::Opened)));
+        assert!(!a.hears(&event(About::Server("mail".into()), None, What::Opened)));
+    }
+}
