@@ -57,6 +57,8 @@ enum State {
 
 /// How long a server that failed to start is reported down before a use tries again.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// How long listing the tools again after a change may take before the old list stands.
+const RELIST: Duration = Duration::from_secs(10);
 
 pub struct Link {
     pub name: String,
@@ -81,6 +83,8 @@ pub struct Link {
 struct Client {
     stale: Arc<std::sync::atomic::AtomicBool>,
     changed: Arc<dyn Fn() + Send + Sync>,
+    /// Its link, to list the tools again when the server says they changed.
+    link: std::sync::Weak<Link>,
 }
 
 impl ClientHandler for Client {
@@ -91,9 +95,24 @@ impl ClientHandler for Client {
         )
     }
 
+    /// Lists the tools again at once, so the next `tools/list` our client makes describes
+    /// them (off the connection's task: the listing is a request on the same connection).
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.stale.store(true, std::sync::atomic::Ordering::SeqCst);
-        (self.changed)();
+        let Some(link) = self.link.upgrade() else { return };
+        let changed = self.changed.clone();
+        tokio::spawn(async move {
+            match link.live() {
+                Some(live) => {
+                    let (_, tools) = link.fresh(live.clone(), Instant::now() + RELIST).await;
+                    // `fresh` says so itself when the listing came back.
+                    if Arc::ptr_eq(&tools, &live.1) {
+                        changed();
+                    }
+                }
+                None => changed(),
+            }
+        });
     }
 }
 
@@ -283,11 +302,12 @@ impl Link {
         });
     }
 
-    async fn connect(&self, reach: &Reach) -> Result<Conn, String> {
+    async fn connect(self: &Arc<Self>, reach: &Reach) -> Result<Conn, String> {
         let stale = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let client = Client {
             stale: stale.clone(),
             changed: self.changed.clone(),
+            link: Arc::downgrade(self),
         };
         let skipped = Arc::new(Skipped::default());
         let (service, child) = match reach {

@@ -2,8 +2,9 @@
 //! one inside Claude Desktop and Claude Code), which validates every result: over stdio
 //! (client.test.mjs), over streamable HTTP in remote mode (http.test.mjs), and past its own
 //! 60 s request timeout, where background runs carry the work (long.test.mjs), code mode's
-//! results (code_mode.test.mjs), network results (network.test.mjs), and signing in with
-//! OAuth as Claude's connectors do (oauth.test.mjs).
+//! results (code_mode.test.mjs), network results (network.test.mjs), signing in with OAuth as
+//! Claude's connectors do (oauth.test.mjs), and revision 2026-07-28 through the SDK's v2
+//! client over both transports (rev2026.test.mjs).
 
 use crate::common;
 
@@ -24,6 +25,7 @@ fn the_typescript_sdk_accepts_every_result() {
             "code_mode.test.mjs",
             "network.test.mjs",
             "oauth.test.mjs",
+            "rev2026.test.mjs",
         ])
         .current_dir(&dir)
         .env("MCP_CODE_SANDBOX_BIN", env!("CARGO_BIN_EXE_mcp-code-sandbox"))

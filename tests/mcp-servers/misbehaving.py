@@ -6,7 +6,9 @@ its first argument names:
                  the file LOG, so a test can tell whether a denied tool ever ran;
     stuck        reads its input and never answers, so it never finishes starting;
     huge-list    lists one tool with a 20 MB description;
-    deep         its tool `deep` answers with JSON nested 400 levels.
+    deep         its tool `deep` answers with JSON nested 400 levels;
+    changing     its tool `learn` adds a tool `learned` and says its list changed; its tool
+                 `crash` ends the process without answering, as a server that dies would.
 
 Plain JSON-RPC over stdio with the standard library only: initialize, tools/list, tools/call.
 """
@@ -16,7 +18,10 @@ import sys
 import unicodedata
 
 MODE = sys.argv[1]
-TOOLS = ["delete_all", "admin_reset", "read_notes"] if MODE == "loose" else ["deep"]
+TOOLS = {
+    "loose": ["delete_all", "admin_reset", "read_notes"],
+    "changing": ["learn", "crash"],
+}.get(MODE, ["deep"])
 
 
 def loose(name):
@@ -27,6 +32,13 @@ def call(name):
     """The result of tools/call, as JSON text."""
     if MODE == "deep":
         return '{"content": [], "structuredContent": {"v": ' + "[" * 400 + "1" + "]" * 400 + "}}"
+    if MODE == "changing":
+        if name == "crash":
+            sys.exit(3)
+        if name == "learn" and "learned" not in TOOLS:
+            TOOLS.append("learned")
+            sys.stdout.write('{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}\n')
+        return json.dumps({"content": [{"type": "text", "text": json.dumps({"tools": TOOLS})}]})
     found = next((n for n in TOOLS if n == loose(name)), None)
     if found is None:
         return json.dumps({"content": [{"type": "text", "text": f"no tool {name!r}"}], "isError": True})
@@ -42,7 +54,7 @@ def answer(request):
         return json.dumps(
             {
                 "protocolVersion": request["params"].get("protocolVersion", "2025-06-18"),
-                "capabilities": {"tools": {}},
+                "capabilities": {"tools": {"listChanged": True}},
                 "serverInfo": {"name": "misbehaving", "version": "1"},
             }
         )
