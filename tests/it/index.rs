@@ -14,9 +14,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 /// A server process on a loopback port; killed on drop.
-struct Served {
+pub(crate) struct Served {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
 }
 
 impl Drop for Served {
@@ -51,13 +51,13 @@ fn serve(cmd: impl Fn(u16) -> Command, path: &str) -> Served {
 }
 
 /// The pinned wheels, downloaded once into tests/index/packages.
-fn pinned_wheels() -> PathBuf {
+pub(crate) fn pinned_wheels() -> PathBuf {
     xtask::pyvenv::wheels(&common::repo_root().join("tests/index"), &|m| common::progress(m))
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// pypiserver serving `dir` (see `xtask::pyvenv::pypiserver`).
-fn pypiserver(dir: &Path) -> Served {
+pub(crate) fn pypiserver(dir: &Path) -> Served {
     let venv_dir = common::repo_root().join("tests/index");
     serve(|port| xtask::pyvenv::pypiserver(&venv_dir, dir, port), "/health")
 }

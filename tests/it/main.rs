@@ -25,6 +25,7 @@ mod layers;
 mod lifecycle;
 mod limits;
 mod network;
+mod notices;
 mod oauth;
 mod packages;
 mod persistence;
