@@ -39,6 +39,22 @@ struct Fixtures {
     subscribed: Arc<Mutex<HashSet<String>>>,
     /// `test_trigger_tool_change` fans a tool-list change out to the open listen streams.
     tools_changed: tokio::sync::broadcast::Sender<()>,
+    /// Tasks that wait for the client's input (`confirm_delete`, `multi_input`).
+    waiting: Arc<Mutex<std::collections::HashMap<String, Waiting>>>,
+}
+
+/// A task that waits for the client's answers: the server's runs never ask for input, so the
+/// tasks extension's input scenarios have these fixtures of their own, beside the real tasks.
+struct Waiting {
+    created_at: String,
+    /// The questions not answered yet.
+    pending: serde_json::Map<String, Value>,
+    answers: Vec<String>,
+    cancelled: bool,
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 fn from<T: serde::de::DeserializeOwned>(v: Value) -> T {
@@ -124,7 +140,98 @@ fn fixture_tools() -> Vec<Tool> {
     .map(|(name, description, schema)| {
         from(json!({"name": name, "description": description, "inputSchema": schema}))
     })
+    .chain(task_tools())
+    .chain(std::iter::once(from(json!({
+        "name": "json_schema_2020_12_tool",
+        "description": "Tool with JSON Schema 2020-12 features",
+        "inputSchema": {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+            "properties": {
+                "name": {"type": "string"},
+                "address": {"$ref": "#/$defs/address"},
+                "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+                "phone": {"type": "string"},
+                "email": {"type": "string"}
+            },
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+            "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
+            "additionalProperties": false
+        }
+    }))))
     .collect()
+}
+
+/// The tasks extension's fixtures (SEP-2663). `greet` answers at once; the others are real
+/// background runs of Python in real sandboxes, answered as the real server's tasks.
+fn task_tools() -> Vec<Tool> {
+    let none = json!({"type": "object", "properties": {}});
+    [
+        (
+            "greet",
+            "Says hello (sync only)",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}),
+            None,
+        ),
+        (
+            "slow_compute",
+            "Sleeps `seconds` in a sandbox, then answers (a background run)",
+            json!({"type": "object", "properties": {"seconds": {"type": "number"}, "label": {"type": "string"}}}),
+            Some("optional"),
+        ),
+        (
+            "failing_job",
+            "Python that raises after about a second (a background run)",
+            none.clone(),
+            Some("required"),
+        ),
+        (
+            "protocol_error_job",
+            "A run whose sandbox is closed under it: the task fails",
+            none.clone(),
+            Some("optional"),
+        ),
+        (
+            "confirm_delete",
+            "Asks the client to confirm, then says the file is deleted",
+            json!({"type": "object", "properties": {"filename": {"type": "string"}}}),
+            Some("optional"),
+        ),
+        (
+            "multi_input",
+            "Asks the client two questions at once",
+            none.clone(),
+            Some("optional"),
+        ),
+        (
+            "test_tool_with_task",
+            "Asks for a name (input required), then greets it from a background run",
+            none,
+            Some("required"),
+        ),
+    ]
+    .into_iter()
+    .map(|(name, description, schema, support)| {
+        let mut tool = json!({"name": name, "description": description, "inputSchema": schema});
+        if let Some(support) = support {
+            tool["execution"] = json!({"taskSupport": support});
+        }
+        from(tool)
+    })
+    .collect()
+}
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether this request may be answered with a task: the client declared the tasks extension
+/// for its session or on this request.
+fn speaks_tasks(p: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> bool {
+    client_capabilities(p, context)["extensions"].get(TASKS).is_some()
+        || context.client_capabilities().is_some_and(|c| c.supports_tasks())
 }
 
 impl Fixtures {
@@ -573,6 +680,188 @@ fn client_capabilities(p: &CallToolRequestParams, context: &RequestContext<RoleS
     from_params.or(from_context).unwrap_or(Value::Null)
 }
 
+impl Fixtures {
+    /// Calls one of the real server's tools with `args` (and this request's `_meta`).
+    async fn real_tool(
+        &self,
+        name: &'static str,
+        args: Value,
+        p: &CallToolRequestParams,
+        c: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let mut call = CallToolRequestParams::new(name);
+        call.arguments = args.as_object().cloned();
+        call.meta = p.meta.clone();
+        self.real.call_tool(call, c.clone()).await
+    }
+
+    /// A sandbox of its own for one job: two jobs at once never share one.
+    async fn sandbox(&self, c: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+        let made = self
+            .real
+            .call_tool(CallToolRequestParams::new("create_sandbox"), c.clone())
+            .await?;
+        let CallToolResponse::Complete(r) = made else {
+            return Err(ErrorData::internal_error("create_sandbox did not complete", None));
+        };
+        r.structured_content
+            .as_ref()
+            .and_then(|v| v["sandbox_id"].as_str())
+            .map(str::to_string)
+            .ok_or_else(|| ErrorData::internal_error(format!("no sandbox was made: {r:?}"), None))
+    }
+
+    /// Python code run as a real background run in a new sandbox: a task when the client
+    /// speaks tasks, else the run's start as a plain result.
+    async fn job(
+        &self,
+        code: String,
+        p: &CallToolRequestParams,
+        c: &RequestContext<RoleServer>,
+    ) -> Result<(String, CallToolResponse), ErrorData> {
+        let sb = self.sandbox(c).await?;
+        let args = json!({"sandbox_id": sb, "code": code, "background": true});
+        Ok((sb, self.real_tool("execute_code", args, p, c).await?))
+    }
+
+    /// The tasks extension's fixtures; `None` when `p` names none.
+    async fn task_fixture(
+        &self,
+        p: &CallToolRequestParams,
+        c: &RequestContext<RoleServer>,
+    ) -> Option<Result<CallToolResponse, ErrorData>> {
+        let args = p.arguments.clone().unwrap_or_default();
+        Some(match p.name.as_ref() {
+            "greet" => Ok(CallToolResponse::Complete(text(&format!(
+                "Hello, {}!",
+                args.get("name").and_then(Value::as_str).unwrap_or("world")
+            )))),
+            "slow_compute" => {
+                let seconds = args
+                    .get("seconds")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(1.0)
+                    .clamp(0.0, 300.0);
+                let label = args
+                    .get("label")
+                    .and_then(Value::as_str)
+                    .unwrap_or("slow_compute");
+                // A JSON string is a Python string literal too.
+                let code = format!(
+                    "import time\ntime.sleep({seconds})\nprint({} + ' done after {seconds} s')",
+                    json!(label)
+                );
+                self.job(code, p, c).await.map(|(_, r)| r)
+            }
+            "failing_job" if !speaks_tasks(p, c) => {
+                let needed: rmcp::model::ClientCapabilities = from(json!({"extensions": {TASKS: {}}}));
+                Err(ErrorData::missing_required_client_capability(needed))
+            }
+            "failing_job" => {
+                let code =
+                    "import time\ntime.sleep(1)\nraise RuntimeError('failing_job fails, as it always does')";
+                self.job(code.into(), p, c).await.map(|(_, r)| r)
+            }
+            "protocol_error_job" => {
+                let code = "import time\ntime.sleep(60)";
+                match self.job(code.into(), p, c).await {
+                    Ok((sb, r)) => {
+                        // Its sandbox is closed under it, as an operator or an expiry would.
+                        let me = self.clone();
+                        let (p, c) = (p.clone(), c.clone());
+                        tokio::spawn(async move {
+                            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                            let _ = me
+                                .real_tool("close_sandbox", json!({"sandbox_id": sb}), &p, &c)
+                                .await;
+                        });
+                        Ok(r)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            "confirm_delete" | "multi_input" => {
+                let mut pending = serde_json::Map::new();
+                if p.name == "confirm_delete" {
+                    let file = args.get("filename").and_then(Value::as_str).unwrap_or("the file");
+                    pending.insert(
+                        "confirm".into(),
+                        elicit_request(&format!("Delete {file}?"), "confirm", "boolean"),
+                    );
+                } else {
+                    pending.insert("first".into(), elicit_request("First answer?", "value", "string"));
+                    pending.insert(
+                        "second".into(),
+                        elicit_request("Second answer?", "value", "string"),
+                    );
+                }
+                let id = format!("wait-{}", uuid::Uuid::new_v4().simple());
+                let created_at = now();
+                let task = rmcp::model::Task::new(
+                    &id,
+                    rmcp::model::TaskStatus::InputRequired,
+                    &created_at,
+                    &created_at,
+                )
+                .with_poll_interval_ms(200);
+                self.waiting.lock().unwrap().insert(
+                    id,
+                    Waiting {
+                        created_at,
+                        pending,
+                        answers: Vec::new(),
+                        cancelled: false,
+                    },
+                );
+                Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task)))
+            }
+            "test_tool_with_task" if !speaks_tasks(p, c) => {
+                let needed: rmcp::model::ClientCapabilities = from(json!({"extensions": {TASKS: {}}}));
+                Err(ErrorData::missing_required_client_capability(needed))
+            }
+            "test_tool_with_task" => match p.input_responses.as_ref().filter(|r| r.contains_key("user_name"))
+            {
+                // The answer gathered, the work goes on as a real background run.
+                Some(r) => {
+                    let name = answered(r, "user_name", "name");
+                    let code = format!("print('Hello, ' + {} + '!')", json!(name));
+                    let mut job = p.clone();
+                    job.request_state = None;
+                    self.job(code, &job, c).await.map(|(_, r)| r)
+                }
+                None => Ok(input_required(
+                    json!({"user_name": elicit_request("What is your name?", "name", "string")}),
+                    None,
+                )),
+            },
+            _ => return None,
+        })
+    }
+
+    /// A waiting task's state, if `id` is one.
+    fn waiting_task(&self, id: &str) -> Option<rmcp::model::GetTaskResult> {
+        use rmcp::model::{DetailedTask, GetTaskResult, Task, TaskPayload};
+        let all = self.waiting.lock().unwrap();
+        let w = all.get(id)?;
+        let payload = if w.cancelled {
+            TaskPayload::Cancelled
+        } else if w.pending.is_empty() {
+            let said = format!("Done: {}", w.answers.join(", "));
+            TaskPayload::Completed {
+                result: json!({"content": [{"type": "text", "text": said}]})
+                    .as_object()
+                    .cloned()?,
+            }
+        } else {
+            TaskPayload::InputRequired {
+                input_requests: from(Value::Object(w.pending.clone())),
+            }
+        };
+        let task = Task::new(id, payload.status(), &w.created_at, now()).with_poll_interval_ms(200);
+        Some(GetTaskResult::new(DetailedTask::new(task, payload)))
+    }
+}
+
 impl ServerHandler for Fixtures {
     fn get_info(&self) -> ServerConfig {
         let mut info = self.real.get_info();
@@ -601,6 +890,9 @@ impl ServerHandler for Fixtures {
             return Ok(CallToolResponse::Complete(text("Mutation triggered")));
         }
         if let Some(answer) = mrtr(&p, &client_capabilities(&p, &c)) {
+            return answer;
+        }
+        if let Some(answer) = self.task_fixture(&p, &c).await {
             return answer;
         }
         match self.fixture(&p, &c).await {
@@ -756,6 +1048,50 @@ impl ServerHandler for Fixtures {
         }
     }
 
+    async fn get_task(
+        &self,
+        p: rmcp::model::GetTaskParams,
+        c: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        match self.waiting_task(&p.task_id) {
+            Some(t) => Ok(t),
+            None => self.real.get_task(p, c).await,
+        }
+    }
+
+    async fn update_task(
+        &self,
+        p: rmcp::model::UpdateTaskParams,
+        c: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Some(w) = self.waiting.lock().unwrap().get_mut(&p.task_id) {
+            for (key, answer) in &p.input_responses {
+                if answer.is_object() && w.pending.remove(key).is_some() {
+                    w.answers.push(format!(
+                        "{key}={}",
+                        answer.get("content").cloned().unwrap_or_default()
+                    ));
+                }
+            }
+            return Ok(());
+        }
+        self.real.update_task(p, c).await
+    }
+
+    async fn cancel_task(
+        &self,
+        p: rmcp::model::CancelTaskParams,
+        c: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Some(w) = self.waiting.lock().unwrap().get_mut(&p.task_id) {
+            if !w.pending.is_empty() {
+                w.cancelled = true;
+            }
+            return Ok(());
+        }
+        self.real.cancel_task(p, c).await
+    }
+
     #[allow(deprecated)]
     async fn set_level(
         &self,
@@ -796,6 +1132,7 @@ async fn main() -> anyhow::Result<()> {
         real,
         subscribed: Arc::default(),
         tools_changed: tokio::sync::broadcast::channel(16).0,
+        waiting: Arc::default(),
     };
     let service = StreamableHttpService::new(
         move || Ok(template.clone()),

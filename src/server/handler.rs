@@ -154,6 +154,16 @@ impl ServerHandler for SandboxServer {
         self.task_cancel(&request.task_id, &context)
     }
 
+    /// `tasks/update`: a run never waits for input, so there is nothing to deliver; the task
+    /// must still be the caller's.
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.task_status(&request.task_id, &context).map(|_| ())
+    }
+
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,

@@ -64,6 +64,9 @@ struct Progress {
     elapsed: Option<Duration>,
     /// Output or state changed since the files were last written.
     unsaved: bool,
+    /// Why it could not do its work (the backend failed, its sandbox was closed under it, the
+    /// server stopped): an MCP task says failed, where code that raised says completed.
+    failure: Option<String>,
 }
 
 pub struct Run {
@@ -99,6 +102,7 @@ impl Run {
                 result: None,
                 elapsed: None,
                 unsaved: true,
+                failure: None,
             }),
             version: watch::Sender::new(0),
         })
@@ -117,12 +121,13 @@ impl Run {
         self.version.send_modify(|v| *v += 1);
     }
 
-    /// Records how the run ended and its answer.
-    pub fn finish(&self, state: RunState, result: CallToolResult) {
+    /// Records how the run ended and its answer (and, if it could not do its work, why).
+    pub fn finish(&self, state: RunState, result: CallToolResult, failure: Option<String>) {
         {
             let mut p = self.progress.locked();
             p.state = state;
             p.result = Some(result);
+            p.failure = failure;
             p.elapsed = Some(self.started.elapsed());
             p.unsaved = true;
         }
@@ -131,6 +136,10 @@ impl Run {
 
     pub fn state(&self) -> RunState {
         self.progress.locked().state
+    }
+
+    pub fn failure(&self) -> Option<String> {
+        self.progress.locked().failure.clone()
     }
 
     /// Moves the run between queued and running: it got a slot and room for its interpreter,

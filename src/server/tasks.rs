@@ -39,16 +39,25 @@ impl SandboxServer {
         context: &RequestContext<RoleServer>,
     ) -> CallToolResponse {
         let args = request.arguments.unwrap_or_default();
+        let args_background = args.get("background").and_then(serde_json::Value::as_bool) == Some(true);
         let run = match self.execute_as_run(args, context).await {
             Ok(run) => run,
             Err(e) => return CallToolResponse::Complete(fail(e)),
         };
+        // `background: true` asks not to wait: the task answers at once.
+        if args_background {
+            return Self::created(&run);
+        }
         run.wait(INLINE, u64::MAX, u64::MAX, &context.ct).await;
         if let Some(result) = run.view(u64::MAX, u64::MAX, 0).result {
             return CallToolResponse::Complete(result);
         }
+        Self::created(&run)
+    }
+
+    fn created(run: &Run) -> CallToolResponse {
         CallToolResponse::Task(CreateTaskResult::new(
-            task_of(&run, TaskStatus::Working).with_status_message(format!(
+            task_of(run, TaskStatus::Working).with_status_message(format!(
                 "running in sandbox {}; get_run shows its output",
                 run.sandbox_id
             )),
@@ -77,10 +86,17 @@ impl SandboxServer {
     ) -> Result<GetTaskResult, ErrorData> {
         let run = self.task_run(task_id, context)?;
         let view = run.view(u64::MAX, u64::MAX, 0);
-        let payload = match (view.state, view.result) {
-            (RunState::Queued | RunState::Running, _) | (_, None) => TaskPayload::Working,
-            (RunState::Cancelled, _) => TaskPayload::Cancelled,
-            (_, Some(result)) => TaskPayload::Completed {
+        let payload = match (view.state, view.result, run.failure()) {
+            (RunState::Queued | RunState::Running, ..) | (_, None, _) => TaskPayload::Working,
+            // The task could not do its work: a failure of the protocol's kind, not a result.
+            (_, _, Some(why)) => TaskPayload::Failed {
+                error: serde_json::json!({"code": rmcp::model::ErrorCode::INTERNAL_ERROR.0, "message": why})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            },
+            (RunState::Cancelled, ..) => TaskPayload::Cancelled,
+            (_, Some(result), None) => TaskPayload::Completed {
                 result: serde_json::to_value(result)
                     .ok()
                     .and_then(|v| v.as_object().cloned())

@@ -133,6 +133,7 @@ impl SandboxServer {
             run.finish(
                 RunState::Cancelled,
                 fail("the run was cancelled before it started; nothing of it ran"),
+                None,
             );
             run.save(self.backend.files()).await;
             run.settle();
@@ -159,6 +160,13 @@ impl SandboxServer {
             Ok(ex) if ex.error.as_ref().is_some_and(|e| e.name == "ServerShutdown") => RunState::Interrupted,
             _ => RunState::Finished,
         };
+        let failure = match &ex {
+            Err(e) => Some(format!("the code could not run: {e}")),
+            _ if run.cancel.is_cancelled() => None,
+            _ if state == RunState::Cancelled => Some("its sandbox was closed while it ran".into()),
+            _ if state == RunState::Interrupted => Some("the server stopped before the run ended".into()),
+            _ => None,
+        };
         let result = match ex {
             Ok(ex) => {
                 self.history
@@ -169,7 +177,7 @@ impl SandboxServer {
             Err(e) => fail(e),
         };
         saver.abort();
-        run.finish(state, result);
+        run.finish(state, result, failure);
         run.save(self.backend.files()).await;
         run.settle();
         tracing::info!(
