@@ -1,7 +1,9 @@
-//! What a 2025-11-25 session hears without asking, through rmcp's client over stdio: once it
-//! set a level, log lines of its sandboxes created, suspended when idle, restored, and of the
-//! packages fetched from an index for it; resource list changes as sandboxes come and go.
-//! (Revision 2026-07-28's per-call levels and listen streams: tests/ts/rev2026.test.mjs.)
+//! What a client hears without asking, through rmcp's client. On 2025-11-25 over stdio, once a
+//! session set a level: log lines of its sandboxes created, suspended when idle, restored, and
+//! of the packages fetched from an index for it; resource list changes as sandboxes come and
+//! go. On 2026-07-28 over stdio and HTTP: log lines only for a call whose `_meta` asks, and
+//! listen streams, each principal hearing only of its own sandboxes. (The same through the
+//! TypeScript SDK v2, with code mode's tool list changes: tests/ts/rev2026.test.mjs.)
 // rmcp marks logging deprecated (SEP-2577); 2025-11-25 clients use it, which is what this tests.
 #![allow(deprecated)]
 
@@ -172,4 +174,148 @@ async fn a_session_hears_its_sandboxes_suspended_restored_and_packages_fetched()
     assert!(!after.iter().any(|s| s.contains("x = 41")), "{after:?}");
     let _ = client.cancel().await;
     let _ = std::fs::remove_dir_all(&home);
+}
+
+/// A client on 2026-07-28 (`server/discover`, per-request `_meta`) through rmcp.
+async fn discover_client<T, E, A>(
+    transport: T,
+) -> (rmcp::service::RunningService<rmcp::RoleClient, Heard>, Heard)
+where
+    T: rmcp::transport::IntoTransport<rmcp::RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt as _};
+    let heard = Heard::default();
+    let mode = ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        heard.clone().serve_with_lifecycle(transport, mode),
+    )
+    .await
+    .expect("discover in time")
+    .expect("discover");
+    let version = client.peer_info().map(|i| i.protocol_version.clone());
+    assert_eq!(version, Some(rmcp::model::ProtocolVersion::V_2026_07_28));
+    (client, heard)
+}
+
+/// `tool` with `args`, its `_meta` asking for log lines at `level` (if any); the structured result.
+async fn call_at(
+    client: &rmcp::service::RunningService<rmcp::RoleClient, Heard>,
+    tool: &'static str,
+    args: Value,
+    level: Option<LoggingLevel>,
+) -> Value {
+    let Value::Object(args) = args else { unreachable!() };
+    let mut params = CallToolRequestParams::new(tool).with_arguments(args);
+    if let Some(level) = level {
+        let mut meta = rmcp::model::RequestMetaObject::new();
+        meta.set_log_level(level);
+        params.meta = Some(meta);
+    }
+    let r = client.call_tool(params).await.expect("the call answers");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    r.structured_content.expect("structured content")
+}
+
+/// The next notification of a listen stream within a few seconds, if any.
+async fn next_note(
+    sub: &mut rmcp::service::Subscription,
+    wait: Duration,
+) -> Option<rmcp::model::ServerNotification> {
+    tokio::time::timeout(wait, sub.next()).await.ok()?.ok()?
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rmcp_on_2026_07_28_hears_log_lines_per_call_and_listens_over_both_transports() {
+    use rmcp::model::{ServerNotification, SubscriptionFilter};
+    common::ensure_runtime();
+    // Over stdio.
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
+    cmd.env("CODE_SANDBOX_HOME", common::runtime_home())
+        .env("CODE_SANDBOX_PERSIST", "false")
+        .env("RUST_LOG", "warn")
+        .env_remove("INTERPRETER_TYPE");
+    let (client, heard) = discover_client(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await;
+    let mut sub = client
+        .listen(SubscriptionFilter::builder().resources_list_changed().build())
+        .await
+        .expect("subscriptions/listen");
+    assert_eq!(sub.acknowledged().resources_list_changed, Some(true));
+    let quiet = call_at(&client, "create_sandbox", json!({}), None).await;
+    assert!(heard.logs().is_empty(), "{:?}", heard.logs());
+    assert!(matches!(
+        next_note(&mut sub, Duration::from_secs(10)).await,
+        Some(ServerNotification::ResourceListChangedNotification(_))
+    ));
+    let sb = call_at(&client, "create_sandbox", json!({}), Some(LoggingLevel::Info)).await["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    heard
+        .until("the sandbox created", |l| {
+            l.contains(&format!("Info sandbox {sb} was created"))
+        })
+        .await;
+    assert!(
+        !heard
+            .logs()
+            .iter()
+            .any(|l| l.contains(quiet["sandbox_id"].as_str().unwrap()))
+    );
+    let v = call_at(
+        &client,
+        "execute_code",
+        json!({"sandbox_id": sb, "code": "6 * 7"}),
+        None,
+    )
+    .await;
+    assert_eq!(v["result"], "42");
+    let _ = client.cancel().await;
+
+    // Over HTTP with two principals: bob hears nothing of alice's sandboxes.
+    let remote = crate::remote_harness::Remote::start(&["alice", "bob"], &[]).await;
+    let over_http = |name: &str| {
+        let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            remote.url.clone(),
+        )
+        .auth_header(remote.token(name));
+        rmcp::transport::StreamableHttpClientTransport::with_client(crate::remote_harness::http(), config)
+    };
+    let (alice, alice_heard) = discover_client(over_http("alice")).await;
+    let (bob, bob_heard) = discover_client(over_http("bob")).await;
+    let filter = SubscriptionFilter::builder().resources_list_changed().build();
+    let mut alice_sub = alice.listen(filter.clone()).await.expect("alice listens");
+    let mut bob_sub = bob.listen(filter).await.expect("bob listens");
+    let a = call_at(&alice, "create_sandbox", json!({}), Some(LoggingLevel::Debug)).await["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(next_note(&mut alice_sub, Duration::from_secs(10)).await.is_some());
+    alice_heard
+        .until("alice's sandbox created", |l| {
+            l.contains(&format!("Info sandbox {a} was created"))
+        })
+        .await;
+    assert!(
+        next_note(&mut bob_sub, Duration::from_secs(1)).await.is_none(),
+        "bob heard of alice's sandbox"
+    );
+    call_at(
+        &bob,
+        "execute_code",
+        json!({"code": "1"}),
+        Some(LoggingLevel::Debug),
+    )
+    .await;
+    assert!(
+        !bob_heard.logs().iter().any(|l| l.contains(&a)),
+        "{:?}",
+        bob_heard.logs()
+    );
+    assert!(next_note(&mut bob_sub, Duration::from_secs(10)).await.is_some());
+    let _ = alice.cancel().await;
+    let _ = bob.cancel().await;
 }
