@@ -50,7 +50,7 @@ pub fn principal_of(context: &RequestContext<RoleServer>) -> Option<Principal> {
 }
 
 /// The principal the HTTP layer attached to a request or notification, if any.
-pub fn principal_in(extensions: &rmcp::model::Extensions) -> Option<Principal> {
+fn principal_in(extensions: &rmcp::model::Extensions) -> Option<Principal> {
     extensions
         .get::<http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<Principal>())
@@ -199,6 +199,11 @@ impl SandboxServer {
             Some(p) => Audience::new(Some(p.name), self.tenancy.clone(), Allowed::Only(p.mcp_servers)),
             None => Audience::new(None, self.tenancy.clone(), self.mcp_allowed.clone()),
         }
+    }
+
+    /// [`Self::audience`] for whoever sent the request or notification with `extensions`.
+    pub(super) fn audience_in(&self, extensions: &rmcp::model::Extensions) -> Audience {
+        self.audience(principal_in(extensions))
     }
 
     /// Applies what a call did to the session's default sandbox. A sandbox named by an id only

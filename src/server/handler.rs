@@ -121,9 +121,8 @@ impl ServerHandler for SandboxServer {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         // Tell a 2025-11-25 session what changes under it (code mode's servers, its sandboxes,
         // log lines once it asks for them), until it goes away.
-        let principal = super::calls::principal_in(&context.extensions);
         super::notices::follow_session(
-            self.audience(principal),
+            self.audience_in(&context.extensions),
             self.log_level.clone(),
             self.code_mode.as_ref().map(|g| g.changes()),
             context.peer,
@@ -196,9 +195,8 @@ impl ServerHandler for SandboxServer {
     }
 
     async fn listen(&self, subscription: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
-        let principal = super::calls::principal_of(subscription.request_context());
         super::notices::serve_listen(
-            self.audience(principal),
+            self.audience_in(&subscription.request_context().extensions),
             self.code_mode.as_ref().map(|g| g.changes()),
             subscription,
         )

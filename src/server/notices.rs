@@ -24,29 +24,40 @@ use crate::tenancy::Tenancy;
 /// How often a session's listener checks that its client is still there when nothing happens.
 const LIVENESS: Duration = Duration::from_secs(30);
 
+/// Whose sandboxes a listener hears of.
+#[derive(Clone)]
+enum Whose {
+    /// Over stdio: the one local user's, all of them.
+    All,
+    /// In remote mode: one principal's, by the tenancy's record of who owns what.
+    Of(Arc<str>, Arc<Tenancy>),
+    /// In remote mode without a principal (which the HTTP layer never lets through): none.
+    None,
+}
+
 /// Who hears of an event: one principal's view (or, over stdio, the one local user).
 #[derive(Clone)]
 pub struct Audience {
-    /// Remote mode: the principal and the tenancy that knows who owns what.
-    principal: Option<(Arc<str>, Arc<Tenancy>)>,
+    whose: Whose,
     mcp_allowed: Allowed,
 }
 
 impl Audience {
     pub fn new(principal: Option<Arc<str>>, tenancy: Option<Arc<Tenancy>>, mcp_allowed: Allowed) -> Self {
-        Audience {
-            principal: principal.zip(tenancy),
-            mcp_allowed,
-        }
+        let whose = match (principal, tenancy) {
+            (_, None) => Whose::All,
+            (Some(me), Some(t)) => Whose::Of(me, t),
+            (None, Some(_)) => Whose::None,
+        };
+        Audience { whose, mcp_allowed }
     }
 
     pub fn hears(&self, e: &Event) -> bool {
-        match &e.about {
-            About::Server(name) => self.mcp_allowed.admits(name),
-            About::Sandbox(id) => {
-                let Some((me, tenancy)) = &self.principal else {
-                    return true;
-                };
+        match (&e.about, &self.whose) {
+            (About::Server(name), _) => self.mcp_allowed.admits(name),
+            (About::Sandbox(_), Whose::All) => true,
+            (About::Sandbox(_), Whose::None) => false,
+            (About::Sandbox(id), Whose::Of(me, tenancy)) => {
                 // A sandbox just made has no owner on record yet; the call that made it does.
                 let owner = match e.what {
                     What::Opened => e.by.clone(),
