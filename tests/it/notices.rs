@@ -229,7 +229,7 @@ async fn next_note(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn rmcp_on_2026_07_28_hears_log_lines_per_call_and_listens_over_both_transports() {
+async fn each_principal_hears_only_of_its_own_on_both_revisions_and_transports() {
     use rmcp::model::{ServerNotification, SubscriptionFilter};
     common::ensure_runtime();
     // Over stdio.
@@ -316,6 +316,44 @@ async fn rmcp_on_2026_07_28_hears_log_lines_per_call_and_listens_over_both_trans
         bob_heard.logs()
     );
     assert!(next_note(&mut bob_sub, Duration::from_secs(10)).await.is_some());
+    let _ = alice.cancel().await;
+    let _ = bob.cancel().await;
+
+    // 2025-11-25 sessions over HTTP, each with a level set: the same separation.
+    let session = |name: &str| {
+        let heard = Heard::default();
+        let transport = over_http(name);
+        async move {
+            let client = heard.clone().serve(transport).await.expect("initialize");
+            client
+                .set_level(SetLevelRequestParams::new(LoggingLevel::Info))
+                .await
+                .expect("logging/setLevel");
+            (client, heard)
+        }
+    };
+    let (alice, alice_heard) = session("alice").await;
+    let (bob, bob_heard) = session("bob").await;
+    let a = call_at(&alice, "create_sandbox", json!({}), None).await["sandbox_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    alice_heard
+        .until("alice's sandbox created, in her session", |l| {
+            l.contains(&format!("Info sandbox {a} was created"))
+        })
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while *alice_heard.resource_changes.lock().unwrap() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "alice's session heard no resource list change"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(bob_heard.logs().is_empty(), "{:?}", bob_heard.logs());
+    assert_eq!(*bob_heard.resource_changes.lock().unwrap(), 0);
     let _ = alice.cancel().await;
     let _ = bob.cancel().await;
 }
