@@ -15,7 +15,6 @@ use std::time::Duration;
 use rmcp::model::{
     ArgumentInfo, CompleteRequestParams, CompletionContext, Reference, ResourceTemplateReference,
 };
-use serde_json::json;
 
 use crate::common;
 use crate::remote_harness::Remote;
@@ -239,77 +238,4 @@ async fn completion_offers_only_the_callers_sandboxes_and_their_paths() {
         .await
         .expect("complete");
     assert!(other.completion.values.is_empty());
-}
-
-/// Log notifications, as a client receives them.
-#[derive(Clone, Default)]
-struct Logs(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
-
-impl rmcp::ClientHandler for Logs {
-    #[allow(deprecated)]
-    async fn on_logging_message(
-        &self,
-        params: rmcp::model::LoggingMessageNotificationParam,
-        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
-    ) {
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("{:?} {}", params.level, params.data));
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[allow(deprecated)]
-async fn log_notifications_come_only_at_the_level_a_session_asked_for() {
-    use rmcp::ServiceExt as _;
-    common::ensure_runtime();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
-    cmd.env("CODE_SANDBOX_HOME", common::runtime_home())
-        .env("CODE_SANDBOX_PERSIST", "false")
-        .env("RUST_LOG", "warn")
-        .env_remove("INTERPRETER_TYPE");
-    let logs = Logs::default();
-    let client = logs
-        .clone()
-        .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
-        .await
-        .expect("initialize");
-    let call = |code: &'static str| {
-        let client = &client;
-        async move {
-            let args = json!({"code": code});
-            let serde_json::Value::Object(args) = args else {
-                unreachable!()
-            };
-            client
-                .call_tool(rmcp::model::CallToolRequestParams::new("execute_code").with_arguments(args))
-                .await
-                .expect("execute_code")
-        }
-    };
-    call("1").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        logs.0.lock().unwrap().is_empty(),
-        "logs before any level was asked for"
-    );
-    client
-        .set_level(rmcp::model::SetLevelRequestParams::new(
-            rmcp::model::LoggingLevel::Warning,
-        ))
-        .await
-        .expect("logging/setLevel");
-    call("import sys\nsys.modules.clear()").await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while logs.0.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let seen = logs.0.lock().unwrap().clone();
-    assert_eq!(seen.len(), 1, "{seen:?}");
-    assert!(
-        seen[0].starts_with("Warning") && seen[0].contains("interpreter was reset"),
-        "{seen:?}"
-    );
-    let _ = client.cancel().await;
 }

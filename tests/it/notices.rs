@@ -47,6 +47,14 @@ impl Heard {
         self.logs.lock().unwrap().clone()
     }
 
+    /// Waits for the line that says `sb` was created.
+    async fn created(&self, sb: &str) {
+        self.until("the sandbox created", |l| {
+            l.contains(&format!("Info sandbox {sb} was created"))
+        })
+        .await;
+    }
+
     async fn until(&self, what: &str, found: impl Fn(&[String]) -> bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !found(&self.logs()) {
@@ -60,45 +68,86 @@ impl Heard {
     }
 }
 
+/// The server over stdio, sharing the installed runtime unless `home` is given.
+fn stdio_server(home: Option<&std::path::Path>, envs: &[(&str, &str)]) -> rmcp::transport::TokioChildProcess {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
+    cmd.env(
+        "CODE_SANDBOX_HOME",
+        home.map_or_else(common::runtime_home, |h| h.to_path_buf()),
+    )
+    .env("CODE_SANDBOX_PERSIST", "false")
+    .env("RUST_LOG", "warn")
+    .env_remove("INTERPRETER_TYPE");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    rmcp::transport::TokioChildProcess::new(cmd).expect("spawn the server")
+}
+
+/// The id in a result's structured content.
+fn id_of(v: Value) -> String {
+    v["sandbox_id"].as_str().expect("a sandbox id").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn log_notifications_come_only_at_the_level_a_session_asked_for() {
+    common::ensure_runtime();
+    let heard = Heard::default();
+    let client = heard
+        .clone()
+        .serve(stdio_server(None, &[]))
+        .await
+        .expect("initialize");
+    call_at(&client, "execute_code", json!({"code": "1"}), None).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        heard.logs().is_empty(),
+        "logs before any level was asked for: {:?}",
+        heard.logs()
+    );
+    client
+        .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
+        .await
+        .expect("logging/setLevel");
+    call_at(
+        &client,
+        "execute_code",
+        json!({"code": "import sys\nsys.modules.clear()"}),
+        None,
+    )
+    .await;
+    heard.until("the reset", |l| !l.is_empty()).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let seen = heard.logs();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(
+        seen[0].starts_with("Warning") && seen[0].contains("interpreter was reset"),
+        "{seen:?}"
+    );
+    let _ = client.cancel().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_session_hears_its_sandboxes_suspended_restored_and_packages_fetched() {
     let wheels = pinned_wheels();
     let index = pypiserver(&wheels);
     let home = common::private_home();
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
-    cmd.env("CODE_SANDBOX_HOME", &home)
-        .env("CODE_SANDBOX_PERSIST", "true")
-        .env("CODE_SANDBOX_IDLE_SECONDS", "1")
-        .env(
-            "CODE_SANDBOX_INDEX_URL",
-            format!("http://127.0.0.1:{}/simple/", index.port),
-        )
-        .env("RUST_LOG", "warn")
-        .env_remove("INTERPRETER_TYPE");
+    let index_url = format!("http://127.0.0.1:{}/simple/", index.port);
+    let envs = [
+        ("CODE_SANDBOX_PERSIST", "true"),
+        ("CODE_SANDBOX_IDLE_SECONDS", "1"),
+        ("CODE_SANDBOX_INDEX_URL", index_url.as_str()),
+    ];
     let heard = Heard::default();
     let client = heard
         .clone()
-        .serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
+        .serve(stdio_server(Some(&home), &envs))
         .await
         .expect("initialize");
-    let call = |tool: &'static str, args: Value| {
-        let client = &client;
-        async move {
-            let Value::Object(args) = args else { unreachable!() };
-            let r = client
-                .call_tool(CallToolRequestParams::new(tool).with_arguments(args))
-                .await
-                .expect("the call answers");
-            assert_ne!(r.is_error, Some(true), "{r:?}");
-            r.structured_content.expect("structured content")
-        }
-    };
+    let call = |tool: &'static str, args: Value| call_at(&client, tool, args, None);
 
     // Nothing is said before the session asks; a list change is not a log line.
-    let quiet = call("create_sandbox", json!({})).await["sandbox_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let quiet = id_of(call("create_sandbox", json!({})).await);
     let deadline = Instant::now() + Duration::from_secs(10);
     while *heard.resource_changes.lock().unwrap() == 0 {
         assert!(
@@ -114,15 +163,8 @@ async fn a_session_hears_its_sandboxes_suspended_restored_and_packages_fetched()
         .set_level(SetLevelRequestParams::new(LoggingLevel::Info))
         .await
         .expect("logging/setLevel");
-    let sb = call("execute_code", json!({"code": "x = 41"})).await["sandbox_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    heard
-        .until("the sandbox created", |l| {
-            l.contains(&format!("Info sandbox {sb} was created"))
-        })
-        .await;
+    let sb = id_of(call("execute_code", json!({"code": "x = 41"})).await);
+    heard.created(&sb).await;
     heard
         .until("the sandbox suspended when idle", |l| {
             l.iter().any(|s| {
@@ -159,10 +201,7 @@ async fn a_session_hears_its_sandboxes_suspended_restored_and_packages_fetched()
         .await
         .expect("logging/setLevel");
     let before = heard.logs().len();
-    let other = call("create_sandbox", json!({})).await["sandbox_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let other = id_of(call("create_sandbox", json!({})).await);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = heard.logs();
     assert!(
@@ -233,37 +272,24 @@ async fn each_principal_hears_only_of_its_own_on_both_revisions_and_transports()
     use rmcp::model::{ServerNotification, SubscriptionFilter};
     common::ensure_runtime();
     // Over stdio.
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
-    cmd.env("CODE_SANDBOX_HOME", common::runtime_home())
-        .env("CODE_SANDBOX_PERSIST", "false")
-        .env("RUST_LOG", "warn")
-        .env_remove("INTERPRETER_TYPE");
-    let (client, heard) = discover_client(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await;
+    let (client, heard) = discover_client(stdio_server(None, &[])).await;
     let mut sub = client
         .listen(SubscriptionFilter::builder().resources_list_changed().build())
         .await
         .expect("subscriptions/listen");
     assert_eq!(sub.acknowledged().resources_list_changed, Some(true));
-    let quiet = call_at(&client, "create_sandbox", json!({}), None).await;
+    let quiet = id_of(call_at(&client, "create_sandbox", json!({}), None).await);
     assert!(heard.logs().is_empty(), "{:?}", heard.logs());
     assert!(matches!(
         next_note(&mut sub, Duration::from_secs(10)).await,
         Some(ServerNotification::ResourceListChangedNotification(_))
     ));
-    let sb = call_at(&client, "create_sandbox", json!({}), Some(LoggingLevel::Info)).await["sandbox_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    heard
-        .until("the sandbox created", |l| {
-            l.contains(&format!("Info sandbox {sb} was created"))
-        })
-        .await;
+    let sb = id_of(call_at(&client, "create_sandbox", json!({}), Some(LoggingLevel::Info)).await);
+    heard.created(&sb).await;
     assert!(
-        !heard
-            .logs()
-            .iter()
-            .any(|l| l.contains(quiet["sandbox_id"].as_str().unwrap()))
+        !heard.logs().iter().any(|l| l.contains(&quiet)),
+        "{:?}",
+        heard.logs()
     );
     let v = call_at(
         &client,
@@ -289,16 +315,9 @@ async fn each_principal_hears_only_of_its_own_on_both_revisions_and_transports()
     let filter = SubscriptionFilter::builder().resources_list_changed().build();
     let mut alice_sub = alice.listen(filter.clone()).await.expect("alice listens");
     let mut bob_sub = bob.listen(filter).await.expect("bob listens");
-    let a = call_at(&alice, "create_sandbox", json!({}), Some(LoggingLevel::Debug)).await["sandbox_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let a = id_of(call_at(&alice, "create_sandbox", json!({}), Some(LoggingLevel::Debug)).await);
     assert!(next_note(&mut alice_sub, Duration::from_secs(10)).await.is_some());
-    alice_heard
-        .until("alice's sandbox created", |l| {
-            l.contains(&format!("Info sandbox {a} was created"))
-        })
-        .await;
+    alice_heard.created(&a).await;
     assert!(
         next_note(&mut bob_sub, Duration::from_secs(1)).await.is_none(),
         "bob heard of alice's sandbox"
@@ -334,15 +353,8 @@ async fn each_principal_hears_only_of_its_own_on_both_revisions_and_transports()
     };
     let (alice, alice_heard) = session("alice").await;
     let (bob, bob_heard) = session("bob").await;
-    let a = call_at(&alice, "create_sandbox", json!({}), None).await["sandbox_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    alice_heard
-        .until("alice's sandbox created, in her session", |l| {
-            l.contains(&format!("Info sandbox {a} was created"))
-        })
-        .await;
+    let a = id_of(call_at(&alice, "create_sandbox", json!({}), None).await);
+    alice_heard.created(&a).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     while *alice_heard.resource_changes.lock().unwrap() == 0 {
         assert!(
