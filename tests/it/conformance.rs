@@ -184,7 +184,7 @@ async fn the_python_sdk_works_over_both_transports_and_both_revisions() {
     }
 }
 
-fn complete(uri: &str, name: &str, value: &str, sandbox: Option<&str>) -> CompleteRequestParams {
+pub(crate) fn complete(uri: &str, name: &str, value: &str, sandbox: Option<&str>) -> CompleteRequestParams {
     let mut p = CompleteRequestParams::new(
         Reference::Resource(ResourceTemplateReference::new(uri)),
         ArgumentInfo::new(name, value),

@@ -2,7 +2,8 @@
 //! session set a level: log lines of its sandboxes created, suspended when idle, restored, and
 //! of the packages fetched from an index for it; resource list changes as sandboxes come and
 //! go. On 2026-07-28 over stdio and HTTP: log lines only for a call whose `_meta` asks, and
-//! listen streams, each principal hearing only of its own sandboxes. (The same through the
+//! listen streams (code mode's tool list changes, sandboxes coming and going), completion,
+//! each principal hearing only of its own sandboxes. (The same through the
 //! TypeScript SDK v2, with code mode's tool list changes: tests/ts/rev2026.test.mjs.)
 // rmcp marks logging deprecated (SEP-2577); 2025-11-25 clients use it, which is what this tests.
 #![allow(deprecated)]
@@ -271,8 +272,51 @@ async fn next_note(
 async fn each_principal_hears_only_of_its_own_on_both_revisions_and_transports() {
     use rmcp::model::{ServerNotification, SubscriptionFilter};
     common::ensure_runtime();
-    // Over stdio.
-    let (client, heard) = discover_client(stdio_server(None, &[])).await;
+    // Over stdio, with a code-mode server whose tool `learn` adds a tool.
+    let dir = common::private_home();
+    let servers = dir.join("servers.json");
+    let script = common::repo_root().join("tests/mcp-servers/misbehaving.py");
+    let file = json!({"mcpServers": {"srv": {"command": "python3", "args": [script, "changing"]}}});
+    std::fs::write(&servers, file.to_string()).unwrap();
+    let servers = servers.display().to_string();
+    let (client, heard) = discover_client(stdio_server(
+        None,
+        &[("CODE_SANDBOX_MCP_SERVERS", servers.as_str())],
+    ))
+    .await;
+    let mut tools_sub = client
+        .listen(SubscriptionFilter::builder().tools_list_changed().build())
+        .await
+        .expect("subscriptions/listen");
+    // The server may still be starting: wait until code can call it, then learn a tool.
+    let learned = call_at(
+        &client,
+        "execute_code",
+        json!({"code": "import mcp_tools, time\nfor _ in range(100):\n    if 'srv' in mcp_tools.servers(): break\n    time.sleep(0.1)\nmcp_tools.srv.learn()"}),
+        None,
+    )
+    .await;
+    assert!(learned.to_string().contains("learned"), "{learned}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match next_note(&mut tools_sub, Duration::from_secs(10)).await {
+            Some(ServerNotification::ToolListChangedNotification(_)) => {}
+            other => panic!("no tool list change on the listen stream: {other:?}"),
+        }
+        let listed = client.list_all_tools().await.expect("tools/list");
+        let said = listed
+            .iter()
+            .find(|t| t.name == "execute_code")
+            .and_then(|t| t.description.clone())
+            .unwrap_or_default();
+        if said.contains("srv (3 tools)") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the listing never showed the new tool: {said}"
+        );
+    }
     let mut sub = client
         .listen(SubscriptionFilter::builder().resources_list_changed().build())
         .await
@@ -300,6 +344,7 @@ async fn each_principal_hears_only_of_its_own_on_both_revisions_and_transports()
     .await;
     assert_eq!(v["result"], "42");
     let _ = client.cancel().await;
+    let _ = std::fs::remove_dir_all(&dir);
 
     // Over HTTP with two principals: bob hears nothing of alice's sandboxes.
     let remote = crate::remote_harness::Remote::start(&["alice", "bob"], &[]).await;
@@ -318,6 +363,21 @@ async fn each_principal_hears_only_of_its_own_on_both_revisions_and_transports()
     let a = id_of(call_at(&alice, "create_sandbox", json!({}), Some(LoggingLevel::Debug)).await);
     assert!(next_note(&mut alice_sub, Duration::from_secs(10)).await.is_some());
     alice_heard.created(&a).await;
+    let ids = |who: &'static str| {
+        let client = if who == "alice" { &alice } else { &bob };
+        async move {
+            let asked =
+                crate::conformance::complete("sandbox://{sandbox_id}/{+path}", "sandbox_id", "", None);
+            client
+                .complete(asked)
+                .await
+                .expect("completion/complete")
+                .completion
+                .values
+        }
+    };
+    assert_eq!(ids("alice").await, vec![a.clone()]);
+    assert!(ids("bob").await.is_empty());
     assert!(
         next_note(&mut bob_sub, Duration::from_secs(1)).await.is_none(),
         "bob heard of alice's sandbox"
