@@ -292,7 +292,11 @@ impl Link {
                     server_log(
                         &me.name,
                         Severity::Warning,
-                        format!("code mode's server {} is down: {why}", me.name),
+                        format!(
+                            "code mode's server {} is down: {}",
+                            me.name,
+                            super::config::shown(&why)
+                        ),
                     );
                     *me.state.locked() = State::Down(why, Some(Instant::now()));
                 }
