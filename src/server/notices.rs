@@ -185,13 +185,16 @@ pub async fn serve_listen(
     }
 }
 
-/// The log lines one call's events make, for a 2026-07-28 call that asked for `level`: what
-/// happened to its principal's sandboxes and servers while it ran. Read once the call is done,
-/// so they are sent on its own stream before its result.
+/// Most log lines one call keeps for its client.
+const CALL_LINES: usize = 1000;
+
+/// The log lines one call's events make, for a 2026-07-28 call that asked for a level: what
+/// happened to its principal's sandboxes and servers while it ran. Collected as they happen
+/// (so a long call on a busy server misses none) and sent once the call is done, on its own
+/// stream before its result.
 pub struct CallLog {
-    rx: tokio::sync::broadcast::Receiver<Event>,
-    audience: Audience,
-    level: LogLevel,
+    done: tokio::sync::oneshot::Sender<()>,
+    lines: tokio::task::JoinHandle<Vec<(LoggingLevel, String)>>,
 }
 
 impl CallLog {
@@ -199,21 +202,45 @@ impl CallLog {
     pub fn start(audience: Audience, level: LoggingLevel) -> Self {
         let asked = LogLevel::default();
         asked.set(level);
-        CallLog {
-            rx: events::subscribe(),
-            audience,
-            level: asked,
-        }
+        let mut rx = events::subscribe();
+        let (done, mut ended) = tokio::sync::oneshot::channel();
+        let lines = tokio::spawn(async move {
+            let mut kept = Vec::new();
+            let mut keep = |e: Event| {
+                if let Some((l, text)) = log_line(&e)
+                    && asked.wants(l)
+                    && audience.hears(&e)
+                    && kept.len() < CALL_LINES
+                {
+                    kept.push((l, text));
+                }
+            };
+            loop {
+                tokio::select! {
+                    biased;
+                    e = rx.recv() => match e {
+                        Ok(e) => keep(e),
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => break,
+                    },
+                    _ = &mut ended => {
+                        while let Ok(e) = rx.try_recv() {
+                            keep(e);
+                        }
+                        break;
+                    }
+                }
+            }
+            kept
+        });
+        CallLog { done, lines }
     }
 
     /// Sends what the call caused that its client asked to hear.
-    pub async fn send(mut self, peer: &Peer<RoleServer>) {
-        while let Ok(e) = self.rx.try_recv() {
-            if let Some((l, text)) = log_line(&e)
-                && self.level.wants(l)
-                && self.audience.hears(&e)
-                && !send_log(peer, l, text).await
-            {
+    pub async fn send(self, peer: &Peer<RoleServer>) {
+        let _ = self.done.send(());
+        for (level, text) in self.lines.await.unwrap_or_default() {
+            if !send_log(peer, level, text).await {
                 return;
             }
         }
