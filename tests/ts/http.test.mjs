@@ -51,7 +51,7 @@ before(async () => {
     server.stderr.on("data", (chunk) => {
       process.stderr.write(chunk);
       seen += chunk;
-      const m = seen.match(/serving MCP at (\S+)/);
+      const m = seen.match(/serving MCP at (\S+)\s/); // whole: the line may come in pieces
       if (m) resolve(m[1]);
     });
     server.on("exit", (code) => reject(new Error(`the server exited (${code}) before listening`)));

@@ -245,7 +245,7 @@ test("http: each principal completes, hears and lists only its own sandboxes", L
       server.stderr.on("data", (chunk) => {
         process.stderr.write(chunk);
         said += chunk;
-        const m = said.match(/serving MCP at (\S+)/);
+        const m = said.match(/serving MCP at (\S+)\s/); // whole: the line may come in pieces
         if (m) ok(m[1]);
       });
       server.on("exit", (code) => fail(new Error(`the server exited (${code}) before listening`)));
