@@ -29,6 +29,7 @@ impl SandboxServer {
         SandboxServer {
             history,
             log_level: Arc::default(),
+            listen_starts: Arc::default(),
             backend,
             settings,
             tool_router: Arc::new(tool_router),

@@ -44,6 +44,8 @@ pub struct SandboxServer {
     pub(super) history: Arc<super::history::History>,
     /// The log level this session asked for (`logging/setLevel`); none: no log notifications.
     pub(super) log_level: Arc<super::log_level::LogLevel>,
+    /// Where accepted `subscriptions/listen` streams start (see `notices::ListenStart`).
+    pub(super) listen_starts: Arc<super::notices::ListenStarts>,
 }
 
 const INSTRUCTIONS: &str = "Runs Python 3 in isolated sandboxes that keep state between calls. \
@@ -191,13 +193,18 @@ impl ServerHandler for SandboxServer {
         let mut accepted = rmcp::model::SubscriptionFilter::new();
         accepted.tools_list_changed = requested.tools_list_changed.filter(|on| *on);
         accepted.resources_list_changed = requested.resources_list_changed.filter(|on| *on);
+        self.listen_starts
+            .prepare(self.code_mode.as_ref().map(|g| g.changes()));
         Some(accepted)
     }
 
     async fn listen(&self, subscription: rmcp::service::SubscriptionContext) -> Result<(), ErrorData> {
+        let start = self
+            .listen_starts
+            .take(|| self.code_mode.as_ref().map(|g| g.changes()));
         super::notices::serve_listen(
             self.audience_in(&subscription.request_context().extensions),
-            self.code_mode.as_ref().map(|g| g.changes()),
+            start,
             subscription,
         )
         .await;

@@ -18,6 +18,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::log_level::LogLevel;
 use crate::downstream::Allowed;
+use crate::lock::Locked as _;
 use crate::sandbox::events::{self, About, Event, Severity, What};
 use crate::tenancy::Tenancy;
 
@@ -135,17 +136,53 @@ pub fn follow_session(
     });
 }
 
+/// Where a `subscriptions/listen` stream starts listening: made when the request is accepted,
+/// before its acknowledgment goes out, so a change the client causes right after the
+/// acknowledgment (a sandbox it creates) is never missed; the stream's task may start later.
+pub struct ListenStart {
+    events: tokio::sync::broadcast::Receiver<Event>,
+    tools: Option<tokio::sync::watch::Receiver<u64>>,
+}
+
+/// Starts made and not yet taken by their streams. Any start serves any stream (each filters
+/// by its own caller), so the order does not matter; a few at most are kept.
+#[derive(Default)]
+pub struct ListenStarts(std::sync::Mutex<std::collections::VecDeque<ListenStart>>);
+
+const STARTS_KEPT: usize = 16;
+
+impl ListenStarts {
+    pub fn prepare(&self, tools: Option<tokio::sync::watch::Receiver<u64>>) {
+        let mut starts = self.0.locked();
+        starts.push_back(ListenStart {
+            events: events::subscribe(),
+            tools,
+        });
+        while starts.len() > STARTS_KEPT {
+            starts.pop_front();
+        }
+    }
+
+    pub fn take(&self, tools: impl FnOnce() -> Option<tokio::sync::watch::Receiver<u64>>) -> ListenStart {
+        let prepared = self.0.locked().pop_front();
+        prepared.unwrap_or_else(|| ListenStart {
+            events: events::subscribe(),
+            tools: tools(),
+        })
+    }
+}
+
 /// Serves one `subscriptions/listen` stream until the client ends it: the changes its filter
 /// accepted (see the handler's `accepted_subscription_filter`).
 pub async fn serve_listen(
     audience: Audience,
-    tools: Option<tokio::sync::watch::Receiver<u64>>,
+    start: ListenStart,
     subscription: rmcp::service::SubscriptionContext,
 ) {
     use rmcp::model::ServerNotification;
     let accepted = subscription.accepted().clone();
-    let mut tools = tools.filter(|_| accepted.tools_list_changed == Some(true));
-    let mut rx = (accepted.resources_list_changed == Some(true)).then(events::subscribe);
+    let mut tools = start.tools.filter(|_| accepted.tools_list_changed == Some(true));
+    let mut rx = Some(start.events).filter(|_| accepted.resources_list_changed == Some(true));
     loop {
         let tool_change = async {
             match tools.as_mut() {
