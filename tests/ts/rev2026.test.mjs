@@ -4,8 +4,8 @@
 // over streamable HTTP in remote mode with two principals. Every result is validated by the
 // SDK against the revision's schemas and the tool's output schema.
 //
-// Run by `cargo test --release` (tests/it/ts_sdk.rs), which passes the binary, the runtime
-// home and the Python venv of tests/mcp-servers (for code mode's server).
+// Run by `cargo test --release` (tests/it/ts_sdk.rs), which passes the binary and the runtime
+// home. Code mode's server is tests/mcp-servers/misbehaving.py (standard library only).
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
