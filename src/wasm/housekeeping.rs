@@ -58,21 +58,9 @@ pub fn start(registry: &Arc<Registry>, idle: Option<Duration>, keep_bytes: u64) 
 }
 
 async fn suspend_idle(r: &Registry, idle: Duration) {
+    let why = format!("unused for over {} s, CODE_SANDBOX_IDLE_SECONDS", idle.as_secs());
     for sb in r.idle(idle) {
-        let Ok(mut slot) = sb.slot.try_lock() else {
-            continue;
-        };
-        if slot.session.is_some() {
-            tracing::info!("suspending sandbox {}: idle for over {} s", sb.id, idle.as_secs());
-            match persist::save(&sb, &mut slot, true).await {
-                Err(e) => tracing::warn!("could not suspend sandbox {}: {e}", sb.id),
-                Ok(()) if slot.session.is_none() => super::live::suspended(
-                    &sb.id,
-                    &format!("unused for over {} s, CODE_SANDBOX_IDLE_SECONDS", idle.as_secs()),
-                ),
-                Ok(()) => {}
-            }
-        }
+        super::live::suspend(&sb, &why).await;
     }
 }
 

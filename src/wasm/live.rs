@@ -68,7 +68,7 @@ pub async fn suspend(sb: &Arc<Sandbox>, why: &str) -> bool {
 }
 
 /// Tells the sandbox's owner it was suspended, and why.
-pub fn suspended(id: &str, why: &str) {
+fn suspended(id: &str, why: &str) {
     use crate::sandbox::events::{Severity, sandbox_log};
     sandbox_log(
         id,
