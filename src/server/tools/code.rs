@@ -68,6 +68,22 @@ impl SandboxServer {
 }
 
 impl SandboxServer {
+    /// What follows every execution, a call's or a background run's: its cell in the
+    /// sandbox's history, and a log line if the interpreter was reset.
+    pub(super) fn ran(&self, id: &str, code: &str, ex: &Execution) {
+        self.history
+            .record(id, &crate::server::history::Cell::new(code, ex));
+        if ex.state_lost {
+            crate::sandbox::events::sandbox_log(
+                id,
+                crate::sandbox::events::Severity::Warning,
+                format!(
+                    "sandbox {id}: the interpreter was reset; variables and imports are gone, files remain"
+                ),
+            );
+        }
+    }
+
     /// Options of a call that runs code: its time limit, the client's cancellation, progress,
     /// and the downstream tools its code may call.
     fn exec_options(&self, timeout: Option<Duration>, context: &RequestContext<RoleServer>) -> ExecOptions {
@@ -169,17 +185,7 @@ impl SandboxServer {
                 .execute(&id, &a.code, self.exec_options(timeout, &context))
                 .await
         );
-        self.history
-            .record(&id, &crate::server::history::Cell::new(&a.code, &ex));
-        if ex.state_lost {
-            crate::sandbox::events::sandbox_log(
-                &id,
-                crate::sandbox::events::Severity::Warning,
-                format!(
-                    "sandbox {id}: the interpreter was reset; variables and imports are gone, files remain"
-                ),
-            );
-        }
+        self.ran(&id, &a.code, &ex);
         Ok(self.exec_result(id, ex, notes, true).await)
     }
 

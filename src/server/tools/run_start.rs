@@ -169,8 +169,7 @@ impl SandboxServer {
         };
         let result = match ex {
             Ok(ex) => {
-                self.history
-                    .record(&run.sandbox_id, &crate::server::history::Cell::new(&code, &ex));
+                self.ran(&run.sandbox_id, &code, &ex);
                 self.exec_result(run.sandbox_id.clone(), ex, Vec::new(), true)
                     .await
             }
