@@ -39,8 +39,13 @@ impl LogLevel {
 
     /// Whether a message at `level` goes out.
     pub fn wants(&self, level: LoggingLevel) -> bool {
-        self.0.locked().is_some_and(|asked| rank(level) >= rank(asked))
+        self.0.locked().is_some_and(|asked| reaches(level, asked))
     }
+}
+
+/// Whether a message at `level` is at or above the level `asked` for.
+pub fn reaches(level: LoggingLevel, asked: LoggingLevel) -> bool {
+    rank(level) >= rank(asked)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::Peer;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::log_level::LogLevel;
+use super::log_level::{LogLevel, reaches};
 use crate::downstream::Allowed;
 use crate::lock::Locked as _;
 use crate::sandbox::events::{self, About, Event, Severity, What};
@@ -88,31 +88,37 @@ pub async fn send_log(peer: &Peer<RoleServer>, level: LoggingLevel, text: String
     peer.notify_logging_message(message).await.is_ok()
 }
 
+type ToolChanges = tokio::sync::watch::Receiver<u64>;
+
+/// The next change of code mode's tool lists, with the receiver to wait for the one after;
+/// never, without code mode or once it is gone. A caller keeps this future across its
+/// `select!` turns: the coalescing wait inside has seen the change already, so dropping the
+/// future there would lose it.
+async fn next_tool_change(tools: Option<ToolChanges>) -> ToolChanges {
+    if let Some(mut t) = tools
+        && crate::downstream::Gateway::next_change(&mut t).await
+    {
+        return t;
+    }
+    std::future::pending().await
+}
+
 /// Keeps a 2025-11-25 session told, until it goes away: tool list changes (code mode's servers
 /// started, died, changed their tools), resource list changes (its sandboxes came or went),
 /// and, once it asked for a level, log lines at or above it.
 pub fn follow_session(
     audience: Audience,
     level: Arc<LogLevel>,
-    tools: Option<tokio::sync::watch::Receiver<u64>>,
+    tools: Option<ToolChanges>,
     peer: Peer<RoleServer>,
 ) {
     let mut rx = events::subscribe();
     tokio::spawn(async move {
-        let mut tools = tools;
+        let mut tool_change = Box::pin(next_tool_change(tools));
         loop {
-            let tool_change = async {
-                match tools.as_mut() {
-                    Some(t) => crate::downstream::Gateway::next_change(t).await,
-                    None => std::future::pending().await,
-                }
-            };
             let sent = tokio::select! {
-                changed = tool_change => {
-                    if !changed {
-                        tools = None;
-                        continue;
-                    }
+                t = &mut tool_change => {
+                    tool_change = Box::pin(next_tool_change(Some(t)));
                     peer.notify_tool_list_changed().await.is_ok()
                 }
                 event = rx.recv() => match event {
@@ -141,7 +147,7 @@ pub fn follow_session(
 /// acknowledgment (a sandbox it creates) is never missed; the stream's task may start later.
 pub struct ListenStart {
     events: tokio::sync::broadcast::Receiver<Event>,
-    tools: Option<tokio::sync::watch::Receiver<u64>>,
+    tools: Option<ToolChanges>,
 }
 
 /// Starts made and not yet taken by their streams. Any start serves any stream (each filters
@@ -152,7 +158,7 @@ pub struct ListenStarts(std::sync::Mutex<std::collections::VecDeque<ListenStart>
 const STARTS_KEPT: usize = 16;
 
 impl ListenStarts {
-    pub fn prepare(&self, tools: Option<tokio::sync::watch::Receiver<u64>>) {
+    pub fn prepare(&self, tools: Option<ToolChanges>) {
         let mut starts = self.0.locked();
         starts.push_back(ListenStart {
             events: events::subscribe(),
@@ -163,7 +169,7 @@ impl ListenStarts {
         }
     }
 
-    pub fn take(&self, tools: impl FnOnce() -> Option<tokio::sync::watch::Receiver<u64>>) -> ListenStart {
+    pub fn take(&self, tools: impl FnOnce() -> Option<ToolChanges>) -> ListenStart {
         let prepared = self.0.locked().pop_front();
         prepared.unwrap_or_else(|| ListenStart {
             events: events::subscribe(),
@@ -181,15 +187,10 @@ pub async fn serve_listen(
 ) {
     use rmcp::model::ServerNotification;
     let accepted = subscription.accepted().clone();
-    let mut tools = start.tools.filter(|_| accepted.tools_list_changed == Some(true));
+    let tools = start.tools.filter(|_| accepted.tools_list_changed == Some(true));
+    let mut tool_change = Box::pin(next_tool_change(tools));
     let mut rx = Some(start.events).filter(|_| accepted.resources_list_changed == Some(true));
     loop {
-        let tool_change = async {
-            match tools.as_mut() {
-                Some(t) => crate::downstream::Gateway::next_change(t).await,
-                None => std::future::pending().await,
-            }
-        };
         let sandbox_change = async {
             match rx.as_mut() {
                 Some(rx) => rx.recv().await,
@@ -198,11 +199,8 @@ pub async fn serve_listen(
         };
         let note = tokio::select! {
             _ = subscription.cancelled() => return,
-            changed = tool_change => {
-                if !changed {
-                    tools = None;
-                    continue;
-                }
+            t = &mut tool_change => {
+                tool_change = Box::pin(next_tool_change(Some(t)));
                 ServerNotification::ToolListChangedNotification(Default::default())
             }
             event = sandbox_change => match event {
@@ -236,16 +234,14 @@ pub struct CallLog {
 
 impl CallLog {
     /// Starts listening before the call runs, so nothing it causes is missed.
-    pub fn start(audience: Audience, level: LoggingLevel) -> Self {
-        let asked = LogLevel::default();
-        asked.set(level);
+    pub fn start(audience: Audience, asked: LoggingLevel) -> Self {
         let mut rx = events::subscribe();
         let (done, mut ended) = tokio::sync::oneshot::channel();
         let lines = tokio::spawn(async move {
             let mut kept = Vec::new();
             let mut keep = |e: Event| {
                 if let Some((l, text)) = log_line(&e)
-                    && asked.wants(l)
+                    && reaches(l, asked)
                     && audience.hears(&e)
                     && kept.len() < CALL_LINES
                 {
