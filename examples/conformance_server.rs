@@ -227,6 +227,12 @@ fn task_tools() -> Vec<Tool> {
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
+/// -32021 for a tool whose task support is `required`, to a client without the extension.
+fn tasks_required() -> ErrorData {
+    let needed: rmcp::model::ClientCapabilities = from(json!({"extensions": {TASKS: {}}}));
+    ErrorData::missing_required_client_capability(needed)
+}
+
 /// Whether this request may be answered with a task: the client declared the tasks extension
 /// for its session or on this request.
 fn speaks_tasks(p: &CallToolRequestParams, context: &RequestContext<RoleServer>) -> bool {
@@ -753,10 +759,7 @@ impl Fixtures {
                 );
                 self.job(code, p, c).await.map(|(_, r)| r)
             }
-            "failing_job" if !speaks_tasks(p, c) => {
-                let needed: rmcp::model::ClientCapabilities = from(json!({"extensions": {TASKS: {}}}));
-                Err(ErrorData::missing_required_client_capability(needed))
-            }
+            "failing_job" if !speaks_tasks(p, c) => Err(tasks_required()),
             "failing_job" => {
                 let code =
                     "import time\ntime.sleep(1)\nraise RuntimeError('failing_job fails, as it always does')";
@@ -815,10 +818,7 @@ impl Fixtures {
                 );
                 Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(task)))
             }
-            "test_tool_with_task" if !speaks_tasks(p, c) => {
-                let needed: rmcp::model::ClientCapabilities = from(json!({"extensions": {TASKS: {}}}));
-                Err(ErrorData::missing_required_client_capability(needed))
-            }
+            "test_tool_with_task" if !speaks_tasks(p, c) => Err(tasks_required()),
             "test_tool_with_task" => match p.input_responses.as_ref().filter(|r| r.contains_key("user_name"))
             {
                 // The answer gathered, the work goes on as a real background run.

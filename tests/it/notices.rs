@@ -57,15 +57,23 @@ impl Heard {
     }
 
     async fn until(&self, what: &str, found: impl Fn(&[String]) -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !found(&self.logs()) {
-            assert!(
-                Instant::now() < deadline,
-                "no log line for {what}: {:?}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let seen = || format!("no log line for {what}: {:?}", self.logs());
+        eventually(Duration::from_secs(20), || found(&self.logs()), seen).await;
+    }
+
+    /// Waits for a resource list change.
+    async fn a_resource_change(&self, what: &str) {
+        let heard = || *self.resource_changes.lock().unwrap() > 0;
+        eventually(Duration::from_secs(10), heard, || what.to_string()).await;
+    }
+}
+
+/// Waits until `ok`, failing with `why()` after `within`.
+async fn eventually(within: Duration, ok: impl Fn() -> bool, why: impl Fn() -> String) {
+    let deadline = Instant::now() + within;
+    while !ok() {
+        assert!(Instant::now() < deadline, "{}", why());
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -149,14 +157,9 @@ async fn a_session_hears_its_sandboxes_suspended_restored_and_packages_fetched()
 
     // Nothing is said before the session asks; a list change is not a log line.
     let quiet = id_of(call("create_sandbox", json!({})).await);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while *heard.resource_changes.lock().unwrap() == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "no resource list change for a new sandbox"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    heard
+        .a_resource_change("no resource list change for a new sandbox")
+        .await;
     assert!(heard.logs().is_empty(), "{:?}", heard.logs());
     call("close_sandbox", json!({"sandbox_id": quiet})).await;
 
@@ -415,14 +418,9 @@ async fn each_principal_hears_only_of_its_own_on_both_revisions_and_transports()
     let (bob, bob_heard) = session("bob").await;
     let a = id_of(call_at(&alice, "create_sandbox", json!({}), None).await);
     alice_heard.created(&a).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while *alice_heard.resource_changes.lock().unwrap() == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "alice's session heard no resource list change"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    alice_heard
+        .a_resource_change("alice's session heard no resource list change")
+        .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(bob_heard.logs().is_empty(), "{:?}", bob_heard.logs());
     assert_eq!(*bob_heard.resource_changes.lock().unwrap(), 0);
