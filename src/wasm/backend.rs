@@ -389,6 +389,16 @@ impl Interpreter for WasmBackend {
     }
 
     async fn shutdown(&self) {
+        let began = std::time::Instant::now();
+        tracing::info!(
+            "shutting down: {} sandbox(es) to {}",
+            self.ctx.registry.all().len(),
+            if self.ctx.registry.persist.is_some() {
+                "save"
+            } else {
+                "remove"
+            }
+        );
         self.ctx.programs.stop();
         self.spare.stop(&self.ctx.registry).await;
         if self.ctx.registry.persist.is_some() {
@@ -417,9 +427,12 @@ impl Interpreter for WasmBackend {
             for s in saves {
                 let _ = s.await;
             }
-            return;
+        } else {
+            self.ctx.registry.close_all().await;
         }
-        self.ctx.registry.close_all().await;
+        // Deletions begun before the stop (an idle sandbox's) end before the process does,
+        // or a half-removed tree would be left behind.
+        self.ctx.registry.wait_for_removals().await;
         let registry = self.ctx.registry.clone();
         let left = tokio::task::spawn_blocking(move || registry.retry_leftovers())
             .await
@@ -427,5 +440,6 @@ impl Interpreter for WasmBackend {
         if left > 0 {
             tracing::warn!("{left} sandbox folder(s) could not be removed; the next start tries again");
         }
+        tracing::info!("shut down in {} ms", began.elapsed().as_millis());
     }
 }

@@ -29,6 +29,7 @@ mod programs;
 mod record;
 mod recovery;
 mod registry;
+mod removals;
 mod remove_tree;
 mod results;
 mod spare;

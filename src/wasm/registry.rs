@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::folders::Dirs;
 use super::record::{Meta, Origin, Sandbox};
+use super::removals::{Removals, remove_dirs};
 use crate::disk_quota::{DiskQuota, tree_cost};
 use crate::lock::Locked;
 use crate::runtime::Layout;
@@ -39,15 +40,8 @@ pub struct Registry {
     /// What all sandboxes together may add to the host disk.
     host_disk: Arc<DiskQuota>,
     inner: Mutex<Inner>,
-    /// Folders of closed sandboxes that could not be removed yet: still counted against the
-    /// host budget, retried by [`Registry::retry_leftovers`].
-    leftovers: Mutex<Vec<Leftover>>,
-}
-
-struct Leftover {
-    id: String,
-    dirs: Dirs,
-    quota: Option<Arc<DiskQuota>>,
+    /// Folders being removed, or left to remove later.
+    removals: Removals,
 }
 
 /// 128 random bits: ids must be unguessable, since in remote mode they are all that names a
@@ -83,55 +77,8 @@ impl Registry {
                 open: OpenSet::default(),
                 unmeasured: Vec::new(),
             }),
-            leftovers: Mutex::new(Vec::new()),
+            removals: Removals::default(),
         })
-    }
-
-    /// Removes a closed sandbox's folders and gives its disk back to the host budget; a
-    /// folder that cannot be removed stays counted and is queued for another try.
-    fn remove_or_keep(
-        &self,
-        id: &str,
-        dirs: Dirs,
-        quota: Option<Arc<DiskQuota>>,
-    ) -> Result<(), SandboxError> {
-        match remove_dirs(&dirs) {
-            Ok(()) => {
-                if let Some(q) = &quota {
-                    q.release(q.used());
-                }
-                Ok(())
-            }
-            Err(e) => {
-                tracing::warn!("could not remove the folders of {id} (will retry): {e}");
-                let message = format!(
-                    "sandbox '{id}' is closed, but its folder could not be removed yet ({e}); the server retries every 30 s and counts its disk meanwhile"
-                );
-                self.leftovers.locked().push(Leftover {
-                    id: id.to_string(),
-                    dirs,
-                    quota,
-                });
-                Err(SandboxError::RemovalPending(message))
-            }
-        }
-    }
-
-    /// Tries again to remove folders that could not be removed before; returns how many remain.
-    pub fn retry_leftovers(&self) -> usize {
-        let pending: Vec<Leftover> = std::mem::take(&mut *self.leftovers.locked());
-        for l in pending {
-            match remove_dirs(&l.dirs) {
-                Ok(()) => {
-                    tracing::info!("removed the folders of {} on a later try", l.id);
-                    if let Some(q) = &l.quota {
-                        q.release(q.used());
-                    }
-                }
-                Err(_) => self.leftovers.locked().push(l),
-            }
-        }
-        self.leftovers.locked().len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -186,7 +133,9 @@ impl Registry {
 
     /// Deletes the folders of a sandbox that was never listed.
     pub fn discard(&self, sb: &Sandbox) {
-        let _ = self.remove_or_keep(&sb.id, sb.dirs.clone(), Some(sb.quota.clone()));
+        let _ = self
+            .removals
+            .remove_or_keep(&sb.id, sb.dirs.clone(), Some(sb.quota.clone()));
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
@@ -252,7 +201,7 @@ impl Registry {
 
     /// Removes the folders of a sandbox that is not listed (left by an earlier server).
     pub fn remove_unlisted(&self, id: &str, dirs: Dirs) {
-        let _ = self.remove_or_keep(id, dirs, None);
+        let _ = self.removals.remove_or_keep(id, dirs, None);
     }
 
     pub fn layout(&self) -> &Layout {
@@ -317,12 +266,17 @@ impl Registry {
     pub fn remove(&self, id: &str) {
         let sb = self.lock().open.remove(id);
         if let Some(sb) = sb {
-            let _ = self.remove_or_keep(&sb.id, sb.dirs.clone(), Some(sb.quota.clone()));
+            let _ = self
+                .removals
+                .remove_or_keep(&sb.id, sb.dirs.clone(), Some(sb.quota.clone()));
         }
     }
 
     /// Stops any running call, drops the interpreter, and deletes the folders.
     pub async fn close(self: &Arc<Self>, id: &str) -> Result<(), SandboxError> {
+        // Counted from before the sandbox leaves the list until its folders are gone, even if
+        // this future is dropped: [`Registry::wait_for_removals`] sees every close under way.
+        let removal = self.removals.token();
         let sb = self
             .lock()
             .open
@@ -334,14 +288,25 @@ impl Registry {
         let mut slot = sb.slot.lock().await;
         slot.session = None;
         drop(slot);
-        self.remove_closed(sb).await
-    }
-
-    /// Removes the folders of a sandbox no longer listed, off the async threads.
-    async fn remove_closed(self: &Arc<Self>, sb: Arc<Sandbox>) -> Result<(), SandboxError> {
         let (id, dirs, quota) = (sb.id.clone(), sb.dirs.clone(), sb.quota.clone());
         let me = self.clone();
-        tokio::task::spawn_blocking(move || me.remove_or_keep(&id, dirs, Some(quota))).await?
+        // Off the async threads; the blocking task holds the count, not this future.
+        tokio::task::spawn_blocking(move || {
+            let _removal = removal;
+            me.removals.remove_or_keep(&id, dirs, Some(quota))
+        })
+        .await?
+    }
+
+    /// Waits for every close under way (the server's own deletions included) to finish
+    /// removing its folders.
+    pub async fn wait_for_removals(&self) {
+        self.removals.wait().await;
+    }
+
+    /// Tries again to remove folders that could not be removed before; returns how many remain.
+    pub fn retry_leftovers(&self) -> usize {
+        self.removals.retry()
     }
 
     pub async fn close_all(self: &Arc<Self>) {
@@ -352,20 +317,24 @@ impl Registry {
     }
 }
 
-/// Removes both folders of a sandbox, whatever the guest built in them (see `remove_tree`).
-fn remove_dirs(dirs: &Dirs) -> std::io::Result<()> {
-    let mut first_error = None;
-    for d in [&dirs.workspace, &dirs.scratch] {
-        if let Err(e) = super::remove_tree::remove_tree(d) {
-            first_error.get_or_insert(std::io::Error::new(e.kind(), format!("{}: {e}", d.display())));
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+
+    fn registry_with_one() -> (std::path::PathBuf, Arc<Registry>, Arc<Sandbox>) {
+        let home = std::env::temp_dir().join(format!("registry-{}", uuid::Uuid::new_v4().simple()));
+        let reg = Arc::new(Registry::new(Layout::new(&home), None).unwrap());
+        let sb = reg
+            .reserve(Limits {
+                timeout_seconds: 30,
+                memory_mb: 256,
+                disk_bytes: 1 << 30,
+                output_bytes: 1 << 20,
+                fuel_per_call: None,
+            })
+            .unwrap();
+        (home, reg, sb)
+    }
 
     fn chattr(flag: &str, path: &Path) {
         let ok = std::process::Command::new("chattr")
@@ -381,17 +350,7 @@ mod tests {
 
     #[test]
     fn a_folder_that_cannot_be_removed_stays_counted_and_is_retried() {
-        let home = std::env::temp_dir().join(format!("registry-{}", uuid::Uuid::new_v4().simple()));
-        let reg = Arc::new(Registry::new(Layout::new(&home), None).unwrap());
-        let sb = reg
-            .reserve(Limits {
-                timeout_seconds: 30,
-                memory_mb: 256,
-                disk_bytes: 1 << 30,
-                output_bytes: 1 << 20,
-                fuel_per_call: None,
-            })
-            .unwrap();
+        let (home, reg, sb) = registry_with_one();
         let before = reg.host_disk.used();
         sb.quota.reserve(10_000).unwrap();
         let stuck = sb.dirs.workspace.join("deep").join("stuck");
@@ -413,6 +372,36 @@ mod tests {
         assert_eq!(reg.retry_leftovers(), 0);
         assert!(!sb.dirs.workspace.exists() && !sb.dirs.scratch.exists());
         assert_eq!(reg.host_disk.used(), before, "and is given back once removed");
+        let _ = std::fs::remove_dir_all(&home);
+    }
+
+    #[tokio::test]
+    async fn waiting_for_removals_covers_a_close_under_way() {
+        let (home, reg, sb) = registry_with_one();
+        std::fs::write(sb.dirs.workspace.join("f.txt"), b"x").unwrap();
+        // A call still holds the interpreter, so the close waits for it.
+        let held = sb.slot.lock().await;
+        let closing = tokio::spawn({
+            let reg = reg.clone();
+            let id = sb.id.clone();
+            async move { reg.close(&id).await }
+        });
+        while reg.is_open(&sb.id) {
+            tokio::task::yield_now().await;
+        }
+        let waiting = tokio::spawn({
+            let reg = reg.clone();
+            async move { reg.wait_for_removals().await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!waiting.is_finished(), "a close under way is waited for");
+        drop(held);
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("the wait ends once the folders are gone")
+            .unwrap();
+        assert!(!sb.dirs.workspace.exists() && !sb.dirs.scratch.exists());
+        closing.await.unwrap().unwrap();
         let _ = std::fs::remove_dir_all(&home);
     }
 }

@@ -81,10 +81,35 @@ async fn a_very_deep_tree_is_removed_by_close_and_by_create_run_close() {
     s.stop().await;
 }
 
+/// A server that deletes sandboxes idle for `idle` seconds, logging at info to a file of
+/// its own (read by the test, so a failure can say what the server did).
+async fn idle_server_logged(idle: &str, name: &str) -> (Server, std::path::PathBuf) {
+    let log = std::env::temp_dir().join(format!("mcs-{name}-{}.log", std::process::id()));
+    let log_s = log.to_str().unwrap().to_string();
+    let s = Server::start_with(&[
+        ("CODE_SANDBOX_IDLE_SECONDS", idle),
+        ("RUST_LOG", "info"),
+        (common::LOG_TO, &log_s),
+    ])
+    .await;
+    (s, log)
+}
+
+/// Waits (up to a minute) for the process to exit; whether it did.
+async fn exited(pid: u32) -> bool {
+    for _ in 0..600 {
+        if !process_alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
 #[tokio::test]
 async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
-    // Idle expiry.
-    let s = Server::start_with(&[("CODE_SANDBOX_IDLE_SECONDS", "2")]).await;
+    // Idle expiry. The server's log is kept: if shutdown leaves the tree, it says why.
+    let (s, log) = idle_server_logged("2", "deep").await;
     let id = deep_tree_sandbox(&s, 5_000).await;
     let mut removed = false;
     for _ in 0..60 {
@@ -105,16 +130,14 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
     let home = s.home.clone();
     let pid = s.pid.expect("pid");
     s.stop().await;
-    for _ in 0..120 {
-        if !process_alive(pid) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    let gone = exited(pid).await;
+    let said = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(gone, "the server exited after its client left:\n{said}");
     assert!(
         !home.join("sandboxes").join(&id).exists(),
-        "shutdown removed the deep tree"
+        "shutdown removed the deep tree; the server said:\n{said}"
     );
+    let _ = std::fs::remove_file(&log);
 
     // kill -9, then the next start cleans up (in a home of its own, so no other test's
     // server cleans up first).
@@ -126,13 +149,7 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     // Until it has exited: only then are its owner locks released (tearing down a server's
     // address space can take seconds on a loaded machine).
-    for _ in 0..300 {
-        if !process_alive(pid) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert!(!process_alive(pid), "the killed server has exited");
+    assert!(exited(pid).await, "the killed server has exited");
     assert!(s.workspace(&id).exists(), "the killed server left its folder");
     // Its lock on the folder must be free before the next server looks (a server never takes
     // a folder whose owner still holds it).
@@ -152,6 +169,40 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
     still_sound(&s2, &other, &[&id]).await;
     s2.stop().await;
     let _ = std::fs::remove_dir_all(&home);
+}
+
+#[tokio::test]
+async fn a_deletion_under_way_when_the_server_stops_ends_before_it_exits() {
+    // The idle reaper begins deleting a deep tree; the client leaves at that moment. The
+    // server must finish the deletion before it exits, not cut it off half-way.
+    let (s, log) = idle_server_logged("1", "reap").await;
+    let id = deep_tree_sandbox(&s, 20_000).await;
+    let deleting = format!("deleting sandbox {id}");
+    let mut begun = false;
+    for _ in 0..400 {
+        if std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains(&deleting)
+        {
+            begun = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(begun, "the idle reaper began deleting the sandbox");
+    let (home, pid) = (s.home.clone(), s.pid.expect("pid"));
+    s.stop().await;
+    let gone = exited(pid).await;
+    assert!(gone, "the server exited");
+    assert!(
+        !home.join("sandboxes").join(&id).exists(),
+        "the deletion finished before the server exited"
+    );
+    assert!(
+        !home.join("scratch").join(&id).exists(),
+        "its scratch is gone too"
+    );
+    let _ = std::fs::remove_file(&log);
 }
 
 fn process_alive(pid: u32) -> bool {
