@@ -274,8 +274,9 @@ impl Registry {
 
     /// Stops any running call, drops the interpreter, and deletes the folders.
     pub async fn close(self: &Arc<Self>, id: &str) -> Result<(), SandboxError> {
-        // Counted from before the sandbox leaves the list until its folders are gone, even if
-        // this future is dropped: [`Registry::wait_for_removals`] sees every close under way.
+        // Counted from before the sandbox leaves the list until its folders are gone (once the
+        // removal has begun, even if this future is dropped): [`Registry::wait_for_removals`]
+        // sees every close under way, and the runtime lives on while it waits.
         let removal = self.removals.token();
         let sb = self
             .lock()
