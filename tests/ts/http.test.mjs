@@ -7,12 +7,9 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, symlinkSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { homeSharing, startRemote } from "./remote_server.mjs";
 
 const BIN = process.env.MCP_CODE_SANDBOX_BIN;
 const SHARED = process.env.CODE_SANDBOX_HOME;
@@ -20,42 +17,11 @@ const LONG = { timeout: 180_000 };
 
 let server;
 let url;
-const tokens = {};
+let tokens;
 
 before(async () => {
   assert.ok(BIN && SHARED, "MCP_CODE_SANDBOX_BIN and CODE_SANDBOX_HOME are set");
-  // A home of its own that shares the installed runtime and caches.
-  const home = mkdtempSync(join(tmpdir(), "mcs-ts-http-"));
-  for (const d of ["runtime", "cache", "wheels"]) symlinkSync(join(SHARED, d), join(home, d));
-  const tokensFile = join(home, "tokens");
-  for (const name of ["alice", "bob"]) {
-    tokens[name] = execFileSync(BIN, ["token", "add", name], {
-      env: { ...process.env, CODE_SANDBOX_TOKENS: tokensFile },
-    })
-      .toString()
-      .trim();
-  }
-  server = spawn(BIN, ["--transport", "http", "--listen", "127.0.0.1:0"], {
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      CODE_SANDBOX_HOME: home,
-      CODE_SANDBOX_TOKENS: tokensFile,
-      CODE_SANDBOX_PERSIST: "false",
-      RUST_LOG: "warn",
-    },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  url = await new Promise((resolve, reject) => {
-    let seen = "";
-    server.stderr.on("data", (chunk) => {
-      process.stderr.write(chunk);
-      seen += chunk;
-      const m = seen.match(/serving MCP at (\S+)\s/); // whole: the line may come in pieces
-      if (m) resolve(m[1]);
-    });
-    server.on("exit", (code) => reject(new Error(`the server exited (${code}) before listening`)));
-  });
+  ({ server, url, tokens } = await startRemote(BIN, homeSharing(SHARED, "mcs-ts-http-")));
 });
 
 after(() => server?.kill("SIGTERM"));

@@ -9,12 +9,11 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { Client, StreamableHTTPClientTransport, LOG_LEVEL_META_KEY } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import { homeSharing, startRemote } from "./remote_server.mjs";
 
 const BIN = process.env.MCP_CODE_SANDBOX_BIN;
 const SHARED = process.env.CODE_SANDBOX_HOME;
@@ -22,13 +21,6 @@ const PYTHON = "python3";
 const REVISION = "2026-07-28";
 const LONG = { timeout: 180_000 };
 const TEMPLATE = "sandbox://{sandbox_id}/{+path}";
-
-/// A home of its own that shares the installed runtime and caches.
-function home(prefix) {
-  const dir = mkdtempSync(join(tmpdir(), prefix));
-  for (const d of ["runtime", "cache", "wheels"]) symlinkSync(join(SHARED, d), join(dir, d));
-  return dir;
-}
 
 /// A client pinned to 2026-07-28 that records log lines and list changes.
 function recordingClient() {
@@ -73,7 +65,7 @@ let stdio;
 
 before(async () => {
   assert.ok(BIN && SHARED, "MCP_CODE_SANDBOX_BIN and CODE_SANDBOX_HOME are set");
-  const dir = home("mcs-rev2026-stdio-");
+  const dir = homeSharing(SHARED, "mcs-rev2026-stdio-");
   const servers = join(dir, "servers.json");
   writeFileSync(
     servers,
@@ -206,11 +198,9 @@ test("stdio: a listen stream hears tool list changes from code mode and sandboxe
 
 // --- streamable HTTP, remote mode, two principals ------------------------------------------
 
-let http;
-
-async function httpClient(token) {
+async function httpClient(url, token) {
   const { client, seen } = recordingClient();
-  const transport = new StreamableHTTPClientTransport(new URL(http.url), {
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
     requestInit: { headers: { Authorization: `Bearer ${token}` } },
   });
   await client.connect(transport);
@@ -218,41 +208,10 @@ async function httpClient(token) {
 }
 
 test("http: each principal completes, hears and lists only its own sandboxes", LONG, async () => {
-  const dir = home("mcs-rev2026-http-");
-  const tokensFile = join(dir, "tokens");
-  const tokens = {};
-  for (const name of ["alice", "bob"]) {
-    tokens[name] = execFileSync(BIN, ["token", "add", name], {
-      env: { ...process.env, CODE_SANDBOX_TOKENS: tokensFile },
-    })
-      .toString()
-      .trim();
-  }
-  const server = spawn(BIN, ["--transport", "http", "--listen", "127.0.0.1:0"], {
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      CODE_SANDBOX_HOME: dir,
-      CODE_SANDBOX_TOKENS: tokensFile,
-      CODE_SANDBOX_PERSIST: "false",
-      RUST_LOG: "warn",
-    },
-    stdio: ["ignore", "ignore", "pipe"],
-  });
+  const { server, url, tokens } = await startRemote(BIN, homeSharing(SHARED, "mcs-rev2026-http-"));
   try {
-    const url = await new Promise((ok, fail) => {
-      let said = "";
-      server.stderr.on("data", (chunk) => {
-        process.stderr.write(chunk);
-        said += chunk;
-        const m = said.match(/serving MCP at (\S+)\s/); // whole: the line may come in pieces
-        if (m) ok(m[1]);
-      });
-      server.on("exit", (code) => fail(new Error(`the server exited (${code}) before listening`)));
-    });
-    http = { url };
-    const alice = await httpClient(tokens.alice);
-    const bob = await httpClient(tokens.bob);
+    const alice = await httpClient(url, tokens.alice);
+    const bob = await httpClient(url, tokens.bob);
     assert.equal(alice.client.getNegotiatedProtocolVersion(), REVISION);
 
     const bobListens = await bob.client.listen({ resourcesListChanged: true });
