@@ -52,6 +52,10 @@ impl Layout {
     pub fn wheels_dir(&self) -> PathBuf {
         self.home.join("wheels")
     }
+    /// Closed sandboxes' folders on their way out, one folder per server (see `wasm::removals`).
+    pub fn trash_dir(&self) -> PathBuf {
+        self.home.join("trash")
+    }
 
     /// The marker is written last, after every member was verified, so its presence with the
     /// pinned digests means the folder is whole.

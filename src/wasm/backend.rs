@@ -29,6 +29,9 @@ const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
 const MIN_MEMORY_MB: u64 = 64;
 /// At shutdown, how long a running call may hold a sandbox before it is left unsaved.
 const SAVE_WAIT: Duration = Duration::from_secs(3);
+/// At shutdown, how long (from its start) deletions under way may go on: clients send SIGTERM
+/// about 3 s after they let go of the server, and SIGKILL a few seconds later.
+const DELETE_WAIT: Duration = Duration::from_secs(2);
 
 pub struct WasmBackend {
     settings: Arc<Settings>,
@@ -53,6 +56,7 @@ impl WasmBackend {
             .total_memory_mb
             .map_or_else(vm::half_of_machine, |mb| mb.saturating_mul(1 << 20));
         recovery::recover(&registry, &|kept| clamp_kept(&settings, total, kept));
+        registry.empty_stale_trash();
         let keep_bytes = settings.keep_bytes();
         tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
         let programs = Programs::new(layout, settings.fuel_per_call > 0, settings.warm_image);
@@ -390,6 +394,7 @@ impl Interpreter for WasmBackend {
 
     async fn shutdown(&self) {
         let began = std::time::Instant::now();
+        let deletions_end = tokio::time::Instant::now() + DELETE_WAIT;
         tracing::info!(
             "shutting down: {} sandbox(es) to {}",
             self.ctx.registry.all().len(),
@@ -430,16 +435,11 @@ impl Interpreter for WasmBackend {
         } else {
             self.ctx.registry.close_all().await;
         }
-        // Deletions begun before the stop (an idle sandbox's) end before the process does,
-        // or a half-removed tree would be left behind.
-        self.ctx.registry.wait_for_removals().await;
-        let registry = self.ctx.registry.clone();
-        let left = tokio::task::spawn_blocking(move || registry.retry_leftovers())
-            .await
-            .unwrap_or(0);
-        if left > 0 {
-            tracing::warn!("{left} sandbox folder(s) could not be removed; the next start tries again");
-        }
+        // Deletions begun before the stop (an idle sandbox's) get a bounded time to end: the
+        // folders already left the home, and what is not deleted by then stays in the trash for
+        // the next start, rather than this process being killed by a client that waited.
+        let bound = deletions_end.saturating_duration_since(tokio::time::Instant::now());
+        self.ctx.registry.finish_removals(bound).await;
         tracing::info!("shut down in {} ms", began.elapsed().as_millis());
     }
 }

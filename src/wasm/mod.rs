@@ -33,6 +33,7 @@ mod removals;
 mod remove_tree;
 mod results;
 mod spare;
+mod trash;
 mod vm;
 
 pub use backend::WasmBackend;

@@ -20,6 +20,11 @@ use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::retention::{Gone, Why};
 use crate::sandbox::{Limits, SandboxError};
 
+/// How long `close` waits for a sandbox's folders to be deleted before it answers and lets the
+/// deletion end in the background: long enough that a close usually gives the disk back before
+/// it answers, short enough that a tree the guest nested thousands deep does not hold it up.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 struct Inner {
     open: OpenSet<Sandbox>,
     /// Kept sandboxes listed after a restart whose disk use is not counted yet (see
@@ -67,6 +72,7 @@ impl Registry {
     /// `persist`: keep sandboxes across restarts, for this long unused.
     pub fn new(layout: Layout, persist: Option<Duration>) -> Result<Self, SandboxError> {
         Ok(Registry {
+            removals: Removals::new(&layout),
             persist,
             gone: Gone::new(persist.map(|_| layout.home.join("deleted.json"))),
             stopping: CancellationToken::new(),
@@ -77,7 +83,6 @@ impl Registry {
                 open: OpenSet::default(),
                 unmeasured: Vec::new(),
             }),
-            removals: Removals::default(),
         })
     }
 
@@ -133,9 +138,8 @@ impl Registry {
 
     /// Deletes the folders of a sandbox that was never listed.
     pub fn discard(&self, sb: &Sandbox) {
-        let _ = self
-            .removals
-            .remove_or_keep(&sb.id, sb.dirs.clone(), Some(sb.quota.clone()));
+        self.removals
+            .remove_soon(&sb.id, &sb.dirs, Some(sb.quota.clone()));
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Sandbox>, SandboxError> {
@@ -201,7 +205,12 @@ impl Registry {
 
     /// Removes the folders of a sandbox that is not listed (left by an earlier server).
     pub fn remove_unlisted(&self, id: &str, dirs: Dirs) {
-        let _ = self.removals.remove_or_keep(id, dirs, None);
+        self.removals.remove_soon(id, &dirs, None);
+    }
+
+    /// Deletes, in the background, what servers that are gone left in their trash.
+    pub fn empty_stale_trash(&self) {
+        self.removals.empty_stale();
     }
 
     pub fn layout(&self) -> &Layout {
@@ -266,18 +275,18 @@ impl Registry {
     pub fn remove(&self, id: &str) {
         let sb = self.lock().open.remove(id);
         if let Some(sb) = sb {
-            let _ = self
-                .removals
-                .remove_or_keep(&sb.id, sb.dirs.clone(), Some(sb.quota.clone()));
+            self.removals
+                .remove_soon(&sb.id, &sb.dirs, Some(sb.quota.clone()));
         }
     }
 
-    /// Stops any running call, drops the interpreter, and deletes the folders.
+    /// Stops any running call, drops the interpreter, and deletes the folders: they leave the
+    /// home at once; a deletion still going after [`CLOSE_WAIT`] (a deep tree) ends in the
+    /// background.
     pub async fn close(self: &Arc<Self>, id: &str) -> Result<(), SandboxError> {
-        // Counted from before the sandbox leaves the list until its folders are gone (once the
-        // removal has begun, even if this future is dropped): [`Registry::wait_for_removals`]
-        // sees every close under way, and the runtime lives on while it waits.
-        let removal = self.removals.token();
+        // Counted from before the sandbox leaves the list (even if this future is dropped while
+        // it waits for the interpreter): [`Registry::finish_removals`] sees every close.
+        let waiting = self.removals.token();
         let sb = self
             .lock()
             .open
@@ -289,20 +298,29 @@ impl Registry {
         let mut slot = sb.slot.lock().await;
         slot.session = None;
         drop(slot);
-        let (id, dirs, quota) = (sb.id.clone(), sb.dirs.clone(), sb.quota.clone());
-        let me = self.clone();
-        // Off the async threads; the blocking task holds the count, not this future.
-        tokio::task::spawn_blocking(move || {
-            let _removal = removal;
-            me.removals.remove_or_keep(&id, dirs, Some(quota))
-        })
-        .await?
+        let deleting = self
+            .removals
+            .remove_soon(&sb.id, &sb.dirs, Some(sb.quota.clone()));
+        drop(waiting);
+        let Some(deleting) = deleting else {
+            return Ok(());
+        };
+        match tokio::time::timeout(CLOSE_WAIT, deleting).await {
+            Ok(ended) => ended?,
+            Err(_) => {
+                tracing::info!(
+                    "sandbox {id} is closed; its folders are still being deleted, in the background"
+                );
+                Ok(())
+            }
+        }
     }
 
-    /// Waits for every close under way (the server's own deletions included) to finish
-    /// removing its folders.
-    pub async fn wait_for_removals(&self) {
-        self.removals.wait().await;
+    /// At shutdown: waits up to `bound` for every close under way (the server's own deletions
+    /// included) to finish deleting its folders, then leaves the rest to the next start; whether
+    /// they all finished.
+    pub async fn finish_removals(&self, bound: Duration) -> bool {
+        self.removals.finish(bound).await
     }
 
     /// Tries again to remove folders that could not be removed before; returns how many remain.
@@ -310,11 +328,10 @@ impl Registry {
         self.removals.retry()
     }
 
+    /// Closes every sandbox, all at once: a client that lets go waits only seconds.
     pub async fn close_all(self: &Arc<Self>) {
         let ids = self.lock().open.ids();
-        for id in ids {
-            let _ = self.close(&id).await;
-        }
+        futures_util::future::join_all(ids.iter().map(|id| self.close(id))).await;
     }
 }
 
@@ -360,6 +377,15 @@ mod tests {
         chattr("+i", &stuck);
 
         reg.remove(&sb.id);
+        assert!(!sb.dirs.workspace.exists(), "the folder left the home at once");
+        // Moved into the server's trash, where the immutable file is still there.
+        let trash = std::fs::read_dir(home.join("trash"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.is_dir())
+            .unwrap();
+        let stuck = trash.join(&sb.id).join("workspace").join("deep").join("stuck");
         assert!(stuck.exists(), "the immutable file is still there");
         assert_eq!(reg.host_disk.used(), before + 10_000, "its disk stays counted");
         assert_eq!(
@@ -367,11 +393,11 @@ mod tests {
             1,
             "a retry that cannot finish keeps it queued"
         );
-        assert!(sb.dirs.workspace.exists());
+        assert!(stuck.exists());
 
         chattr("-i", &stuck);
         assert_eq!(reg.retry_leftovers(), 0);
-        assert!(!sb.dirs.workspace.exists() && !sb.dirs.scratch.exists());
+        assert!(!trash.join(&sb.id).exists() && !sb.dirs.scratch.exists());
         assert_eq!(reg.host_disk.used(), before, "and is given back once removed");
         let _ = std::fs::remove_dir_all(&home);
     }
@@ -392,15 +418,16 @@ mod tests {
         }
         let waiting = tokio::spawn({
             let reg = reg.clone();
-            async move { reg.wait_for_removals().await }
+            async move { reg.finish_removals(Duration::from_secs(30)).await }
         });
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(!waiting.is_finished(), "a close under way is waited for");
         drop(held);
-        tokio::time::timeout(Duration::from_secs(10), waiting)
+        let all_ended = tokio::time::timeout(Duration::from_secs(10), waiting)
             .await
             .expect("the wait ends once the folders are gone")
             .unwrap();
+        assert!(all_ended, "the deletion ended within the bound");
         assert!(!sb.dirs.workspace.exists() && !sb.dirs.scratch.exists());
         closing.await.unwrap().unwrap();
         let _ = std::fs::remove_dir_all(&home);

@@ -15,13 +15,19 @@ use std::path::Path;
 
 /// Removes `path` and everything below it. A missing path is not an error.
 pub fn remove_tree(path: &Path) -> io::Result<()> {
+    remove_tree_unless(path, &|| false)
+}
+
+/// [`remove_tree`], giving up (`Interrupted`) as soon as `stop` says so: a server that is
+/// shutting down leaves the rest of a deep tree to the next start rather than be killed for it.
+pub fn remove_tree_unless(path: &Path, stop: &dyn Fn() -> bool) -> io::Result<()> {
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
         Ok(md) if !md.is_dir() => return std::fs::remove_file(path),
         Ok(_) => {}
     }
-    imp::empty_folder(path)?;
+    imp::empty_folder(path, stop)?;
     match std::fs::remove_dir(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
@@ -30,7 +36,11 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
 
 /// Removes everything below `path`, keeping the folder itself.
 pub fn empty_folder(path: &Path) -> io::Result<()> {
-    imp::empty_folder(path)
+    imp::empty_folder(path, &|| false)
+}
+
+fn stopped() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "the deletion was stopped")
 }
 
 #[cfg(unix)]
@@ -86,12 +96,15 @@ mod imp {
         CString::new(name.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
     }
 
-    pub fn empty_folder(path: &Path) -> io::Result<()> {
+    pub fn empty_folder(path: &Path, stop: &dyn Fn() -> bool) -> io::Result<()> {
         let mut cur = open_dir_at(CWD, path.as_os_str().as_bytes())?;
         // One level per folder from the root down to the current one: the name it has in its
         // parent (none for the root) and its folders still to empty.
         let mut pending: Vec<(Option<OsString>, Vec<OsString>)> = vec![(None, sweep(&cur)?)];
         while let Some((_, todo)) = pending.last_mut() {
+            if stop() {
+                return Err(stopped());
+            }
             match todo.pop() {
                 Some(name) => match open_dir_at(&cur, name.as_bytes()) {
                     Ok(child) => {
@@ -125,8 +138,11 @@ mod imp {
     use super::*;
 
     /// Windows' `remove_dir_all` walks handles without recursing on the call stack.
-    pub fn empty_folder(path: &Path) -> io::Result<()> {
+    pub fn empty_folder(path: &Path, stop: &dyn Fn() -> bool) -> io::Result<()> {
         for entry in std::fs::read_dir(path)? {
+            if stop() {
+                return Err(stopped());
+            }
             let entry = entry?;
             if entry.file_type()?.is_dir() {
                 std::fs::remove_dir_all(entry.path())?;
@@ -140,7 +156,7 @@ mod imp {
 
 #[cfg(all(test, unix))]
 mod tests {
-    use super::remove_tree;
+    use super::{remove_tree, remove_tree_unless};
 
     fn scratch(name: &str) -> std::path::PathBuf {
         let p = std::env::temp_dir().join(format!("remove-tree-{name}-{}", uuid::Uuid::new_v4().simple()));
@@ -181,6 +197,18 @@ mod tests {
             .join()
             .unwrap()
             .unwrap();
+        assert!(!root.exists());
+    }
+
+    #[test]
+    fn a_stopped_deletion_ends_at_once_and_leaves_the_rest() {
+        let root = scratch("stopped");
+        std::fs::create_dir_all(root.join("a/b/c")).unwrap();
+        std::fs::write(root.join("a/b/c/f"), b"x").unwrap();
+        let e = remove_tree_unless(&root, &|| true).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
+        assert!(root.join("a/b/c/f").is_file(), "nothing below was touched");
+        remove_tree(&root).unwrap();
         assert!(!root.exists());
     }
 

@@ -18,6 +18,8 @@ use crate::sandbox::Limits;
 /// slow it down.
 const DELAY: Duration = Duration::from_millis(30);
 const WARM_UP: &str = "0";
+/// At shutdown, how long to wait for a spare being warmed.
+const STOP_WAIT: Duration = Duration::from_millis(500);
 const FORGET_WARM_UP: &str = "__import__('builtins').__dict__.pop('_', None) and None";
 
 /// A spare sandbox and the image its interpreter started from.
@@ -54,6 +56,12 @@ impl Spare {
                     let after_call = after_call_source(Duration::from_secs(10));
                     for code in [WARM_UP, &after_call, FORGET_WARM_UP] {
                         session.turn(code, Duration::from_secs(10), None, &quiet).await;
+                    }
+                    if stopping.load(Ordering::SeqCst) {
+                        // The server stopped meanwhile without waiting for this one.
+                        drop(session);
+                        ctx.registry.discard(&sb);
+                        return;
                     }
                     sb.slot.lock().await.session = Some(session);
                     *slot = Some((sb, program.image));
@@ -93,7 +101,12 @@ impl Spare {
     /// Stops warming and removes the spare (server shutdown).
     pub async fn stop(&self, registry: &Registry) {
         self.stopping.store(true, Ordering::SeqCst);
-        if let Some((sb, _)) = self.slot.lock().await.take() {
+        // A spare being warmed holds the slot through a few turns of its interpreter, longer on
+        // a busy machine: shutdown does not wait long for it (it discards itself when done).
+        let Ok(mut slot) = tokio::time::timeout(STOP_WAIT, self.slot.lock()).await else {
+            return;
+        };
+        if let Some((sb, _)) = slot.take() {
             sb.slot.lock().await.session = None;
             registry.discard(&sb);
         }

@@ -40,19 +40,39 @@ async fn still_sound(s: &Server, other: &str, gone: &[&str]) {
     let v = s.run_ok(&id, "1+1").await;
     assert_eq!(v["result"], "2");
     for g in gone {
-        // Removal after a restart runs in the background; on a loaded machine it may still be
-        // under way when the server first answers.
-        let (workspace, scratch) = (s.workspace(g), s.home.join("scratch").join(g));
-        for _ in 0..240 {
-            if !workspace.exists() && !scratch.exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        assert!(!workspace.exists(), "the folder of {g} is removed");
-        assert!(!scratch.exists(), "the scratch of {g} is removed");
+        // The folders leave the home at once; their deletion from the trash runs in the
+        // background, and on a loaded machine it may still be under way.
+        assert!(!s.workspace(g).exists(), "the folder of {g} left the home");
+        assert!(
+            !s.home.join("scratch").join(g).exists(),
+            "the scratch of {g} left the home"
+        );
+        assert!(
+            emptied(&s.home, g).await,
+            "the folders of {g} are deleted from the trash"
+        );
     }
     s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
+}
+
+/// Whether what is left of sandbox `id` in a server's trash (`trash/<server>/<id>`) is.
+fn in_trash(home: &std::path::Path, id: &str) -> bool {
+    std::fs::read_dir(home.join("trash"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join(id).exists())
+}
+
+/// Waits (up to two minutes: a deep tree on a busy disk) for the trash to hold nothing of `id`.
+async fn emptied(home: &std::path::Path, id: &str) -> bool {
+    for _ in 0..480 {
+        if !in_trash(home, id) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    false
 }
 
 async fn witness(s: &Server) -> String {
@@ -81,12 +101,13 @@ async fn a_very_deep_tree_is_removed_by_close_and_by_create_run_close() {
     s.stop().await;
 }
 
-/// A server that deletes sandboxes idle for `idle` seconds, logging at info to a file of
-/// its own (read by the test, so a failure can say what the server did).
-async fn idle_server_logged(idle: &str, name: &str) -> (Server, std::path::PathBuf) {
+/// A server on `home` that deletes sandboxes idle for `idle` seconds, logging at info to a file
+/// of its own (read by the test, so a failure can say what the server did).
+async fn idle_server_logged(home: &std::path::Path, idle: &str, name: &str) -> (Server, std::path::PathBuf) {
     let log = std::env::temp_dir().join(format!("mcs-{name}-{}.log", std::process::id()));
     let log_s = log.to_str().unwrap().to_string();
     let s = Server::start_with(&[
+        ("CODE_SANDBOX_HOME", home.to_str().unwrap()),
         ("CODE_SANDBOX_IDLE_SECONDS", idle),
         ("RUST_LOG", "info"),
         (common::LOG_TO, &log_s),
@@ -106,10 +127,33 @@ async fn exited(pid: u32) -> bool {
     false
 }
 
+/// Closes the client (stdin), waits for the server to exit, and checks it ended its shutdown
+/// itself (the client kills a server that takes more than a few seconds) with the folders of
+/// `id` gone from the home; returns what the server logged.
+async fn stop_cleanly(s: Server, log: &std::path::Path, id: &str) -> String {
+    let (home, pid) = (s.home.clone(), s.pid.expect("pid"));
+    s.stop().await;
+    let gone = exited(pid).await;
+    let said = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(gone, "the server exited after its client left:\n{said}");
+    assert!(
+        said.contains("shut down in"),
+        "the server finished its shutdown before the client lost patience; it said:\n{said}"
+    );
+    assert!(
+        !home.join("sandboxes").join(id).exists(),
+        "the deep tree left the home; the server said:\n{said}"
+    );
+    assert!(!home.join("scratch").join(id).exists(), "its scratch too");
+    let _ = std::fs::remove_file(log);
+    said
+}
+
 #[tokio::test]
 async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
     // Idle expiry. The server's log is kept: if shutdown leaves the tree, it says why.
-    let (s, log) = idle_server_logged("2", "deep").await;
+    let home = common::private_home();
+    let (s, log) = idle_server_logged(&home, "2", "deep").await;
     let id = deep_tree_sandbox(&s, 5_000).await;
     let mut removed = false;
     for _ in 0..60 {
@@ -120,28 +164,22 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
         }
     }
     assert!(removed, "idle expiry removed the deep tree");
+    assert!(emptied(&home, &id).await, "and deleted it from the trash");
     let (err, _, text) = s
         .call_json("execute_code", json!({"sandbox_id": id, "code": "1"}))
         .await;
     assert!(err && text.contains("CODE_SANDBOX_IDLE_SECONDS"), "{text}");
 
-    // Shutdown (stdin closes).
+    // Shutdown (stdin closes): the tree leaves the home before the process exits, and is
+    // deleted by then or by the next start.
     let id = deep_tree_sandbox(&s, 5_000).await;
-    let home = s.home.clone();
-    let pid = s.pid.expect("pid");
+    stop_cleanly(s, &log, &id).await;
+    let s = Server::start_with(&[("CODE_SANDBOX_HOME", home.to_str().unwrap())]).await;
+    assert!(emptied(&home, &id).await, "the next start emptied the trash");
     s.stop().await;
-    let gone = exited(pid).await;
-    let said = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(gone, "the server exited after its client left:\n{said}");
-    assert!(
-        !home.join("sandboxes").join(&id).exists(),
-        "shutdown removed the deep tree; the server said:\n{said}"
-    );
-    let _ = std::fs::remove_file(&log);
 
     // kill -9, then the next start cleans up (in a home of its own, so no other test's
     // server cleans up first).
-    let home = common::private_home();
     let envs = [("CODE_SANDBOX_HOME", home.to_str().unwrap())];
     let s = Server::start_with(&envs).await;
     let id = deep_tree_sandbox(&s, 5_000).await;
@@ -172,10 +210,13 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
 }
 
 #[tokio::test]
-async fn a_deletion_under_way_when_the_server_stops_ends_before_it_exits() {
+async fn a_deletion_under_way_when_the_server_stops_is_cut_short_and_finished_by_the_next_start() {
     // The idle reaper begins deleting a deep tree; the client leaves at that moment. The
-    // server must finish the deletion before it exits, not cut it off half-way.
-    let (s, log) = idle_server_logged("1", "reap").await;
+    // server must not keep the client waiting for the whole tree (it would be killed half-way)
+    // nor leave it where the sandbox's files were: the tree is in the trash, and the next
+    // start deletes what is left.
+    let home = common::private_home();
+    let (s, log) = idle_server_logged(&home, "1", "reap").await;
     let id = deep_tree_sandbox(&s, 20_000).await;
     let deleting = format!("deleting sandbox {id}");
     let mut begun = false;
@@ -190,19 +231,21 @@ async fn a_deletion_under_way_when_the_server_stops_ends_before_it_exits() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert!(begun, "the idle reaper began deleting the sandbox");
-    let (home, pid) = (s.home.clone(), s.pid.expect("pid"));
+    stop_cleanly(s, &log, &id).await;
+    let s = Server::start_with(&[("CODE_SANDBOX_HOME", home.to_str().unwrap())]).await;
+    assert!(emptied(&home, &id).await, "the next start emptied the trash");
+    let trash: Vec<_> = std::fs::read_dir(home.join("trash"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        trash.len(),
+        2,
+        "only the running server's trash and lock: {trash:?}"
+    );
     s.stop().await;
-    let gone = exited(pid).await;
-    assert!(gone, "the server exited");
-    assert!(
-        !home.join("sandboxes").join(&id).exists(),
-        "the deletion finished before the server exited"
-    );
-    assert!(
-        !home.join("scratch").join(&id).exists(),
-        "its scratch is gone too"
-    );
-    let _ = std::fs::remove_file(&log);
+    let _ = std::fs::remove_dir_all(&home);
 }
 
 fn process_alive(pid: u32) -> bool {
