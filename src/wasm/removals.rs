@@ -135,7 +135,7 @@ impl Removals {
                 tracing::info!("deleted what a stopped server left in {}", s.dir.display());
                 s.emptied();
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) if self.given_up() => {}
             Err(e) => tracing::warn!(
                 "could not empty {} ({e}); the next start tries again",
                 s.dir.display()
@@ -153,8 +153,7 @@ impl Removals {
             self.0.given_up.store(true, Ordering::SeqCst);
             if let Some(t) = &self.0.trash {
                 tracing::info!(
-                    "still deleting closed sandboxes' folders after {} ms; the next start finishes (they are in {})",
-                    bound.as_millis(),
+                    "stopped deleting closed sandboxes' folders to exit in time; the next start finishes (they are in {})",
                     t.dir().display()
                 );
             }
@@ -192,8 +191,12 @@ impl Removals {
         self.0.leftovers.locked().len()
     }
 
+    fn given_up(&self) -> bool {
+        self.0.given_up.load(Ordering::SeqCst)
+    }
+
     fn remove_all(&self, paths: &[PathBuf]) -> std::io::Result<()> {
-        remove_paths(paths, &|| self.0.given_up.load(Ordering::SeqCst))
+        remove_paths(paths, &|| self.given_up())
     }
 
     /// Where a sandbox's folders go in the trash.
@@ -234,7 +237,7 @@ impl Removals {
                 Ok(())
             }
             // Shutdown stopped it; the next start deletes the rest.
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Ok(()),
+            Err(_) if self.given_up() => Ok(()),
             Err(e) => {
                 tracing::warn!("could not remove the folders of {id} (will retry): {e}");
                 let message = format!(
