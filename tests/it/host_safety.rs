@@ -55,7 +55,7 @@ async fn still_sound(s: &Server, other: &str, gone: &[&str]) {
     s.call_json("close_sandbox", json!({"sandbox_id": id})).await;
 }
 
-/// Whether what is left of sandbox `id` in a server's trash (`trash/<server>/<id>`) is.
+/// Whether a server's trash (`trash/<server>/<id>`) still holds something of sandbox `id`.
 fn in_trash(home: &std::path::Path, id: &str) -> bool {
     std::fs::read_dir(home.join("trash"))
         .into_iter()
@@ -129,8 +129,8 @@ async fn exited(pid: u32) -> bool {
 
 /// Closes the client (stdin), waits for the server to exit, and checks it ended its shutdown
 /// itself (the client kills a server that takes more than a few seconds) with the folders of
-/// `id` gone from the home; returns what the server logged.
-async fn stop_cleanly(s: Server, log: &std::path::Path, id: &str) -> String {
+/// `id` gone from the home.
+async fn stop_cleanly(s: Server, log: &std::path::Path, id: &str) {
     let (home, pid) = (s.home.clone(), s.pid.expect("pid"));
     s.stop().await;
     let gone = exited(pid).await;
@@ -146,7 +146,6 @@ async fn stop_cleanly(s: Server, log: &std::path::Path, id: &str) -> String {
     );
     assert!(!home.join("scratch").join(id).exists(), "its scratch too");
     let _ = std::fs::remove_file(log);
-    said
 }
 
 #[tokio::test]
