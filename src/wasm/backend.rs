@@ -393,8 +393,7 @@ impl Interpreter for WasmBackend {
     }
 
     async fn shutdown(&self) {
-        let began = std::time::Instant::now();
-        let deletions_end = tokio::time::Instant::now() + DELETE_WAIT;
+        let began = tokio::time::Instant::now();
         tracing::info!(
             "shutting down: {} sandbox(es) to {}",
             self.ctx.registry.all().len(),
@@ -438,7 +437,7 @@ impl Interpreter for WasmBackend {
         // Deletions begun before the stop (an idle sandbox's) get a bounded time to end: the
         // folders already left the home, and what is not deleted by then stays in the trash for
         // the next start, rather than this process being killed by a client that waited.
-        let bound = deletions_end.saturating_duration_since(tokio::time::Instant::now());
+        let bound = DELETE_WAIT.saturating_sub(began.elapsed());
         self.ctx.registry.finish_removals(bound).await;
         tracing::info!("shut down in {} ms", began.elapsed().as_millis());
     }

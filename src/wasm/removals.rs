@@ -89,19 +89,7 @@ impl Removals {
         let paths = self.move_aside(id, dirs);
         let me = self.clone();
         let id = id.to_string();
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                let counted = self.0.under_way.token();
-                Some(rt.spawn_blocking(move || {
-                    let _counted = counted;
-                    me.delete(&id, paths, quota)
-                }))
-            }
-            Err(_) => {
-                let _ = me.delete(&id, paths, quota);
-                None
-            }
-        }
+        self.in_background(move || me.delete(&id, paths, quota))
     }
 
     /// Deletes, in the background, the trash of servers that were stopped or killed before
@@ -112,21 +100,28 @@ impl Removals {
             return;
         }
         let me = self.clone();
-        let empty = move || {
+        self.in_background(move || {
             for s in stale {
                 me.empty_one(s);
             }
+        });
+    }
+
+    /// Runs `work` on a blocking thread, counted among the deletions under way, or in this
+    /// thread outside a runtime (then there is no handle).
+    fn in_background<R: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> R + Send + 'static,
+    ) -> Option<tokio::task::JoinHandle<R>> {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            work();
+            return None;
         };
-        match tokio::runtime::Handle::try_current() {
-            Ok(rt) => {
-                let counted = self.0.under_way.token();
-                rt.spawn_blocking(move || {
-                    let _counted = counted;
-                    empty();
-                });
-            }
-            Err(_) => empty(),
-        }
+        let counted = self.0.under_way.token();
+        Some(rt.spawn_blocking(move || {
+            let _counted = counted;
+            work()
+        }))
     }
 
     fn empty_one(&self, s: Stale) {
