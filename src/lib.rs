@@ -15,6 +15,8 @@ pub mod e2b;
 pub mod egress;
 pub mod internal_address;
 pub mod lock;
+pub mod log_safe;
+pub mod redact;
 pub mod remote;
 pub mod runtime;
 pub mod sandbox;

@@ -15,7 +15,9 @@ use tracing_subscriber::EnvFilter;
 fn init_logging() {
     // stdout belongs to the MCP protocol: every log line goes to stderr.
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        // Every control character but an event's last newline is escaped: a name or id from
+        // outside cannot add a line or recolour the terminal.
+        .with_writer(|| mcp_code_sandbox::log_safe::SafeStderr)
         .with_ansi(false)
         .with_env_filter(
             EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn")),
@@ -120,6 +122,11 @@ fn raise_open_file_limit() {}
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     raise_open_file_limit();
     let settings = Arc::new(settings);
+    // Before the backend touches the home: a second remote-mode server there is refused.
+    let _home = match settings.transport {
+        Transport::Http => Some(remote::home_lock::claim(&settings.home_dir())?),
+        Transport::Stdio => None,
+    };
     let network = mcp_code_sandbox::app::network(&settings)?;
     let backend = mcp_code_sandbox::app::backend(settings.clone())?;
     let code_mode = mcp_code_sandbox::app::code_mode(&settings, backend.as_ref());

@@ -232,23 +232,6 @@ fn same_address(a: &str, listen: &str) -> bool {
     norm(a) == norm(listen)
 }
 
-/// `text` for a client to read: URLs in it lose what may be a credential (user, password,
-/// query), which the operator's servers file may hold and a log notification must not carry.
-pub fn shown(text: &str) -> String {
-    text.split(' ')
-        .map(|word| match url::Url::parse(word) {
-            Ok(mut u) if u.scheme().starts_with("http") => {
-                let _ = u.set_username("");
-                let _ = u.set_password(None);
-                u.set_query(None);
-                u.to_string()
-            }
-            _ => word.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -339,14 +322,5 @@ mod tests {
             deny: vec![],
         };
         assert!(!only.permits("READ_notes"));
-    }
-
-    #[test]
-    fn a_reason_shown_to_clients_loses_credentials_in_urls() {
-        let why = "https://bob:pw@mcp.example/mcp?key=s3cret did not complete MCP's handshake: 401";
-        assert_eq!(
-            super::shown(why),
-            "https://mcp.example/mcp did not complete MCP's handshake: 401"
-        );
     }
 }

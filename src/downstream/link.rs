@@ -124,6 +124,8 @@ impl Link {
         start_time: Duration,
         changed: Arc<dyn Fn() + Send + Sync>,
     ) -> Arc<Link> {
+        // A setting's problem is told to the guest and the model: never with its credentials.
+        let reach = reach.map_err(|why| crate::redact::urls(&why));
         let state = match &reach {
             Ok(_) => State::Idle,
             Err(why) => State::Down(why.clone(), None),
@@ -288,15 +290,13 @@ impl Link {
                     *me.state.locked() = State::Ready(Box::new(conn));
                 }
                 Err(why) => {
+                    // The reason reaches the guest, the model, log notifications and the log.
+                    let why = crate::redact::urls(&why);
                     tracing::warn!(target: "mcp_code_sandbox::downstream", server = %me.name, "could not start: {why}");
                     server_log(
                         &me.name,
                         Severity::Warning,
-                        format!(
-                            "code mode's server {} is down: {}",
-                            me.name,
-                            super::config::shown(&why)
-                        ),
+                        format!("code mode's server {} is down: {why}", me.name),
                     );
                     *me.state.locked() = State::Down(why, Some(Instant::now()));
                 }
@@ -401,11 +401,11 @@ impl Link {
                     .into(),
             ))),
             Ok(Err(rmcp::ServiceError::McpError(e))) => Ok(Err(Called::Refused(e.message.to_string()))),
-            Ok(Err(e)) if peer.is_transport_closed() => Err(format!(
+            Ok(Err(e)) if peer.is_transport_closed() => Err(crate::redact::urls(&format!(
                 "the {} server's connection ended during the call ({e}); it is started again at the next call",
                 self.name
-            )),
-            Ok(Err(e)) => Ok(Err(Called::Protocol(e.to_string()))),
+            ))),
+            Ok(Err(e)) => Ok(Err(Called::Protocol(crate::redact::urls(&e.to_string())))),
         }
     }
 

@@ -84,10 +84,13 @@ impl Collector {
                 let main = v.get("is_main_result").and_then(Value::as_bool).unwrap_or(false);
                 if let Some(png) = v.get("png").and_then(Value::as_str) {
                     match base64::engine::general_purpose::STANDARD.decode(png) {
-                        Ok(data) => self.ex.images.push(Image {
-                            mime_type: "image/png".into(),
-                            data,
-                        }),
+                        Ok(data) => match crate::sandbox::png::check(&data) {
+                            Ok(_) => self.ex.images.push(Image {
+                                mime_type: "image/png".into(),
+                                data,
+                            }),
+                            Err(why) => self.ex.notes.push(format!("An image was dropped: {why}.")),
+                        },
                         Err(_) => self
                             .ex
                             .notes
@@ -132,7 +135,8 @@ mod tests {
     #[test]
     fn a_whole_stream_becomes_an_execution() {
         let mut c = Collector::new(1000);
-        let png = base64::engine::general_purpose::STANDARD.encode(b"\x89PNG");
+        // A real 1x1 PNG: bytes that are not one are dropped.
+        let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
         let stream = format!(
             "{{\"type\":\"number_of_executions\",\"execution_count\":1}}\n{{\"type\":\"stdout\",\"text\":\"hi\\n\"}}\n{{\"type\":\"keepalive\"}}\n{{\"type\":\"result\",\"is_main_result\":false,\"png\":\"{png}\"}}\n{{\"type\":\"result\",\"is_main_result\":true,\"text\":\"42\"}}\n{{\"type\":\"end_of_execution\"}}\n"
         );
@@ -145,6 +149,17 @@ mod tests {
         assert_eq!(ex.result.as_deref(), Some("42"));
         assert_eq!(ex.images.len(), 1);
         assert!(ex.error.is_none());
+    }
+
+    #[test]
+    fn bytes_that_are_not_a_png_are_dropped_saying_so() {
+        let mut c = Collector::new(1000);
+        let fake = base64::engine::general_purpose::STANDARD.encode(b"<svg onload=alert(1)>");
+        c.feed(format!("{{\"type\":\"result\",\"is_main_result\":false,\"png\":\"{fake}\"}}\n{{\"type\":\"end_of_execution\"}}\n").as_bytes())
+            .unwrap();
+        let ex = c.finish();
+        assert!(ex.images.is_empty());
+        assert!(ex.notes.iter().any(|n| n.contains("not a PNG")), "{:?}", ex.notes);
     }
 
     #[test]

@@ -45,7 +45,12 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 impl Auth {
-    pub async fn principal(&self, headers: &HeaderMap) -> Result<Principal, Denied> {
+    /// `from`: the client's address, when the connection knows it.
+    pub async fn principal(
+        &self,
+        headers: &HeaderMap,
+        from: Option<std::net::IpAddr>,
+    ) -> Result<Principal, Denied> {
         if self.book.is_none() && self.oauth.is_none() {
             return Ok(self.local.clone());
         }
@@ -56,7 +61,7 @@ impl Auth {
         let Some(oauth) = &self.oauth else {
             return Err(Denied::BadToken);
         };
-        let verified = oauth.verify(token).await.map_err(Denied::OAuth)?;
+        let verified = oauth.verify(token, from).await.map_err(Denied::OAuth)?;
         if !oauth.admits(&verified.principal) {
             return Err(Denied::NotAllowed(verified.principal));
         }

@@ -1,16 +1,19 @@
-//! Serving HTTP connections with limits against slow and idle clients: the whole request
-//! head within a time (hyper's header-read timeout, which also closes a keep-alive connection
-//! left idle that long), the body within a time (tower-http's body timeout), a cap on open
-//! connections, and a smaller one on connections that have not yet had a request answered
-//! other than 401 or 403. Without these an unauthenticated client trickling one header line
-//! at a time could hold a descriptor forever, and enough of them starve the server.
+//! Serving HTTP connections with limits against slow, idle and flooding clients: the whole
+//! request head within a time (hyper's header-read timeout, which also closes a keep-alive
+//! connection left idle that long), the body within a time (tower-http's body timeout), a cap
+//! on open connections, and shares of it (`conn_table.rs`): a connection on which no request
+//! was authenticated yet is on probation, which ends after the header-read time however often
+//! it was answered (a health check or a 404 proves nothing), and such connections are capped
+//! per client address and in all; proven ones are capped per principal. Without these one
+//! client keeping a thousand connections busy with `GET /healthz` took every slot.
 //!
-//! A new connection past the unproven cap closes the oldest unproven one rather than being
-//! refused: a real client sends its request at once and is answered, so it is never the
-//! oldest for long, while refusing would let ten idle sockets lock out every client that
-//! opens a new connection (which HTTP clients do whenever a response was not read to the end).
+//! Past a share the oldest connection of the same client closes rather than the new one
+//! being refused: a real client sends its request at once and is answered, so it is never the
+//! oldest for long, while refusing would let idle sockets lock out every client that opens a
+//! new connection (which HTTP clients do whenever a response was not read to the end).
 
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::lock::Locked;
@@ -21,57 +24,31 @@ use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
+use super::conn_table::{ConnTable, Shares};
+
 /// What one connection may take.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// To send a request's head (and the longest a keep-alive connection may sit idle).
+    /// To send a request's head (and the longest a keep-alive connection may sit idle, and an
+    /// unproven one may stay open).
     pub header_read: Duration,
     /// To send a request's body.
     pub body_read: Duration,
-    /// Connections open at once; past it new ones are closed at once.
+    /// Connections open at once.
     pub max_connections: usize,
 }
 
-/// The connections not yet answered but for 401 or 403, oldest first, each with the way to
-/// close it.
-#[derive(Default)]
-struct Probation {
-    next: u64,
-    waiting: std::collections::BTreeMap<u64, tokio::sync::oneshot::Sender<()>>,
-}
+/// Put in a response's extensions by the guard when it authenticated the request: the
+/// connection that carried it leaves probation, counted as this principal's.
+#[derive(Clone, Debug)]
+pub struct ProvenBy(pub Arc<str>);
 
-impl Probation {
-    /// Admits a connection, closing the oldest on probation when `cap` are already there.
-    /// Returns its number and what tells it to close; also whether one was evicted.
-    fn admit(&mut self, cap: usize) -> (u64, tokio::sync::oneshot::Receiver<()>, bool) {
-        let mut evicted = false;
-        while self.waiting.len() >= cap.max(1) {
-            let Some((_, close)) = self.waiting.pop_first() else {
-                break;
-            };
-            let _ = close.send(());
-            evicted = true;
-        }
-        let id = self.next;
-        self.next += 1;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.waiting.insert(id, tx);
-        (id, rx, evicted)
-    }
+/// The client's address, in each request's extensions (introspection takes turns by it).
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub IpAddr);
 
-    /// The connection was answered, or ended: it no longer counts.
-    fn release(&mut self, id: u64) {
-        self.waiting.remove(&id);
-    }
-}
-
-impl Limits {
-    /// Connections that have not yet been answered with anything but 401 or 403: a quarter of
-    /// all, so clients that authenticate always find room.
-    fn max_unproven(&self) -> usize {
-        (self.max_connections / 4).max(1)
-    }
-}
+/// How long a new connection may wait for an unproven one to close and make room.
+const ROOM_WAIT: Duration = Duration::from_secs(1);
 
 /// Adds the body-read limit to the app.
 pub fn with_body_timeout(app: Router, limits: Limits) -> Router {
@@ -87,8 +64,92 @@ pub async fn serve<L>(
     limits: Limits,
     shutdown: impl std::future::Future<Output = ()>,
 ) where
-    L: Listener,
+    L: Listener<Addr = SocketAddr>,
 {
+    let builder = Arc::new(builder(limits));
+    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let shares = Shares::of(limits.max_connections);
+    let table = Arc::new(Mutex::new(ConnTable::default()));
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    let mut warned = false;
+    loop {
+        let (io, addr) = tokio::select! {
+            c = listener.accept() => c,
+            _ = &mut shutdown => break,
+        };
+        let Some(permit) = room(&open, &table).await else {
+            if !warned {
+                tracing::warn!(
+                    "closing new connections: {} are open, all proven (CODE_SANDBOX_HTTP_MAX_CONNECTIONS)",
+                    limits.max_connections
+                );
+                warned = true;
+            }
+            drop(io);
+            continue;
+        };
+        let (id, close, evicted) = table.locked().admit(addr.ip(), shares);
+        if evicted.count > 0 && !warned {
+            tracing::warn!(
+                "closing the oldest connections of a client past its share of unproven connections ({} per address, {} in all: CODE_SANDBOX_HTTP_MAX_CONNECTIONS={})",
+                shares.unproven_per_address,
+                shares.unproven,
+                limits.max_connections
+            );
+            warned = true;
+        } else if evicted.count == 0 {
+            warned = false;
+        }
+        // The connection leaves probation with its first answer to an authenticated request.
+        let proven = table.clone();
+        let service = TowerToHyperService::new(
+            tower::ServiceBuilder::new()
+                .map_request(tag_client(addr.ip()))
+                .map_response(move |r: axum::response::Response| {
+                    if let Some(ProvenBy(who)) = r.extensions().get::<ProvenBy>() {
+                        let evicted = proven.locked().prove(id, who, shares);
+                        if evicted.count > 0 {
+                            tracing::warn!(
+                                "closing the oldest connection of a principal past its share of {} connections",
+                                shares.per_principal
+                            );
+                        }
+                    }
+                    r
+                })
+                .service(app.clone()),
+        );
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(io), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        let ended = table.clone();
+        let probation = limits.header_read;
+        tokio::spawn(async move {
+            let expired = async {
+                tokio::time::sleep(probation).await;
+                if !ended.locked().expire(id) {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    tracing::debug!("connection ended: {e}");
+                },
+                // Dropping the connection closes its socket.
+                _ = close.cancelled() => tracing::debug!("closed a connection past its client's share"),
+                _ = expired => tracing::debug!("closed a connection whose probation ended unproven"),
+            }
+            ended.locked().remove(id);
+            drop(permit);
+        });
+    }
+    graceful.shutdown().await;
+}
+
+/// HTTP/1 and HTTP/2 with the timeouts of `limits`.
+fn builder(limits: Limits) -> Builder<TokioExecutor> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -100,72 +161,34 @@ pub async fn serve<L>(
         .timer(TokioTimer::new())
         .keep_alive_interval(Some(limits.header_read))
         .keep_alive_timeout(limits.header_read)
+        // One connection's streams are bounded too (a listen stream each).
+        .max_concurrent_streams(64)
         // rmcp's streamable HTTP may use extended CONNECT over HTTP/2, as axum's server allows.
         .enable_connect_protocol();
-    let builder = Arc::new(builder);
-    let open = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
-    let probation = Arc::new(std::sync::Mutex::new(Probation::default()));
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    let mut warned = false;
-    loop {
-        let (io, _) = tokio::select! {
-            c = listener.accept() => c,
-            _ = &mut shutdown => break,
-        };
-        let Ok(permit) = open.clone().try_acquire_owned() else {
-            if !warned {
-                tracing::warn!(
-                    "closing new connections: {} are open (CODE_SANDBOX_HTTP_MAX_CONNECTIONS)",
-                    limits.max_connections
-                );
-                warned = true;
-            }
-            drop(io);
-            continue;
-        };
-        let (id, evict, evicted) = probation.locked().admit(limits.max_unproven());
-        if evicted && !warned {
-            tracing::warn!(
-                "closing the oldest connection not yet answered but for 401/403: {} are waiting (a quarter of CODE_SANDBOX_HTTP_MAX_CONNECTIONS, {})",
-                limits.max_unproven(),
-                limits.max_connections
-            );
-            warned = true;
-        } else if !evicted {
-            warned = false;
-        }
-        // The connection leaves probation with its first answer that is not 401 or 403.
-        let answered = probation.clone();
-        let service = TowerToHyperService::new(
-            tower::ServiceBuilder::new()
-                .map_response(move |r: axum::response::Response| {
-                    if !matches!(
-                        r.status(),
-                        http::StatusCode::UNAUTHORIZED | http::StatusCode::FORBIDDEN
-                    ) {
-                        answered.locked().release(id);
-                    }
-                    r
-                })
-                .service(app.clone()),
-        );
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(io), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
-        let ended = probation.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                r = conn => if let Err(e) = r {
-                    tracing::debug!("connection ended: {e}");
-                },
-                // Dropping the connection closes its socket.
-                Ok(()) = evict => tracing::debug!("closed a connection left unanswered"),
-            }
-            ended.locked().release(id);
-            drop(permit);
-        });
+    builder
+}
+
+/// A connection slot: a free one, or one an unproven connection gives up.
+async fn room(
+    open: &Arc<tokio::sync::Semaphore>,
+    table: &Mutex<ConnTable>,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if let Ok(p) = open.clone().try_acquire_owned() {
+        return Some(p);
     }
-    graceful.shutdown().await;
+    if !table.locked().make_room() {
+        return None;
+    }
+    tokio::time::timeout(ROOM_WAIT, open.clone().acquire_owned())
+        .await
+        .ok()?
+        .ok()
+}
+
+/// Puts the client's address into each request.
+fn tag_client<B>(ip: IpAddr) -> impl Fn(http::Request<B>) -> http::Request<B> + Clone {
+    move |mut r| {
+        r.extensions_mut().insert(ClientAddr(ip));
+        r
+    }
 }

@@ -17,6 +17,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use super::auth::{Auth, plain};
+use super::conns::{ClientAddr, ProvenBy};
 use crate::lock::Locked;
 use crate::tenancy::Principal;
 
@@ -243,7 +244,8 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
             );
         }
     }
-    let who = match guard.auth.principal(req.headers()).await {
+    let from = req.extensions().get::<ClientAddr>().map(|c| c.0);
+    let who = match guard.auth.principal(req.headers(), from).await {
         Ok(p) => p,
         Err(denied) => return guard.auth.response(denied),
     };
@@ -284,6 +286,7 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
         (Some(id), _) if deleting && response.status().is_success() => guard.unbind(id),
         _ => {}
     }
+    response.extensions_mut().insert(ProvenBy(who.name.clone()));
     response
 }
 

@@ -6,9 +6,11 @@
 //! sessions each get a [`SandboxServer`] that acts through its caller's [`Tenancy`] view.
 
 mod auth;
+mod conn_table;
 mod conns;
 mod guard;
 mod hangup;
+pub mod home_lock;
 pub mod oauth;
 mod tls;
 pub mod tokens;
@@ -110,7 +112,7 @@ pub async fn serve(
 
     // Without tokens there is one user, the machine's: the server-wide limits are theirs.
     let local = Principal {
-        name: "local".into(),
+        name: crate::tenancy::names::LOCAL.into(),
         quota: Quota {
             sandboxes: settings.max_sandboxes,
             memory_mb: u64::MAX,

@@ -18,7 +18,9 @@ use crate::tenancy::{Principal, Quota};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    #[error("'{0}' is not a usable principal name: use 1 to 64 letters, digits, '.', '_' or '-'")]
+    #[error(
+        "'{0}' is not a usable principal name: use 1 to 64 letters, digits, '.', '_' or '-' ('local' is reserved for the machine's own user)"
+    )]
     BadName(String),
     #[error(
         "{name} already has a token in {file}; remove it first with `mcp-code-sandbox token remove {name}`"
@@ -74,16 +76,17 @@ fn stamp(file: &Path) -> Option<(SystemTime, u64)> {
 }
 
 fn valid_name(name: &str) -> bool {
-    (1..=64).contains(&name.len())
+    crate::tenancy::names::check(name).is_ok()
+        && (1..=64).contains(&name.len())
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// An OAuth principal's name (a claim's value: an email, a UUID, `auth0|1234`): anything
-/// without whitespace or control characters.
+/// An OAuth principal's name (a claim's value: an email, a UUID, `auth0|1234`), held to the
+/// same rules as a sign-in's (a line is one whitespace-separated word, so no inner space).
 fn valid_oauth_name(name: &str) -> bool {
-    (1..=256).contains(&name.len()) && !name.chars().any(|c| c.is_whitespace() || c.is_control())
+    crate::tenancy::names::check(name).is_ok()
 }
 
 /// Parses the file's text; a bad line is skipped with a warning (the others keep working).
@@ -344,6 +347,10 @@ mod tests {
         let bob = add(&file, "bob").unwrap();
         assert!(matches!(add(&file, "alice"), Err(TokenError::Exists { .. })));
         assert!(matches!(add(&file, "no spaces"), Err(TokenError::BadName(_))));
+        assert!(
+            matches!(add(&file, "local"), Err(TokenError::BadName(_))),
+            "the local user's name is reserved"
+        );
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(!text.contains(&alice), "the token itself is on disk");
         let book = TokenBook::open(file.clone(), Q);

@@ -8,6 +8,7 @@ mod guest_services;
 pub mod last_use;
 pub mod open_set;
 pub mod paths;
+pub mod png;
 pub mod retention;
 pub mod text_cap;
 pub mod timeouts;
@@ -23,6 +24,12 @@ use async_trait::async_trait;
 pub trait Interpreter: Send + Sync {
     /// `wasm`, `e2b`, ...
     fn backend(&self) -> &'static str;
+
+    /// The Python its sandboxes run, as the host knows it (a notebook's metadata): never asked
+    /// of a sandbox, whose code could answer anything, or hang.
+    fn python_version(&self) -> String {
+        "3".into()
+    }
 
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError>;
     async fn close(&self, id: &str) -> Result<(), SandboxError>;
@@ -45,6 +52,12 @@ pub trait Interpreter: Send + Sync {
     /// What `id` holds against a principal's quotas, from local bookkeeping only (it runs
     /// before calls, so it must not wait on a remote service).
     fn usage(&self, id: &str) -> Result<Usage, SandboxError>;
+
+    /// Whether the backend holds `id` at all, whoever owns it: for what the server keeps beside
+    /// sandboxes (their histories), never told to a caller. Views pass it through unchecked.
+    fn holds(&self, id: &str) -> bool {
+        self.usage(id).is_ok()
+    }
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError>;
 

@@ -175,22 +175,30 @@ pub struct Table {
 
 impl Table {
     /// The handle as results carry it: `SANDBOX_ID:tN`, so `read_table` needs nothing else.
-    pub fn named_in(mut self, sandbox_id: &str) -> Table {
-        if !self.handle.contains(':') {
-            self.handle = format!("{sandbox_id}:{}", self.handle);
+    /// The host names the sandbox, always: a guest's handle must be its own plain `tN`, and
+    /// one that names a sandbox (or anything else) leaves the table without a handle
+    /// (`None`), so guest code can never point the view at another sandbox.
+    pub fn named_in(mut self, sandbox_id: &str) -> Option<Table> {
+        if !is_local_handle(&self.handle) {
+            return None;
         }
-        self
+        self.handle = format!("{sandbox_id}:{}", self.handle);
+        Some(self)
     }
 
     /// A result's handle split into the sandbox and the guest's own handle.
     pub fn split_handle(handle: &str) -> Option<(&str, &str)> {
         let (sandbox, local) = handle.rsplit_once(':')?;
-        let plain = local.len() > 1
-            && local.len() <= 12
-            && local.starts_with('t')
-            && local[1..].bytes().all(|b| b.is_ascii_digit());
-        (plain && !sandbox.is_empty()).then_some((sandbox, local))
+        (is_local_handle(local) && !sandbox.is_empty()).then_some((sandbox, local))
     }
+}
+
+/// A guest's own handle: `t` and up to 11 digits.
+fn is_local_handle(local: &str) -> bool {
+    local.len() > 1
+        && local.len() <= 12
+        && local.starts_with('t')
+        && local[1..].bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The outcome of running code.

@@ -25,7 +25,9 @@ impl SandboxServer {
         let history = Arc::new(super::history::History::open(
             &settings.home_dir(),
             std::time::Duration::from_secs((settings.retain_days + 1) * 86_400),
+            &|id| backend.holds(id),
         ));
+        history.follow();
         SandboxServer {
             history,
             log_level: Arc::default(),

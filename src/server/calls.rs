@@ -2,6 +2,7 @@
 //! it, and each call leaves one structured log line (who, what, which sandbox, how long, how
 //! it ended), never its code, tokens or file contents.
 
+use crate::log_safe::Field;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
@@ -80,7 +81,7 @@ impl SandboxServer {
                 .filter_map(|h| match HostRule::parse(h) {
                     Ok(r) => Some(r),
                     Err(e) => {
-                        tracing::warn!("principal {}: {e}", who.name);
+                        tracing::warn!("principal {}: {e}", Field(&who.name));
                         None
                     }
                 })
@@ -127,7 +128,9 @@ impl SandboxServer {
             .map(str::to_string);
         let who = principal_of(&context);
         let remote = who.as_ref().map(|p| p.name.clone());
-        let principal = remote.clone().unwrap_or_else(|| Arc::from("local"));
+        let principal = remote
+            .clone()
+            .unwrap_or_else(|| Arc::from(crate::tenancy::names::LOCAL));
         let ct = context.ct.clone();
         let scope = CallScope::new(notifier(&context), ct.clone(), remote);
         // A 2026-07-28 call may ask for log lines of what it causes (a session that set a level
@@ -180,9 +183,9 @@ impl SandboxServer {
         };
         tracing::info!(
             target: "mcp_code_sandbox::call",
-            principal = %principal,
-            tool = %tool,
-            sandbox = %sandbox.as_deref().unwrap_or("-"),
+            principal = %Field(&principal),
+            tool = %Field(&tool),
+            sandbox = %Field(sandbox.as_deref().unwrap_or("-")),
             duration_ms = started.elapsed().as_millis() as u64,
             outcome = %outcome,
             "call"

@@ -246,7 +246,7 @@ fn shape_with(
         stdout,
         stderr,
         result,
-        table: fitted_table(ex.table.as_ref(), budget / 4).map(|t| t.named_in(sandbox_id)),
+        table: fitted_table(ex.table.as_ref(), budget / 4).and_then(|t| t.named_in(sandbox_id)),
         error,
         images: 0,
         duration_ms: ex.duration_ms,

@@ -230,6 +230,28 @@ impl ServerHandler for SandboxServer {
         Ok(())
     }
 
+    /// rmcp hands over a standard method whose params it could not take as a custom request.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        if super::methods::is_known_method(&request.method) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "invalid params for '{}': they do not have the fields and types the MCP specification gives this method",
+                    request.method
+                ),
+                None,
+            ));
+        }
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!("no method '{}' on this server", request.method),
+            None,
+        ))
+    }
+
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,

@@ -2,9 +2,12 @@
 //! kept so `export_notebook` can write the session as a notebook. One JSON-lines file per
 //! sandbox under `CODE_SANDBOX_HOME/history/`, beside the sandbox rather than inside it (the
 //! guest cannot rewrite it, and it costs the sandbox's disk nothing). It survives restarts,
-//! a fork copies it, a close deletes it, and files untouched for longer than kept sandboxes
-//! live are removed at start. Bounded: at most [`MAX_CELLS`] cells and [`MAX_BYTES`] per
-//! sandbox, the oldest cells going first; each cell's output is capped.
+//! a fork copies it, and it goes with its sandbox however that goes (closed, or deleted by the
+//! server when idle, evicted or past retention: [`History::follow`] hears of each, and a start
+//! removes the files of sandboxes the backend no longer holds, and of any untouched for longer
+//! than kept sandboxes live). Bounded: at most [`MAX_CELLS`] cells and [`MAX_BYTES`] per
+//! sandbox, the oldest cells going first; every field of a cell is capped (the guest sends its
+//! own errors and tables, of any size).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -22,6 +25,10 @@ const MAX_TEXT: usize = 100_000;
 /// Figures kept of one cell, and the largest kept.
 const MAX_FIGURES: usize = 10;
 const MAX_FIGURE_BYTES: usize = 2 << 20;
+/// Figures' bytes kept of one cell in all.
+const MAX_FIGURES_BYTES: usize = 4 << 20;
+/// A table kept with its cell, at most (as JSON); a larger one is left out.
+const MAX_TABLE_BYTES: usize = 200_000;
 
 /// One executed cell.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -75,18 +82,37 @@ impl Cell {
                 _ => ex.stderr.clone(),
             }),
             result: ex.result.as_deref().map(capped),
-            table: ex.table.clone(),
-            figures: ex
-                .images
-                .iter()
-                .filter(|i| i.mime_type == "image/png" && i.data.len() <= MAX_FIGURE_BYTES)
-                .take(MAX_FIGURES)
-                .map(|i| base64::engine::general_purpose::STANDARD.encode(&i.data))
-                .collect(),
-            error: ex.error.clone(),
+            table: ex
+                .table
+                .clone()
+                .filter(|t| serde_json::to_vec(t).map_or(0, |b| b.len()) <= MAX_TABLE_BYTES),
+            figures: figures(ex),
+            error: ex.error.as_ref().map(|e| PyError {
+                name: capped(&e.name.chars().take(200).collect::<String>()),
+                value: capped(&e.value),
+                traceback: capped(&e.traceback),
+            }),
             at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         }
     }
+}
+
+/// The cell's figures as base64, within the per-figure and per-cell bounds.
+fn figures(ex: &Execution) -> Vec<String> {
+    let mut room = MAX_FIGURES_BYTES;
+    ex.images
+        .iter()
+        .filter(|i| i.mime_type == "image/png" && i.data.len() <= MAX_FIGURE_BYTES)
+        .take(MAX_FIGURES)
+        .take_while(|i| match room.checked_sub(i.data.len()) {
+            Some(left) => {
+                room = left;
+                true
+            }
+            None => false,
+        })
+        .map(|i| base64::engine::general_purpose::STANDARD.encode(&i.data))
+        .collect()
 }
 
 pub struct History {
@@ -112,8 +138,9 @@ fn file_name(id: &str) -> String {
 }
 
 impl History {
-    /// The history under `home`; files unused for longer than `retain` are removed now.
-    pub fn open(home: &Path, retain: Duration) -> History {
+    /// The history under `home`; files unused for longer than `retain`, and those of plain
+    /// sandbox ids `held` says the backend no longer holds, are removed now.
+    pub fn open(home: &Path, retain: Duration, held: &dyn Fn(&str) -> bool) -> History {
         let dir = home.join("history");
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
@@ -123,7 +150,12 @@ impl History {
                     .ok()
                     .and_then(|t| t.elapsed().ok())
                     .is_some_and(|age| age > retain);
-                if old {
+                let name = e.file_name();
+                let gone = name
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".jsonl"))
+                    .is_some_and(|id| file_name(id) == format!("{id}.jsonl") && !held(id));
+                if old || gone {
                     let _ = std::fs::remove_file(e.path());
                 }
             }
@@ -219,6 +251,33 @@ impl History {
         }
     }
 
+    /// Removes each sandbox's history as the sandbox goes, however it goes, for as long as
+    /// the process runs (the events of sandboxes, on the runtime this is called from).
+    pub fn follow(self: &std::sync::Arc<Self>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut events = crate::sandbox::events::subscribe();
+        let me = std::sync::Arc::downgrade(self);
+        rt.spawn(async move {
+            use crate::sandbox::events::{About, What};
+            use tokio::sync::broadcast::error::RecvError;
+            loop {
+                match events.recv().await {
+                    Ok(e) => {
+                        if let (About::Sandbox(id), What::Closed) = (e.about, e.what) {
+                            let Some(h) = me.upgrade() else { return };
+                            h.remove(&id);
+                        }
+                    }
+                    // Missed ones are removed at the next start.
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+
     pub fn remove(&self, id: &str) {
         let mut counts = crate::lock::Locked::locked(&self.counts);
         counts.remove(&self.path(id));
@@ -233,7 +292,7 @@ mod tests {
     #[test]
     fn cells_are_kept_in_order_within_their_bounds_and_forks_copy_them() {
         let home = std::env::temp_dir().join(format!("history-{}", uuid::Uuid::new_v4().simple()));
-        let h = History::open(&home, Duration::from_secs(3600));
+        let h = History::open(&home, Duration::from_secs(3600), &|_| true);
         let ex = Execution {
             stdout: "x".repeat(MAX_TEXT * 2),
             ..Execution::default()

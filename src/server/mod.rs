@@ -13,6 +13,7 @@ mod figures;
 mod handler;
 mod history;
 mod log_level;
+mod methods;
 mod mime;
 mod notebook;
 mod notices;

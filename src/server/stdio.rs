@@ -129,7 +129,7 @@ where
                 // rmcp takes a standard method whose params do not fit for a custom one, and
                 // would answer "method not found".
                 if let rmcp::model::ClientRequest::CustomRequest(custom) = &req.request
-                    && is_known_method(&custom.method)
+                    && super::methods::is_known_method(&custom.method)
                 {
                     self.pending_error(
                         serde_json::to_value(&req.id).ok(),
@@ -176,7 +176,7 @@ where
         match (method, &id) {
             // A notification we do not know is ignored, as MCP asks of receivers.
             (Some(_), None) if value.get("id").is_none() => None,
-            (Some(method), Some(_)) if is_known_method(method) => {
+            (Some(method), Some(_)) if super::methods::is_known_method(method) => {
                 self.pending_error(
                     id,
                     INVALID_PARAMS,
@@ -194,25 +194,6 @@ where
             }
         }
     }
-}
-
-fn is_known_method(method: &str) -> bool {
-    matches!(
-        method,
-        "initialize"
-            | "ping"
-            | "tools/list"
-            | "tools/call"
-            | "resources/list"
-            | "resources/read"
-            | "resources/templates/list"
-            | "resources/subscribe"
-            | "resources/unsubscribe"
-            | "prompts/list"
-            | "prompts/get"
-            | "completion/complete"
-            | "logging/setLevel"
-    )
 }
 
 async fn write_line<W: AsyncWrite + Unpin>(write: &Mutex<W>, mut bytes: Vec<u8>) -> std::io::Result<()> {

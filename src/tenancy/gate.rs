@@ -1,7 +1,8 @@
 //! Fair admission: at most `capacity` calls run at once, and when one ends the next slot goes
 //! to the waiting principal with the fewest calls running (the longest-waiting call among
 //! equals), so one principal's flood cannot starve the others. A plain FIFO semaphore would
-//! hand every slot to whoever queued the most.
+//! hand every slot to whoever queued the most. With a `share`, one principal also runs at most
+//! that many at once, so long calls of one never hold every slot while another waits.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,6 +19,8 @@ pub enum Refused {
 
 pub struct FairGate {
     capacity: usize,
+    /// Calls one principal may run at once.
+    share: usize,
     max_waiting: usize,
     state: Mutex<State>,
 }
@@ -77,7 +80,13 @@ impl Drop for Waiting {
 
 impl FairGate {
     pub fn new(capacity: usize, max_waiting: usize) -> Arc<Self> {
+        Self::with_share(capacity, max_waiting, capacity)
+    }
+
+    /// A gate where one principal runs at most `share` calls at once.
+    pub fn with_share(capacity: usize, max_waiting: usize, share: usize) -> Arc<Self> {
         Arc::new(FairGate {
+            share: share.clamp(1, capacity.max(1)),
             capacity: capacity.max(1),
             max_waiting: max_waiting.max(1),
             state: Mutex::new(State::default()),
@@ -95,8 +104,14 @@ impl FairGate {
         let (seq, rx) = {
             let mut guard = self.lock();
             let st = &mut *guard;
-            let nobody_waits = st.principals.values().all(|l| l.waiting.is_empty());
-            if st.running < self.capacity && nobody_waits {
+            // Calls waiting only because their principal is at its share are not ahead.
+            let share = self.share;
+            let nobody_waits = st
+                .principals
+                .values()
+                .all(|l| l.waiting.is_empty() || l.running >= share);
+            let mine = st.principals.get(who).map_or(0, |l| l.running);
+            if st.running < self.capacity && nobody_waits && mine < self.share {
                 st.running += 1;
                 st.principals.entry(who.clone()).or_default().running += 1;
                 return Ok(self.admitted(who));
@@ -146,9 +161,11 @@ impl FairGate {
         }
         while st.running < self.capacity {
             // The waiting principal with the fewest running calls; among equals, the oldest call.
+            let share = self.share;
             let next = st
                 .principals
                 .iter()
+                .filter(|(_, l)| l.running < share)
                 .filter_map(|(name, l)| l.waiting.front().map(|(seq, _)| (l.running, *seq, name.clone())))
                 .min();
             let Some((_, _, name)) = next else { break };
@@ -214,6 +231,28 @@ mod tests {
         let at = order.iter().position(|s| s == "b").unwrap();
         assert!(at <= 1, "b ran after {at} of a's queued calls: {order:?}");
         assert_eq!(gate.running(), 0);
+    }
+
+    #[tokio::test]
+    async fn one_principal_never_holds_more_than_its_share() {
+        let gate = FairGate::with_share(4, 10, 3);
+        let (a, b) = (name("a"), name("b"));
+        let held: Vec<_> = vec![
+            gate.admit(&a).await.unwrap(),
+            gate.admit(&a).await.unwrap(),
+            gate.admit(&a).await.unwrap(),
+        ];
+        let fourth = tokio::spawn({
+            let (g, a) = (gate.clone(), a.clone());
+            async move { g.admit(&a).await.map(|_| ()) }
+        });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(!fourth.is_finished(), "a's fourth call waits past its share");
+        let theirs = tokio::time::timeout(Duration::from_secs(1), gate.admit(&b)).await;
+        assert!(theirs.is_ok(), "b finds the slot a may not take");
+        drop(theirs);
+        drop(held);
+        fourth.await.unwrap().unwrap();
     }
 
     #[tokio::test]

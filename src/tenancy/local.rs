@@ -29,7 +29,9 @@ impl LocalView {
     }
 
     fn mine(&self, id: &str) -> bool {
-        self.owners.owner_of(id).is_none_or(|p| &*p == "local")
+        self.owners
+            .owner_of(id)
+            .is_none_or(|p| &*p == super::names::LOCAL)
     }
 
     fn check(&self, id: &str) -> Result<(), SandboxError> {
@@ -45,6 +47,12 @@ impl LocalView {
 impl Interpreter for LocalView {
     fn backend(&self) -> &'static str {
         self.inner.backend()
+    }
+    fn python_version(&self) -> String {
+        self.inner.python_version()
+    }
+    fn holds(&self, id: &str) -> bool {
+        self.inner.holds(id)
     }
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         self.inner.create(opts).await

@@ -7,6 +7,7 @@
 
 mod gate;
 mod local;
+pub mod names;
 mod owners;
 mod queue;
 mod shared;

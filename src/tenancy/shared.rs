@@ -35,6 +35,16 @@ pub struct Principal {
 /// Calls one principal may have waiting for a slot; more are refused rather than queued.
 const MAX_WAITING_PER_PRINCIPAL: usize = 64;
 
+/// Call slots one principal may hold at once: all but a quarter (at least one) when there are
+/// two or more, so another principal's call always finds one free however long the first
+/// one's calls (or tasks) run.
+pub fn principal_share(call_slots: usize) -> usize {
+    if call_slots < 2 {
+        return 1;
+    }
+    call_slots - (call_slots / 4).max(1)
+}
+
 pub struct Tenancy {
     pub(super) inner: Arc<dyn Interpreter>,
     pub(super) owners: Owners,
@@ -64,7 +74,7 @@ impl Tenancy {
         Arc::new(Tenancy {
             inner,
             owners,
-            gate: FairGate::new(call_slots, MAX_WAITING_PER_PRINCIPAL),
+            gate: FairGate::with_share(call_slots, MAX_WAITING_PER_PRINCIPAL, principal_share(call_slots)),
             creating: Mutex::new(HashMap::new()),
             queues: queue::SandboxQueues::default(),
             joined: Mutex::new(std::collections::HashSet::new()),

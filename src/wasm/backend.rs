@@ -177,6 +177,10 @@ impl Interpreter for WasmBackend {
         "wasm"
     }
 
+    fn python_version(&self) -> String {
+        crate::runtime::manifest().artifacts.python_version.clone()
+    }
+
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         let (limits, notes) = self.limits(&opts);
         let program = self.ctx.programs.for_memory(limits.memory_mb).await?;

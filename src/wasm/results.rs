@@ -209,15 +209,16 @@ pub fn execution(out: TurnOutput, before: Before, timeout_s: f64) -> Execution {
             Ok(Message::Image { mime, data }) => {
                 use base64::Engine as _;
                 match base64::engine::general_purpose::STANDARD.decode(data.as_bytes()) {
-                    Ok(bytes) if ex.images.len() < MAX_IMAGES && mime == "image/png" => {
-                        ex.images.push(Image {
-                            mime_type: mime,
-                            data: bytes,
-                        })
-                    }
-                    Ok(_) => ex.notes.push(format!(
+                    Ok(_) if ex.images.len() >= MAX_IMAGES || mime != "image/png" => ex.notes.push(format!(
                         "An image was dropped: at most {MAX_IMAGES} PNG images per call."
                     )),
+                    Ok(bytes) => match crate::sandbox::png::check(&bytes) {
+                        Ok(_) => ex.images.push(Image {
+                            mime_type: mime,
+                            data: bytes,
+                        }),
+                        Err(why) => ex.notes.push(format!("An image was dropped: {why}.")),
+                    },
                     Err(_) => ex
                         .notes
                         .push("An image could not be decoded and was dropped.".into()),

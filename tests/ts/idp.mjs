@@ -6,8 +6,10 @@
 //
 // It prints one line, `idp: <issuer>`, once it listens. A few `/__test/` routes beside the
 // provider let a test do what an IdP's operator or an attacker would: rotate the signing keys,
-// and sign tokens with the IdP's key (claims of the test's choosing, e.g. expired) or with a
-// stranger's key under the IdP's key id.
+// and sign tokens with the IdP's key (claims and header fields of the test's choosing, e.g.
+// expired) or with a stranger's key under the IdP's key id; count the introspection requests
+// it was sent, and answer introspection of a given token with a body of the test's choosing
+// (a malformed answer a broken or hostile IdP could give).
 //
 // Usage: node idp.mjs [port]
 
@@ -55,6 +57,8 @@ async function keySet() {
 let issuer;
 let keys;
 let provider;
+let introspections = 0;
+const answers = {};
 
 function makeProvider() {
   const p = new Provider(issuer, {
@@ -114,12 +118,12 @@ async function testRoute(req, res) {
     return send(200, { kids: keys.map((k) => k.kid) });
   }
   if (url.pathname === '/__test/mint') {
-    // { claims, alg: 'RS256'|'ES256'|'EdDSA'|'HS256'|'none', signer: 'idp'|'stranger' }
-    const { claims, alg = 'RS256', signer = 'idp' } = await body(req);
+    // { claims, alg: 'RS256'|'ES256'|'EdDSA'|'HS256'|'none', signer: 'idp'|'stranger', header }
+    const { claims, alg = 'RS256', signer = 'idp', header: extra = {} } = await body(req);
     const now = Math.floor(Date.now() / 1000);
     const payload = { iss: issuer, iat: now, exp: now + 600, ...claims };
     const idpKey = keys.find((k) => k.alg === (alg === 'HS256' || alg === 'none' ? 'RS256' : alg));
-    const header = { alg, typ: 'at+jwt', kid: idpKey.kid };
+    const header = { alg, typ: 'at+jwt', kid: idpKey.kid, ...extra };
     if (alg === 'none') {
       return send(200, { token: `${b64(header)}.${b64(payload)}.` });
     }
@@ -140,6 +144,14 @@ async function testRoute(req, res) {
     const token = await new jose.SignJWT(payload).setProtectedHeader(header).sign(key);
     return send(200, { token });
   }
+  if (url.pathname === '/__test/introspections') {
+    return send(200, { count: introspections });
+  }
+  if (url.pathname === '/__test/introspection-answer') {
+    const { token, answer } = await body(req);
+    answers[token] = answer;
+    return send(200, {});
+  }
   return send(404, { error: 'no such test route' });
 }
 
@@ -150,6 +162,21 @@ const server = http.createServer((req, res) => {
       res.end(String(e));
     });
     return;
+  }
+  if (req.url.startsWith('/token/introspection')) {
+    introspections += 1;
+    if (Object.keys(answers).length > 0) {
+      // Once a test chose answers, this IdP answers every introspection itself: the chosen
+      // body for that token, inactive for any other.
+      let text = '';
+      req.on('data', (c) => { text += c; });
+      req.on('end', () => {
+        const token = new URLSearchParams(text).get('token');
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(answers[token] ?? { active: false }));
+      });
+      return;
+    }
   }
   provider.callback()(req, res);
 });

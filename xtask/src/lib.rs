@@ -2,6 +2,7 @@
 //! building the MCP Bundle, so a fresh clone's `cargo test --release` prepares what its tests
 //! need through the same code the `cargo xtask` commands run.
 
+pub mod advisories;
 pub mod bundle;
 pub mod docs;
 pub mod idp;

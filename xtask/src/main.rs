@@ -58,6 +58,14 @@ enum Task {
     Bundle,
     /// Write docs/settings.md from the settings in src/config.rs.
     Docs,
+    /// Check Cargo.lock against a copy of the RustSec advisory database, offline; fails on an
+    /// advisory deny.toml does not accept with a reason.
+    Advisories {
+        /// The folder holding the database's `crates/` (default: ADVISORY_DB, else
+        /// ../shared/advisory-db beside the project).
+        #[arg(long, env = "ADVISORY_DB")]
+        db: Option<PathBuf>,
+    },
     /// Print the module graph of `src/` and `xtask/src/` and any import circle in it.
     Layers {
         /// Print every module's imports, not only the circles.
@@ -152,6 +160,36 @@ fn main() -> anyhow::Result<()> {
             let bin = release_binary()?;
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(bundle::run(&root(), &bin, &settings.home_dir()))?;
+        }
+        Task::Advisories { db } => {
+            let db = db.unwrap_or_else(|| root().join("../shared/advisory-db"));
+            let findings =
+                xtask::advisories::check(&db, &root().join("Cargo.lock"), &root().join("deny.toml"))?;
+            let mut open = 0;
+            for f in &findings {
+                match &f.accepted {
+                    Some(reason) => eprintln!(
+                        "accepted {} ({} {}): {} (deny.toml: {reason})",
+                        f.id, f.package, f.version, f.title
+                    ),
+                    None => {
+                        open += 1;
+                        eprintln!(
+                            "ADVISORY {} affects {} {}: {}",
+                            f.id, f.package, f.version, f.title
+                        );
+                    }
+                }
+            }
+            anyhow::ensure!(
+                open == 0,
+                "{open} advisory(ies) affect Cargo.lock: update the crate (cargo update -p NAME) or, if it cannot matter here, list it in deny.toml's [advisories] ignore with a reason"
+            );
+            eprintln!(
+                "advisories: none affects Cargo.lock ({} accepted) in {}",
+                findings.len(),
+                db.display()
+            );
         }
         Task::Layers { all } => {
             let mut circles = 0;

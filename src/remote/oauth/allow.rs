@@ -1,6 +1,9 @@
 //! `CODE_SANDBOX_OAUTH_ALLOW`: who may sign in, when not everyone the issuer vouches for.
 //! A file (read again when it changes, like the tokens file) or a comma-separated list, of
 //! principal names and `@domain` entries (any name ending in `@domain`, as emails do).
+//! Names are compared exactly, as principals are (`ALICE` is another principal than `alice`,
+//! with none of her quota line); a domain only ignores ASCII case, as DNS does, so no Unicode
+//! folding (the KELVIN SIGN K lower-cases to k) lets another domain through.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -20,18 +23,18 @@ pub struct Allow(Option<Source>);
 
 fn entries(text: &str) -> Vec<String> {
     text.split(['\n', ','])
-        .map(|l| l.split('#').next().unwrap_or("").trim().to_lowercase())
+        .map(|l| l.split('#').next().unwrap_or("").trim().to_string())
         .filter(|l| !l.is_empty())
         .collect()
 }
 
 fn admits(entries: &[String], name: &str) -> bool {
-    let name = name.to_lowercase();
     entries.iter().any(|e| {
         if e.starts_with('@') {
-            name.ends_with(e.as_str()) && name.len() > e.len()
+            let cut = name.len().saturating_sub(e.len());
+            cut > 0 && name.is_char_boundary(cut) && name[cut..].eq_ignore_ascii_case(e)
         } else {
-            *e == name
+            e == name
         }
     })
 }
@@ -78,10 +81,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_and_domains_are_admitted_case_blind() {
-        let a = Allow::new(Some("alice, @Example.com"));
-        assert!(a.admits("Alice"));
+    fn names_are_exact_and_domains_ignore_only_ascii_case() {
+        let a = Allow::new(Some("alice, @Example.com, @kelvin.com"));
+        assert!(a.admits("alice"));
+        assert!(!a.admits("Alice"), "another principal than alice");
         assert!(a.admits("bob@example.com"));
+        assert!(a.admits("bob@EXAMPLE.COM"));
+        assert!(!a.admits("bob@\u{212a}elvin.com"), "KELVIN SIGN is not k");
         assert!(!a.admits("bob@example.com.evil"));
         assert!(!a.admits("@example.com"));
         assert!(!a.admits("mallory"));

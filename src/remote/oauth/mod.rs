@@ -51,8 +51,9 @@ impl OAuth {
     }
 
     /// Who the token speaks for, if it is valid here.
-    pub async fn verify(&self, token: &str) -> Result<Verified, Refusal> {
-        self.verifier.verify(token).await
+    /// `from`: the client's address (its introspections take turns among themselves).
+    pub async fn verify(&self, token: &str, from: Option<std::net::IpAddr>) -> Result<Verified, Refusal> {
+        self.verifier.verify(token, from).await
     }
 
     /// Whether `CODE_SANDBOX_OAUTH_ALLOW` lets this principal in.

@@ -24,6 +24,12 @@ const LEEWAY_SECONDS: u64 = 60;
 /// Introspection answers kept at most this long (and never past the token's expiry).
 const INTROSPECTION_TTL: Duration = Duration::from_secs(300);
 const INTROSPECTION_CACHE: usize = 10_000;
+/// A token the issuer called inactive is not asked about again for this long: a client
+/// repeating a made-up token costs the issuer one call, not one per request.
+const REFUSAL_TTL: Duration = Duration::from_secs(60);
+/// Introspections one client address may have going at once; its others wait behind them,
+/// holding none of the server-wide ones, so one address's junk cannot delay another's sign-in.
+const ASKING_PER_ADDRESS: usize = 1;
 
 /// Who a valid token speaks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,18 +56,115 @@ fn invalid(why: impl Into<String>) -> Refusal {
     Refusal::Invalid(why.into())
 }
 
-/// The header's `alg` as written, when the token has a JWT's shape.
-fn jwt_alg(token: &str) -> Option<String> {
+/// One part of a JWT-shaped token, decoded as a JSON object (unverified: for telling a JWT
+/// from an opaque token, and for saying precisely what is wrong with one).
+fn jwt_part(token: &str, index: usize) -> Option<Map<String, Value>> {
     let mut parts = token.split('.');
-    let (Some(head), Some(_), Some(_), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(head), Some(body), Some(_), None) = (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return None;
     };
+    let part = if index == 0 { head } else { body };
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(head.trim_end_matches('='))
+        .decode(part.trim_end_matches('='))
         .ok()?;
-    let header: Value = serde_json::from_slice(&bytes).ok()?;
-    Some(header.get("alg")?.as_str()?.to_string())
+    match serde_json::from_slice(&bytes).ok()? {
+        Value::Object(m) => Some(m),
+        _ => None,
+    }
+}
+
+/// The header's `alg` as written, when the token has a JWT's shape.
+fn jwt_alg(token: &str) -> Option<String> {
+    Some(jwt_part(token, 0)?.get("alg")?.as_str()?.to_string())
+}
+
+/// What in a JWT's header this server refuses before checking its signature: extensions it
+/// must understand but does not (`crit`, RFC 7515 §4.1.11), and a type that says it is not
+/// an access token (RFC 9068 §2.1 names `at+jwt`; plain `JWT` is what many issuers write).
+fn header_refusal(header: &Map<String, Value>) -> Option<String> {
+    if let Some(crit) = header.get("crit") {
+        return Some(format!(
+            "the token's header marks extensions this server does not understand as critical (crit: {crit}); it cannot be accepted"
+        ));
+    }
+    match header.get("typ") {
+        None => None,
+        Some(Value::String(t))
+            if ["at+jwt", "application/at+jwt", "jwt"]
+                .iter()
+                .any(|ok| t.eq_ignore_ascii_case(ok)) =>
+        {
+            None
+        }
+        Some(t) => Some(format!(
+            "the token's type (typ {t}) is not an access token's; send the access token your sign-in gave"
+        )),
+    }
+}
+
+/// A claim whose JSON type is not what the JWT and OAuth specs say, named.
+fn claim_shape(claims: &Map<String, Value>) -> Option<String> {
+    let kind = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    for (claim, want) in [("iss", "a string"), ("sub", "a string")] {
+        if let Some(v) = claims.get(claim).filter(|v| !v.is_string()) {
+            return Some(format!(
+                "the token's '{claim}' claim is {}; it must be {want}",
+                kind(v)
+            ));
+        }
+    }
+    for claim in ["exp", "nbf", "iat"] {
+        if let Some(v) = claims.get(claim).filter(|v| !v.is_number()) {
+            return Some(format!(
+                "the token's '{claim}' claim is {}; it must be a number of seconds",
+                kind(v)
+            ));
+        }
+    }
+    match claims.get("aud") {
+        Some(Value::Array(a)) if a.iter().all(Value::is_string) => None,
+        Some(Value::String(_)) | None => None,
+        Some(v) => Some(format!(
+            "the token's 'aud' claim is {}; it must be a string or an array of strings",
+            kind(v)
+        )),
+    }
+}
+
+/// Whether claims are an OpenID ID token's rather than an access token's: ID tokens carry
+/// `nonce` or hashes of what came with them, and name the client they were issued to as their
+/// audience (an access token's audience is the resource).
+fn id_token_sign(claims: &Map<String, Value>, own_client: Option<&str>) -> Option<String> {
+    if let Some(c) = ["nonce", "at_hash", "c_hash", "s_hash"]
+        .into_iter()
+        .find(|c| claims.contains_key(*c))
+    {
+        return Some(format!("it carries '{c}'"));
+    }
+    let audience: Vec<&str> = match claims.get("aud") {
+        Some(Value::String(a)) => vec![a.as_str()],
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let clients = [claims.get("azp"), claims.get("client_id")]
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .chain(own_client);
+    for client in clients {
+        if audience.contains(&client) {
+            return Some(format!("its audience names the client '{client}'"));
+        }
+    }
+    None
 }
 
 fn scopes_of(claims: &Map<String, Value>) -> Vec<String> {
@@ -90,6 +193,10 @@ pub struct Verifier {
     http: reqwest::Client,
     /// SHA-256 of an opaque token → what introspection said, until when.
     introspected: Mutex<HashMap<[u8; 32], (Verified, Instant)>>,
+    /// SHA-256 of an opaque token the issuer called inactive → why, until when.
+    refused: Mutex<HashMap<[u8; 32], (String, Instant)>>,
+    /// Each client address's own turn at introspection.
+    per_address: Mutex<HashMap<std::net::IpAddr, std::sync::Arc<tokio::sync::Semaphore>>>,
     /// Introspections in flight at once, so a flood of made-up tokens is bounded.
     asking: tokio::sync::Semaphore,
 }
@@ -105,14 +212,17 @@ impl Verifier {
             keys,
             http,
             introspected: Mutex::new(HashMap::new()),
+            refused: Mutex::new(HashMap::new()),
+            per_address: Mutex::new(HashMap::new()),
             asking: tokio::sync::Semaphore::new(8),
         }
     }
 
-    pub async fn verify(&self, token: &str) -> Result<Verified, Refusal> {
+    /// `from`: the client's address, whose introspections take turns among themselves.
+    pub async fn verify(&self, token: &str, from: Option<std::net::IpAddr>) -> Result<Verified, Refusal> {
         let verified = match jwt_alg(token) {
             Some(alg) => self.verify_jwt(token, &alg).await?,
-            None => self.introspect(token).await?,
+            None => self.introspect(token, from).await?,
         };
         let missing: Vec<String> = self
             .resource
@@ -127,21 +237,44 @@ impl Verifier {
         Ok(verified)
     }
 
+    /// The principal the configured claim names, exactly as signed (see `tenancy::names`).
     fn principal(&self, claims: &Map<String, Value>) -> Result<String, Refusal> {
         let claim = &self.resource.claim;
         let name = match claims.get(claim) {
-            Some(Value::String(s)) => s.trim().to_string(),
-            Some(Value::Number(n)) => n.to_string(),
-            _ => {
+            Some(Value::String(s)) => s.clone(),
+            // Only exact integers: past 2^53 a float makes different numbers one name.
+            Some(Value::Number(n)) if n.is_u64() || n.is_i64() => n.to_string(),
+            Some(Value::Number(n)) => {
+                return Err(invalid(format!(
+                    "the token's '{claim}' claim ({n}) is not an exact integer, so it cannot name you; ask the server's operator to name principals by a string claim (CODE_SANDBOX_OAUTH_PRINCIPAL_CLAIM)"
+                )));
+            }
+            Some(other) => {
+                return Err(invalid(format!(
+                    "the token's '{claim}' claim is {}, not a string; ask the server's operator to name principals by another claim (CODE_SANDBOX_OAUTH_PRINCIPAL_CLAIM)",
+                    if other.is_array() {
+                        "an array"
+                    } else {
+                        "not a name"
+                    }
+                )));
+            }
+            None => {
                 return Err(invalid(format!(
                     "the token has no '{claim}' claim to name you by (CODE_SANDBOX_OAUTH_PRINCIPAL_CLAIM); ask the server's operator to have the authorization server include it"
                 )));
             }
         };
-        if name.is_empty() || name.len() > 256 || name.chars().any(char::is_control) {
-            return Err(invalid(format!(
-                "the token's '{claim}' claim is not a usable name (empty, control characters, or over 256 bytes)"
-            )));
+        crate::tenancy::names::check(&name)
+            .map_err(|why| invalid(format!("the token's '{claim}' claim is not a usable name: {why}")))?;
+        // An address the identity provider says it has not verified names no one.
+        if claim == "email"
+            && let Some(v) = claims.get("email_verified")
+            && v != &Value::Bool(true)
+        {
+            return Err(invalid(
+                "the token's email is not verified (email_verified is not true); verify it with your identity provider, then sign in again",
+            ));
         }
         Ok(name)
     }
@@ -154,6 +287,9 @@ impl Verifier {
             return Err(invalid(format!(
                 "the token is signed with {alg}, a shared-secret algorithm; this server accepts only the issuer's public-key signatures"
             )));
+        }
+        if let Some(why) = jwt_part(token, 0).as_ref().and_then(header_refusal) {
+            return Err(invalid(why));
         }
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
             invalid(format!(
@@ -195,21 +331,38 @@ impl Verifier {
                 ),
                 ErrorKind::InvalidSignature => "the token's signature does not verify; sign in again".to_string(),
                 ErrorKind::MissingRequiredClaim(c) => format!("the token has no '{c}' claim"),
-                _ => format!("the token is not valid: {e}"),
+                _ => jwt_part(token, 1)
+                    .as_ref()
+                    .and_then(claim_shape)
+                    .unwrap_or_else(|| format!("the token is not valid: {e}")),
             })
         })?;
+        // jsonwebtoken accepts an `iss` array that contains the issuer; the spec says a string.
+        if let Some(why) = claim_shape(&data.claims) {
+            return Err(invalid(why));
+        }
+        if data.claims.get("iss").and_then(Value::as_str) != Some(self.resource.issuer_text.as_str()) {
+            return Err(invalid(format!(
+                "the token is from another issuer; this server accepts tokens of {}",
+                self.resource.issuer_text
+            )));
+        }
+        let own_client = self.resource.client.as_ref().map(|(id, _)| id.as_str());
+        if let Some(sign) = id_token_sign(&data.claims, own_client) {
+            return Err(invalid(format!(
+                "the token is an OpenID ID token ({sign}), not an access token; send the access token your sign-in gave"
+            )));
+        }
         Ok(Verified {
             principal: self.principal(&data.claims)?,
             scopes: scopes_of(&data.claims),
         })
     }
 
-    async fn introspect(&self, token: &str) -> Result<Verified, Refusal> {
+    async fn introspect(&self, token: &str, from: Option<std::net::IpAddr>) -> Result<Verified, Refusal> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        if let Some((v, until)) = self.introspected.locked().get(&key)
-            && Instant::now() < *until
-        {
-            return Ok(v.clone());
+        if let Some(known) = self.cached(&key) {
+            return known;
         }
         let Some(client) = &self.resource.client else {
             return Err(invalid(
@@ -222,11 +375,19 @@ impl Verifier {
                 "the token is not a JWT, and the authorization server offers no introspection endpoint; have it issue JWT access tokens for this resource",
             ));
         };
+        let address_turn = match from {
+            Some(ip) => Some(self.address_turn(ip).await?),
+            None => None,
+        };
         let _turn = self
             .asking
             .acquire()
             .await
             .map_err(|_| invalid("the server is shutting down"))?;
+        // Asked meanwhile by another request with the same token.
+        if let Some(known) = self.cached(&key) {
+            return known;
+        }
         let answer = fetch::post_form(
             &self.http,
             &url,
@@ -235,6 +396,50 @@ impl Verifier {
         )
         .await
         .map_err(Refusal::Unavailable)?;
+        drop(address_turn);
+        let judged = self.judge(&answer);
+        match &judged {
+            Ok((verified, life)) => remember(&self.introspected, key, verified.clone(), *life),
+            Err(Refusal::Invalid(why)) => remember(&self.refused, key, why.clone(), REFUSAL_TTL),
+            Err(_) => {}
+        }
+        judged.map(|(v, _)| v)
+    }
+
+    /// What was said of this token before, while it holds.
+    fn cached(&self, key: &[u8; 32]) -> Option<Result<Verified, Refusal>> {
+        let now = Instant::now();
+        if let Some((v, until)) = self.introspected.locked().get(key)
+            && now < *until
+        {
+            return Some(Ok(v.clone()));
+        }
+        if let Some((why, until)) = self.refused.locked().get(key)
+            && now < *until
+        {
+            return Some(Err(invalid(why.clone())));
+        }
+        None
+    }
+
+    /// Waits for `ip`'s turn to introspect.
+    async fn address_turn(&self, ip: std::net::IpAddr) -> Result<tokio::sync::OwnedSemaphorePermit, Refusal> {
+        let turn = {
+            let mut m = self.per_address.locked();
+            if m.len() >= INTROSPECTION_CACHE {
+                m.retain(|_, s| std::sync::Arc::strong_count(s) > 1);
+            }
+            m.entry(ip)
+                .or_insert_with(|| std::sync::Arc::new(tokio::sync::Semaphore::new(ASKING_PER_ADDRESS)))
+                .clone()
+        };
+        turn.acquire_owned()
+            .await
+            .map_err(|_| invalid("the server is shutting down"))
+    }
+
+    /// The principal an introspection answer vouches for, and how long to believe it.
+    fn judge(&self, answer: &Value) -> Result<(Verified, Duration), Refusal> {
         let Some(claims) = answer.as_object() else {
             return Err(invalid(
                 "the authorization server's introspection answer is not an object",
@@ -245,10 +450,10 @@ impl Verifier {
                 "the token is not active (expired, revoked or unknown); sign in again",
             ));
         }
-        if let Some(iss) = claims.get("iss").and_then(Value::as_str)
-            && iss != self.resource.issuer_text
-        {
-            return Err(invalid("the token is from another issuer"));
+        match claims.get("iss") {
+            None => {}
+            Some(Value::String(iss)) if *iss == self.resource.issuer_text => {}
+            Some(_) => return Err(invalid("the token is from another issuer")),
         }
         let audience = self.resource.audience();
         let for_us = match claims.get("aud") {
@@ -261,9 +466,16 @@ impl Verifier {
                 "the token is for another resource: its audience (aud) does not include {audience}"
             )));
         }
-        let exp = claims.get("exp").and_then(Value::as_u64);
+        let exp = match claims.get("exp") {
+            None => None,
+            Some(v) => Some(v.as_u64().ok_or_else(|| {
+                invalid(format!(
+                    "the authorization server's introspection answer gives 'exp' as {v}, not a number of seconds; the token cannot be trusted"
+                ))
+            })?),
+        };
         let now = now_seconds();
-        if exp.is_some_and(|e| e + LEEWAY_SECONDS < now) {
+        if exp.is_some_and(|e| e.saturating_add(LEEWAY_SECONDS) < now) {
             return Err(invalid("the token has expired; sign in again"));
         }
         let verified = Verified {
@@ -271,20 +483,21 @@ impl Verifier {
             scopes: scopes_of(claims),
         };
         let life = exp.map_or(INTROSPECTION_TTL, |e| Duration::from_secs(e.saturating_sub(now)));
-        let mut cache = self.introspected.locked();
-        if cache.len() >= INTROSPECTION_CACHE {
-            let t = Instant::now();
-            cache.retain(|_, (_, until)| *until > t);
-            if cache.len() >= INTROSPECTION_CACHE {
-                cache.clear();
-            }
-        }
-        cache.insert(
-            key,
-            (verified.clone(), Instant::now() + life.min(INTROSPECTION_TTL)),
-        );
-        Ok(verified)
+        Ok((verified, life.min(INTROSPECTION_TTL)))
     }
+}
+
+/// Keeps `value` for `key` for `life`, within the cache's bound.
+fn remember<V>(cache: &Mutex<HashMap<[u8; 32], (V, Instant)>>, key: [u8; 32], value: V, life: Duration) {
+    let mut cache = cache.locked();
+    if cache.len() >= INTROSPECTION_CACHE {
+        let t = Instant::now();
+        cache.retain(|_, (_, until)| *until > t);
+        if cache.len() >= INTROSPECTION_CACHE {
+            cache.clear();
+        }
+    }
+    cache.insert(key, (value, Instant::now() + life));
 }
 
 #[cfg(test)]

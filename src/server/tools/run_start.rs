@@ -36,7 +36,7 @@ impl SandboxServer {
         let owner = principal_of(context).map(|p| p.name.to_string());
         let entry = match admission {
             Admission::Background => {
-                let who: Arc<str> = Arc::from(owner.as_deref().unwrap_or("local"));
+                let who: Arc<str> = Arc::from(owner.as_deref().unwrap_or(crate::tenancy::names::LOCAL));
                 Some(self.runs.budget.enter(who).await?)
             }
             Admission::Interactive => None,

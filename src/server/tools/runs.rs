@@ -12,12 +12,16 @@ use crate::server::SandboxServer;
 use crate::server::args::{CancelRunArgs, GetRunArgs};
 use crate::server::calls::{acted_on, principal_of};
 use crate::server::outputs::{ExecResult, RunResult, RunState};
-use crate::server::reply::{fail, ok, parse};
+use crate::server::reply::{fail, ok, parse, size_of};
 use crate::server::runs::{Run, RunRecord, RunView, Stream, run_file, sandbox_of};
 use crate::server::schema;
 
 /// The longest `get_run` waits: under every client's own timeout.
 const MAX_WAIT: u64 = 50;
+/// What a run's record holds beside its result.
+const RECORD_SLACK: u64 = 64 << 10;
+/// Items of each list of a recorded result read back.
+const MAX_ITEMS: usize = 100;
 
 impl SandboxServer {
     /// What one stream's page of a run may hold: a quarter of the result budget each.
@@ -37,11 +41,22 @@ impl SandboxServer {
         let sandbox = sandbox_of(run_id).ok_or_else(no_such)?;
         let files = self.backend.files();
         let limit = crate::server::runs::KEEP as u64 * 2;
+        // The files live in the sandbox, where its code may have rewritten them: the record is
+        // read only as large as this server writes one (its result fits the result budget),
+        // must name this run, and its fields are cut to fit before they are answered.
+        let budget = self.settings.result_budget();
         let raw = files
-            .read(sandbox, &run_file(run_id, "run.json"), limit)
+            .read(
+                sandbox,
+                &run_file(run_id, "run.json"),
+                budget as u64 + RECORD_SLACK,
+            )
             .await
             .map_err(|_| no_such())?;
         let mut record: RunRecord = serde_json::from_slice(&raw).map_err(|_| no_such())?;
+        if record.run_id != run_id || record.sandbox_id != sandbox {
+            return Err(no_such());
+        }
         if record.state.is_going() {
             record.state = RunState::Interrupted;
         }
@@ -72,7 +87,7 @@ impl SandboxServer {
             sandbox_id: Some(record.sandbox_id),
         };
         if let Some(ended) = ended.and_then(|v| serde_json::from_value::<EndedFields>(v).ok()) {
-            result.ended = Some(ended.into_exec());
+            result.ended = Some(ended.into_exec().capped(budget / 4));
             result.sandbox_id = None;
         }
         Ok(result)
@@ -155,6 +170,50 @@ impl EndedFields {
             tool_calls: self.tool_calls,
             network: self.network,
         }
+    }
+}
+
+impl ExecResult {
+    /// A result read back from a run's files, cut so that its text fields hold at most about
+    /// `room` bytes in all and its lists at most [`MAX_ITEMS`] each (the files are the
+    /// sandbox's, so they hold whatever its code wrote there).
+    fn capped(mut self, room: usize) -> ExecResult {
+        let each = (room / 4).max(1024);
+        let cut = |text: &mut String| {
+            if let Some(short) = crate::sandbox::text_cap::head_tail(text, each / 4, |n| {
+                format!("[... {n} characters of the run's record not shown ...]")
+            }) {
+                *text = short;
+            }
+        };
+        cut(&mut self.stdout);
+        cut(&mut self.stderr);
+        if let Some(r) = &mut self.result {
+            cut(r);
+        }
+        if let Some(e) = &mut self.error {
+            cut(&mut e.name);
+            cut(&mut e.value);
+            cut(&mut e.traceback);
+        }
+        for list in [&mut self.notes, &mut self.saved_files] {
+            list.truncate(MAX_ITEMS);
+            list.iter_mut().for_each(|t| {
+                t.truncate(t.floor_char_boundary(2000));
+            });
+        }
+        self.tool_calls.truncate(MAX_ITEMS);
+        self.network.truncate(MAX_ITEMS);
+        if size_of(&self.tool_calls) > each {
+            self.tool_calls.clear();
+        }
+        if size_of(&self.network) > each {
+            self.network.clear();
+        }
+        if self.table.as_ref().is_some_and(|t| size_of(t) > each) {
+            self.table = None;
+        }
+        self
     }
 }
 

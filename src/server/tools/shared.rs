@@ -56,6 +56,7 @@ impl SandboxServer {
         create: bool,
     ) -> Result<(String, Vec<String>), SandboxError> {
         if let Some(id) = id.filter(|s| !s.trim().is_empty()) {
+            self.owned(&id)?;
             used(&id);
             return Ok((id, Vec::new()));
         }
@@ -74,6 +75,13 @@ impl SandboxServer {
         used(&info.sandbox_id);
         let note = format!("Created sandbox {} for this call.", info.sandbox_id);
         Ok((info.sandbox_id, vec![note]))
+    }
+
+    /// Refuses a sandbox the caller cannot see (another principal's answers exactly as an
+    /// unknown id), before anything is recorded, queued or told about it: whether it is busy,
+    /// and with what run, is its owner's business alone.
+    pub(super) fn owned(&self, id: &str) -> Result<(), SandboxError> {
+        self.backend.usage(id).map(|_| ())
     }
 
     /// Why a call without an id that must not create a sandbox has none to act on, and the

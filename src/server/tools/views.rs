@@ -38,6 +38,7 @@ impl SandboxServer {
             )));
         };
         let (id, local) = (id.to_string(), local.to_string());
+        attempt!(self.owned(&id));
         let limit = a.limit.unwrap_or(100).min(MAX_ROWS);
         let sort = match &a.sort_by {
             Some(c) => {
@@ -57,6 +58,19 @@ impl SandboxServer {
             ..ExecOptions::default()
         };
         let ex = attempt!(self.backend.execute(&id, &code, opts).await);
+        if ex.limit.is_some() {
+            // Stopping the guest mid-sort ends its interpreter: say so, not "pass a larger
+            // timeout_seconds", which this tool does not take.
+            return Ok(fail(format!(
+                "reading table {} did not finish within {} s ({}), so the sandbox's interpreter was stopped: its variables and imports are gone, its files remain. Run the code that makes the table again; to sort it, sort by a column of plain numbers or text, or sort it in code",
+                a.handle,
+                TABLE_TIME.as_secs(),
+                match &a.sort_by {
+                    Some(c) => format!("sorting by {c} compares values with code that did not return"),
+                    None => "the sandbox's code did not return".into(),
+                }
+            )));
+        }
         if let Some(e) = ex.error {
             return Ok(fail(format!("{}: {}", e.name, e.value)));
         }
@@ -65,7 +79,11 @@ impl SandboxServer {
                 "the sandbox did not answer with the table's rows; run the code that shows it again",
             ));
         };
-        let table = table.named_in(&id);
+        let Some(table) = table.named_in(&id) else {
+            return Ok(fail(
+                "the sandbox answered with a table handle that is not its own; run the code that shows the table again",
+            ));
+        };
         let text = format!(
             "Rows {}-{} of {} of table {}.",
             table.offset + 1,
@@ -94,19 +112,9 @@ impl SandboxServer {
         ));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
         attempt!(self.runs.check_idle(&id));
-        // The Python the cells ran in, asked of the sandbox itself (not recorded as a cell).
-        let version = self
-            .backend
-            .execute(
-                &id,
-                "__import__('platform').python_version()",
-                ExecOptions::default(),
-            )
-            .await
-            .ok()
-            .and_then(|ex| ex.result)
-            .map(|r| r.trim_matches('\'').to_string())
-            .unwrap_or_else(|| "3".into());
+        // The Python the cells ran in, as the host knows it: code in the sandbox could answer
+        // anything, or hang.
+        let version = self.backend.python_version();
         let cells = self.history.cells(&id);
         let doc = crate::server::notebook::notebook(&cells, &version);
         let bytes = attempt!(
