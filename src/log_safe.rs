@@ -3,7 +3,9 @@
 //! each: quoted and escaped when they hold white space, `=`, quotes or control characters, so
 //! `bob sandbox=x` or a newline cannot add a field or a line. And the writer all of the log
 //! goes through escapes every control character of an event but its final newline (and the
-//! invisible characters that reorder or break a terminal's text), whatever printed it.
+//! invisible characters that reorder or break a terminal's text), and takes the credentials
+//! out of every URL in it (`crate::redact`), whatever printed it: libraries log the URLs they
+//! fail on (rmcp's transport quotes a servers-file URL with its `?api_key=`).
 
 use std::fmt;
 use std::io::{self, Write};
@@ -32,28 +34,34 @@ fn hidden(c: char) -> bool {
     matches!(c, '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{61C}')
 }
 
+/// One event as the log shows it: URLs without credentials, control characters escaped but
+/// the final newline.
+fn safe_event(text: &str) -> String {
+    let text = crate::redact::urls(text);
+    let (body, end) = match text.strip_suffix('\n') {
+        Some(b) => (b, "\n"),
+        None => (&*text, ""),
+    };
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in body.chars() {
+        if c != '\t' && (c.is_control() || hidden(c)) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out.push_str(end);
+    out
+}
+
 /// The log's writer: stderr, one event per write, its control characters escaped.
 pub struct SafeStderr;
 
 impl Write for SafeStderr {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let text = String::from_utf8_lossy(buf);
-        let (body, end) = match text.strip_suffix('\n') {
-            Some(b) => (b, "\n"),
-            None => (&*text, ""),
-        };
-        let mut out = String::with_capacity(text.len() + 8);
-        for c in body.chars() {
-            if c == '\t' {
-                out.push(c);
-            } else if c.is_control() || hidden(c) {
-                out.push_str(&c.escape_unicode().to_string());
-            } else {
-                out.push(c);
-            }
-        }
-        out.push_str(end);
-        io::stderr().lock().write_all(out.as_bytes())?;
+        io::stderr()
+            .lock()
+            .write_all(safe_event(&String::from_utf8_lossy(buf)).as_bytes())?;
         Ok(buf.len())
     }
 
@@ -75,5 +83,13 @@ mod tests {
         assert_eq!(Field("a\u{1b}[31m").to_string(), "\"a\\u{1b}[31m\"");
         assert_eq!(Field("x\u{2028}y").to_string(), "\"x\\u{2028}y\"");
         assert_eq!(Field("").to_string(), "\"\"");
+    }
+
+    #[test]
+    fn an_event_stays_one_line_without_credentials() {
+        assert_eq!(
+            safe_event("INFO x\nFAKE \u{1b}[31m url (http://h/mcp?api_key=k)\n"),
+            "INFO x\\u{a}FAKE \\u{1b}[31m url (http://h/mcp?…)\n"
+        );
     }
 }

@@ -53,12 +53,6 @@ pub trait Interpreter: Send + Sync {
     /// before calls, so it must not wait on a remote service).
     fn usage(&self, id: &str) -> Result<Usage, SandboxError>;
 
-    /// Whether the backend holds `id` at all, whoever owns it: for what the server keeps beside
-    /// sandboxes (their histories), never told to a caller. Views pass it through unchecked.
-    fn holds(&self, id: &str) -> bool {
-        self.usage(id).is_ok()
-    }
-
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError>;
 
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError>;

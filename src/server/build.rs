@@ -21,11 +21,10 @@ impl SandboxServer {
             annotations::annotate(&mut route.attr, open_world);
         }
         let runs = Arc::new(super::runs::Runs::new(settings.max_background_runs));
-        // Kept sandboxes live `retain_days` unused; their histories a day longer.
+        // Kept sandboxes live `retain_days` unused, and so do their histories.
         let history = Arc::new(super::history::History::open(
             &settings.home_dir(),
-            std::time::Duration::from_secs((settings.retain_days + 1) * 86_400),
-            &|id| backend.holds(id),
+            std::time::Duration::from_secs(settings.retain_days.max(1) * 86_400),
         ));
         history.follow();
         SandboxServer {

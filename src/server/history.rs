@@ -2,10 +2,12 @@
 //! kept so `export_notebook` can write the session as a notebook. One JSON-lines file per
 //! sandbox under `CODE_SANDBOX_HOME/history/`, beside the sandbox rather than inside it (the
 //! guest cannot rewrite it, and it costs the sandbox's disk nothing). It survives restarts,
-//! a fork copies it, and it goes with its sandbox however that goes (closed, or deleted by the
-//! server when idle, evicted or past retention: [`History::follow`] hears of each, and a start
-//! removes the files of sandboxes the backend no longer holds, and of any untouched for longer
-//! than kept sandboxes live). Bounded: at most [`MAX_CELLS`] cells and [`MAX_BYTES`] per
+//! a fork copies it, and it goes with its sandbox however that goes: closed, or deleted by the
+//! server when idle or evicted ([`History::follow`] hears of each), or past retention (a file
+//! is written at each cell, so it is never younger than its sandbox's last use: files untouched
+//! for as long as kept sandboxes live are removed at start). Not by asking the backend which
+//! sandboxes it holds: other servers on the same home (Claude Desktop's and Claude Code's
+//! both) hold sandboxes this one does not know. Bounded: at most [`MAX_CELLS`] cells and [`MAX_BYTES`] per
 //! sandbox, the oldest cells going first; every field of a cell is capped (the guest sends its
 //! own errors and tables, of any size).
 
@@ -138,9 +140,8 @@ fn file_name(id: &str) -> String {
 }
 
 impl History {
-    /// The history under `home`; files unused for longer than `retain`, and those of plain
-    /// sandbox ids `held` says the backend no longer holds, are removed now.
-    pub fn open(home: &Path, retain: Duration, held: &dyn Fn(&str) -> bool) -> History {
+    /// The history under `home`; files unused for longer than `retain` are removed now.
+    pub fn open(home: &Path, retain: Duration) -> History {
         let dir = home.join("history");
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
@@ -150,12 +151,7 @@ impl History {
                     .ok()
                     .and_then(|t| t.elapsed().ok())
                     .is_some_and(|age| age > retain);
-                let name = e.file_name();
-                let gone = name
-                    .to_str()
-                    .and_then(|n| n.strip_suffix(".jsonl"))
-                    .is_some_and(|id| file_name(id) == format!("{id}.jsonl") && !held(id));
-                if old || gone {
+                if old {
                     let _ = std::fs::remove_file(e.path());
                 }
             }
@@ -292,7 +288,7 @@ mod tests {
     #[test]
     fn cells_are_kept_in_order_within_their_bounds_and_forks_copy_them() {
         let home = std::env::temp_dir().join(format!("history-{}", uuid::Uuid::new_v4().simple()));
-        let h = History::open(&home, Duration::from_secs(3600), &|_| true);
+        let h = History::open(&home, Duration::from_secs(3600));
         let ex = Execution {
             stdout: "x".repeat(MAX_TEXT * 2),
             ..Execution::default()

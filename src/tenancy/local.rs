@@ -51,9 +51,6 @@ impl Interpreter for LocalView {
     fn python_version(&self) -> String {
         self.inner.python_version()
     }
-    fn holds(&self, id: &str) -> bool {
-        self.inner.holds(id)
-    }
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         self.inner.create(opts).await
     }

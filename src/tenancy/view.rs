@@ -223,9 +223,6 @@ impl Interpreter for View {
     fn python_version(&self) -> String {
         self.t.inner.python_version()
     }
-    fn holds(&self, id: &str) -> bool {
-        self.t.inner.holds(id)
-    }
 
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         let inner = self.t.inner.clone();

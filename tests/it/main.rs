@@ -32,6 +32,8 @@ mod persistence;
 mod prepare;
 mod progress;
 mod protocol;
+mod red_team;
+mod red_team_auth;
 mod remote;
 mod remote_harness;
 mod runs;

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 /// Log lines and list changes, as the client receives them.
 #[derive(Clone, Default)]
-struct Heard {
+pub(crate) struct Heard {
     logs: Arc<Mutex<Vec<String>>>,
     resource_changes: Arc<Mutex<usize>>,
 }
@@ -44,7 +44,7 @@ impl rmcp::ClientHandler for Heard {
 }
 
 impl Heard {
-    fn logs(&self) -> Vec<String> {
+    pub(crate) fn logs(&self) -> Vec<String> {
         self.logs.lock().unwrap().clone()
     }
 
@@ -56,7 +56,7 @@ impl Heard {
         .await;
     }
 
-    async fn until(&self, what: &str, found: impl Fn(&[String]) -> bool) {
+    pub(crate) async fn until(&self, what: &str, found: impl Fn(&[String]) -> bool) {
         let seen = || format!("no log line for {what}: {:?}", self.logs());
         eventually(Duration::from_secs(20), || found(&self.logs()), seen).await;
     }
@@ -78,7 +78,10 @@ async fn eventually(within: Duration, ok: impl Fn() -> bool, why: impl Fn() -> S
 }
 
 /// The server over stdio, sharing the installed runtime unless `home` is given.
-fn stdio_server(home: Option<&std::path::Path>, envs: &[(&str, &str)]) -> rmcp::transport::TokioChildProcess {
+pub(crate) fn stdio_server(
+    home: Option<&std::path::Path>,
+    envs: &[(&str, &str)],
+) -> rmcp::transport::TokioChildProcess {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"));
     cmd.env(
         "CODE_SANDBOX_HOME",
@@ -245,7 +248,7 @@ where
 }
 
 /// `tool` with `args`, its `_meta` asking for log lines at `level` (if any); the structured result.
-async fn call_at(
+pub(crate) async fn call_at(
     client: &rmcp::service::RunningService<rmcp::RoleClient, Heard>,
     tool: &'static str,
     args: Value,

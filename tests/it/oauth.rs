@@ -20,7 +20,7 @@ impl Idp {
             .expect("the OpenID provider starts"))
     }
 
-    fn issuer(&self) -> &str {
+    pub fn issuer(&self) -> &str {
         &self.0.issuer
     }
 
@@ -34,9 +34,14 @@ impl Idp {
 
     /// A token the test route signs: with the IdP's own key or a stranger's, any claims.
     pub async fn mint(&self, claims: Value, alg: &str, signer: &str) -> String {
+        self.mint_with(claims, alg, signer, json!({})).await
+    }
+
+    /// A token the test route signs with header fields of the test's choosing (`typ`, `crit`).
+    pub async fn mint_with(&self, claims: Value, alg: &str, signer: &str, header: Value) -> String {
         let body: Value = http()
             .post(format!("{}/__test/mint", self.issuer()))
-            .json(&json!({"claims": claims, "alg": alg, "signer": signer}))
+            .json(&json!({"claims": claims, "alg": alg, "signer": signer, "header": header}))
             .send()
             .await
             .expect("mint")
@@ -58,7 +63,7 @@ impl Idp {
 
 /// A server trusting `idp`, listening where its public URL says; `principals` get static
 /// tokens; `lines` are written to the tokens file first (OAuth principals' quotas).
-async fn server(idp: &Idp, principals: &[&str], lines: &str, envs: &[(&str, &str)]) -> Remote {
+pub(crate) async fn server(idp: &Idp, principals: &[&str], lines: &str, envs: &[(&str, &str)]) -> Remote {
     // The public URL (the tokens' audience) must be known before start.
     let port = common::free_port();
     let public = format!("http://127.0.0.1:{port}/mcp");
@@ -79,7 +84,7 @@ async fn server(idp: &Idp, principals: &[&str], lines: &str, envs: &[(&str, &str
 }
 
 /// Status, `WWW-Authenticate` and body of an initialize request presenting `token`.
-async fn attempt(url: &str, token: Option<&str>) -> (u16, String, String) {
+pub(crate) async fn attempt(url: &str, token: Option<&str>) -> (u16, String, String) {
     let r = post(url, token, &initialize()).send().await.expect("POST /mcp");
     let status = r.status().as_u16();
     let challenge = r
@@ -90,7 +95,7 @@ async fn attempt(url: &str, token: Option<&str>) -> (u16, String, String) {
     (status, challenge, r.text().await.unwrap_or_default())
 }
 
-async fn refused(url: &str, token: &str, why: &str) {
+pub(crate) async fn refused(url: &str, token: &str, why: &str) {
     let (status, challenge, body) = attempt(url, Some(token)).await;
     assert_eq!(status, 401, "{why}: {body}");
     assert!(

@@ -141,7 +141,9 @@ async function testRoute(req, res) {
     } else {
       ({ privateKey: key } = await jose.generateKeyPair(alg, { crv: alg === 'EdDSA' ? 'Ed25519' : undefined }));
     }
-    const token = await new jose.SignJWT(payload).setProtectedHeader(header).sign(key);
+    // A `crit` the test names is signed as it is: a verifier must refuse what it does not know.
+    const options = extra.crit ? { crit: Object.fromEntries(extra.crit.map((c) => [c, true])) } : undefined;
+    const token = await new jose.SignJWT(payload).setProtectedHeader(header).sign(key, options);
     return send(200, { token });
   }
   if (url.pathname === '/__test/introspections') {
