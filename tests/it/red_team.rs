@@ -357,3 +357,65 @@ async fn views_trust_nothing_the_guest_says_about_itself() {
     assert_eq!(error_of(&v).0, "NameError", "as it said, the state is gone: {v}");
     s.stop().await;
 }
+
+/// Finding 19: a run's files live in its sandbox, so its code can rewrite them. Read back
+/// after a restart, a record is read only as large as the server writes one, must name the
+/// run asked for, and its fields are cut to fit a result.
+#[tokio::test]
+async fn a_run_record_the_sandbox_rewrote_is_checked_and_capped() {
+    use crate::persistence::{signal_and_wait, start};
+    let home = common::private_home();
+    let s = start(&home, &[]).await;
+    let id = s.create().await;
+    let run = run_id(
+        &s.ok(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "print('done')", "background": true}),
+        )
+        .await,
+    );
+    let mut v = Value::Null;
+    for _ in 0..30 {
+        v = s.ok("get_run", json!({"run_id": run, "wait_seconds": 2})).await;
+        if v["state"] != "running" {
+            break;
+        }
+    }
+    assert_eq!(v["state"], "finished", "{v}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    signal_and_wait(s, libc::SIGTERM).await;
+    let s = start(&home, &[]).await;
+    let v = s.ok("get_run", json!({"run_id": run})).await;
+    assert_eq!(v["state"], "finished", "read back from its files: {v}");
+    let rewrite = |change: &str| {
+        format!(
+            "import json\np = '.outputs/runs/{run}/run.json'\nr = json.load(open(p))\n{change}\njson.dump(r, open(p, 'w'))"
+        )
+    };
+    s.run_ok(&id, &rewrite("r['result']['stdout'] = 'x' * 12_000_000"))
+        .await;
+    let (err, _, text) = s.call_json("get_run", json!({"run_id": run})).await;
+    assert!(err && text.contains("no such run"), "a 12 MB record: {text}");
+    s.run_ok(&id, &rewrite("r['result']['stdout'] = 'y' * 900_000"))
+        .await;
+    let r = s.call("get_run", json!({"run_id": run})).await;
+    let size = serde_json::to_string(&r).unwrap().len();
+    assert!(size < 1_000_000, "the answer is {size} bytes");
+    let ended = r.structured_content.expect("a result")["stdout"].to_string();
+    assert!(
+        ended.contains("not shown"),
+        "cut, saying so: {}",
+        &ended[..200.min(ended.len())]
+    );
+    s.run_ok(
+        &id,
+        &rewrite("r['result']['stdout'] = 'z'\nr['run_id'] = 'run-sbx-other-0123abcd'"),
+    )
+    .await;
+    let (err, _, text) = s.call_json("get_run", json!({"run_id": run})).await;
+    assert!(
+        err && text.contains("no such run"),
+        "a record of another run: {text}"
+    );
+    s.stop().await;
+}

@@ -4,6 +4,7 @@
 //! metadata, RFC 9728), and checks the access tokens clients bring (see [`verify`]).
 
 mod allow;
+mod claims;
 mod fetch;
 mod keys;
 mod resource;
