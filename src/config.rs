@@ -143,7 +143,9 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_MAX_BACKGROUND_RUNS")]
     pub max_background_runs: Option<usize>,
 
-    /// Seconds a sandbox may sit unused before it is closed (0 = never; default 30 minutes).
+    /// Seconds a sandbox may sit unused before its interpreter is suspended: saved to disk and
+    /// brought back, losslessly, at its next use (with `CODE_SANDBOX_PERSIST=false` it is deleted
+    /// instead). 0 = never; default 30 minutes.
     #[arg(long, env = "CODE_SANDBOX_IDLE_SECONDS", default_value_t = 1800)]
     pub idle_seconds: u64,
 
@@ -211,9 +213,10 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_LISTEN", default_value = "127.0.0.1:8765")]
     pub listen: String,
 
-    /// File of `NAME SHA256HEX` lines, one principal each (add with `mcp-code-sandbox token add NAME`;
-    /// `NAME - quotas...` gives an OAuth principal its quotas). Without it (and without OAuth), `http`
-    /// serves loopback addresses only.
+    /// File of `NAME SHA256HEX` lines, one principal each (add with `mcp-code-sandbox token add NAME`,
+    /// which writes `<home>/tokens` unless this is set; `NAME - quotas...` gives an OAuth principal its
+    /// quotas). Unset, `http` uses `<home>/tokens` when it exists, and never serves without tokens
+    /// while it does; with no tokens file (and no OAuth) it serves loopback addresses only.
     #[arg(long, env = "CODE_SANDBOX_TOKENS")]
     pub tokens: Option<PathBuf>,
 
@@ -326,6 +329,8 @@ pub enum TokenAction {
 
 /// Largest request (one JSON-RPC message) read from stdin: a 100 MB upload as base64, or a
 /// 50 MB write_file with room for JSON escapes, fits.
+/// What the log on stderr shows when `RUST_LOG` is unset.
+pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
 pub const MAX_REQUEST_BYTES: usize = 160 << 20;
 
 /// Smallest result budget that still leaves room for a useful answer.
@@ -370,6 +375,13 @@ impl Settings {
 
     /// The tokens file: `CODE_SANDBOX_TOKENS`, else `tokens` under the home folder (where
     /// `token add` writes when none is named).
+    /// The tokens file `http` serves with: the one set, else `<home>/tokens` if it exists.
+    pub fn tokens_in_use(&self) -> Option<PathBuf> {
+        self.tokens
+            .clone()
+            .or_else(|| Some(self.tokens_file()).filter(|f| f.exists()))
+    }
+
     pub fn tokens_file(&self) -> PathBuf {
         self.tokens
             .clone()

@@ -4,7 +4,9 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use mcp_code_sandbox::config::{Command, MAX_REQUEST_BYTES, Settings, TokenAction, Transport};
+use mcp_code_sandbox::config::{
+    Command, DEFAULT_LOG_FILTER, MAX_REQUEST_BYTES, Settings, TokenAction, Transport,
+};
 use mcp_code_sandbox::remote;
 use mcp_code_sandbox::runtime::Layout;
 use mcp_code_sandbox::server::{SandboxServer, StdioTransport};
@@ -20,7 +22,7 @@ fn init_logging() {
         .with_writer(|| mcp_code_sandbox::log_safe::SafeStderr)
         .with_ansi(false)
         .with_env_filter(
-            EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new("info,rmcp=warn")),
+            EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .init();
 }
@@ -71,9 +73,13 @@ fn token(settings: &Settings, action: TokenAction) -> anyhow::Result<()> {
             println!("{token}");
             eprintln!(
                 "token for '{name}' above; it is shown only this once (its SHA-256 is in {}).
-                 Serve with CODE_SANDBOX_TOKENS={} and give the client `Authorization: Bearer <token>`.",
+                 `mcp-code-sandbox --transport http` serves with this file{}; give the client `Authorization: Bearer <token>`.",
                 file.display(),
-                file.display()
+                if settings.tokens.is_some() {
+                    " while CODE_SANDBOX_TOKENS names it"
+                } else {
+                    " (the home's own)"
+                }
             );
         }
         TokenAction::List => {

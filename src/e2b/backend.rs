@@ -316,6 +316,7 @@ impl Interpreter for E2bBackend {
             installed,
             available: None,
             built_in: None,
+            built_with: None,
         })
     }
 

@@ -27,7 +27,7 @@ pub enum HostPattern {
 
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{entry:?} in CODE_SANDBOX_ALLOW_HOSTS is not a host pattern ({why}); write entries like api.example.com, *.example.org, 127.0.0.1:8443 or http://intranet.local:8080"
+    "{entry:?} is not a host pattern ({why}); host patterns, in CODE_SANDBOX_ALLOW_HOSTS and in the secrets file alike, look like api.example.com, *.example.org, 127.0.0.1:8443 or http://intranet.local:8080 (https unless http:// is written)"
 )]
 pub struct RuleError {
     pub entry: String,
@@ -47,6 +47,8 @@ impl HostRule {
             Some(_) => return Err(bad("only http:// and https:// are schemes")),
             None => (true, text),
         };
+        // A trailing slash, as a URL copied from a browser has, names the same host.
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
         if rest.contains(['/', '@', '?', '#']) || rest.is_empty() {
             return Err(bad("a host, with an optional :port, and nothing else"));
         }
@@ -82,6 +84,12 @@ impl HostRule {
 
     /// Whether a request to `url` is what this entry allows.
     pub fn permits(&self, url: &reqwest::Url) -> bool {
+        self.mismatch(url).is_none()
+    }
+
+    /// What about a request to `url` this entry does not allow (its scheme, port or host), or
+    /// `None` when it allows it: a refusal says which, never "another host" of the same host.
+    pub fn mismatch(&self, url: &reqwest::Url) -> Option<&'static str> {
         let scheme_ok = match url.scheme() {
             "https" => self.https,
             "http" => !self.https,
@@ -96,7 +104,19 @@ impl HostRule {
             (Some(url::Host::Ipv6(a)), HostPattern::Ip(b)) => IpAddr::V6(a) == *b,
             _ => false,
         };
-        scheme_ok && port_ok && host_ok
+        if !host_ok {
+            Some("another host")
+        } else if !scheme_ok {
+            Some(if self.https {
+                "the same host over http, and the pattern allows only https (write http://HOST to allow http)"
+            } else {
+                "the same host over https, and the pattern allows only http"
+            })
+        } else if !port_ok {
+            Some("the same host on another port than its pattern names")
+        } else {
+            None
+        }
     }
 
     /// Whether every request this entry allows, `wider` allows too: what a principal's

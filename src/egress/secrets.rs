@@ -130,12 +130,16 @@ pub fn substitute(
         if !(in_url || in_headers || in_body) {
             continue;
         }
-        if !s.rule.permits(&url) || in_body {
+        let wrong = if in_body {
+            Some("in its body")
+        } else {
+            s.rule.mismatch(&url)
+        };
+        if let Some(wrong) = wrong {
             return Err(format!(
-                "the request to {} carries the placeholder of the secret {} ({}), which is sent only in the headers or query of requests to the host its line in CODE_SANDBOX_SECRETS names",
+                "the request to {} carries the placeholder of the secret {} ({wrong}), which is sent only in the headers or query of requests its line's host pattern in CODE_SANDBOX_SECRETS allows (the same syntax as CODE_SANDBOX_ALLOW_HOSTS)",
                 url.host_str().unwrap_or_default(),
                 s.name,
-                if in_body { "in its body" } else { "to another host" }
             ));
         }
         if in_url {
@@ -181,7 +185,16 @@ mod tests {
             "{url}"
         );
         let mut headers = vec![("Authorization".to_string(), format!("Bearer {p}"))];
-        assert!(substitute(&secrets, &to("https://evil.example.com/"), &mut headers, b"").is_err());
+        let e = substitute(&secrets, &to("https://evil.example.com/"), &mut headers, b"").unwrap_err();
+        assert!(e.contains("another host"), "{e}");
+        let e = substitute(&secrets, &to("http://api.example.com/"), &mut headers, b"").unwrap_err();
+        assert!(
+            e.contains("same host over http") && !e.contains("another host"),
+            "{e}"
+        );
+        // The forms users write: a URL with its trailing slash is the same pattern.
+        let copied = parse("API_TOKEN https://api.example.com/ v\n").unwrap();
+        assert!(copied[0].rule.permits(&to("https://api.example.com/x")));
         assert!(substitute(&secrets, &to("https://api.example.com/"), &mut [], p.as_bytes()).is_err());
         assert!(
             substitute(

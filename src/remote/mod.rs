@@ -45,11 +45,11 @@ pub enum RemoteError {
     #[error("'{0}' is not an address to listen on: {1}; give host:port, e.g. 127.0.0.1:8765")]
     Listen(String, #[source] std::io::Error),
     #[error(
-        "refusing to listen on {0} without tokens: anyone who can reach it could run code here. Make a token with `mcp-code-sandbox token add NAME` and set CODE_SANDBOX_TOKENS to the file it names, or set CODE_SANDBOX_OAUTH_ISSUER and CODE_SANDBOX_PUBLIC_URL to sign users in through your identity provider, or listen on a loopback address such as 127.0.0.1:8765"
+        "refusing to listen on {0} without tokens: anyone who can reach it could run code here. Make a token with `mcp-code-sandbox token add NAME` (it writes the home's tokens file, which the server then serves with), or set CODE_SANDBOX_OAUTH_ISSUER and CODE_SANDBOX_PUBLIC_URL to sign users in through your identity provider, or listen on a loopback address such as 127.0.0.1:8765"
     )]
     OpenWithoutTokens(String),
     #[error(
-        "CODE_SANDBOX_TOKENS names {0}, which holds no token; add one with `mcp-code-sandbox token add NAME` (with CODE_SANDBOX_TOKENS set to that file), or sign users in with OAuth (CODE_SANDBOX_OAUTH_ISSUER)"
+        "the tokens file {0} holds no token, and the server never serves without tokens while a tokens file exists; add one with `mcp-code-sandbox token add NAME` (with CODE_SANDBOX_TOKENS set to that file if it is not the home's), delete the file to serve loopback only, or sign users in with OAuth (CODE_SANDBOX_OAUTH_ISSUER)"
     )]
     NoTokens(String),
     #[error(transparent)]
@@ -92,7 +92,9 @@ pub async fn serve(
         &settings.oauth,
         crate::tls_roots::load(settings.ca_file.as_deref())?,
     )?;
-    let book = match &settings.tokens {
+    // `token add` writes `<home>/tokens`: a server started after it serves with those tokens.
+    let tokens = settings.tokens_in_use();
+    let book = match &tokens {
         Some(file) => {
             let book = TokenBook::open(file.clone(), defaults);
             if book.has_no_token() && oauth.is_none() {
@@ -206,7 +208,7 @@ pub async fn serve(
         backend.backend(),
         match (&oauth, principals) {
             (Some(o), _) => format!("OAuth: tokens of {}", o.resource.issuer_text),
-            _ if settings.tokens.is_none() => "no tokens: loopback only".to_string(),
+            _ if tokens.is_none() => "no tokens: loopback only".to_string(),
             (None, 1) => "1 principal".to_string(),
             (None, n) => format!("{n} principals"),
         }

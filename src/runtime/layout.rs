@@ -21,8 +21,11 @@ pub struct RuntimeFiles {
     /// matplotlib's data, extracted from the stdlib zip (the only thing that must be).
     pub mpl_data: PathBuf,
     pub python_version: String,
-    /// Lines `package NAME VERSION` of the runtime's MANIFEST: what is already importable.
+    /// Lines `package NAME VERSION` of the runtime's MANIFEST that are Python distributions (a
+    /// `.dist-info` in the stdlib zip): what is already importable.
     pub packages: Vec<(String, String)>,
+    /// The other MANIFEST packages: C libraries and build tools the runtime was built with.
+    pub libraries: Vec<(String, String)>,
 }
 
 const MARKER: &str = "INSTALLED";
@@ -68,7 +71,7 @@ impl Layout {
 
     pub(super) fn files_in(&self, dir: &Path, m: &Manifest) -> RuntimeFiles {
         let manifest_text = std::fs::read_to_string(dir.join("MANIFEST")).unwrap_or_default();
-        let packages = manifest_text
+        let listed: Vec<(String, String)> = manifest_text
             .lines()
             .filter_map(|l| {
                 let mut it = l.split_whitespace();
@@ -80,6 +83,14 @@ impl Layout {
                 }
             })
             .collect();
+        let (packages, libraries) = match distributions(&dir.join("lib").join(&m.artifacts.stdlib_guest_name))
+        {
+            Some(dists) => listed
+                .into_iter()
+                .partition(|(n, _)| dists.contains(&normalize(n))),
+            // An unreadable zip fails later, at load; until then, call everything a package.
+            None => (listed, Vec::new()),
+        };
         RuntimeFiles {
             dir: dir.to_path_buf(),
             module: dir.join(&m.artifacts.module),
@@ -88,6 +99,7 @@ impl Layout {
             mpl_data: dir.join("mpl-data"),
             python_version: m.artifacts.python_version.clone(),
             packages,
+            libraries,
         }
     }
 
@@ -108,4 +120,33 @@ impl Layout {
     pub(super) fn marker_path(dir: &Path) -> PathBuf {
         dir.join(MARKER)
     }
+}
+
+/// A distribution name as PEP 503 compares them.
+fn normalize(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        let c = if matches!(c, '-' | '_' | '.') {
+            '-'
+        } else {
+            c.to_ascii_lowercase()
+        };
+        if !(c == '-' && out.ends_with('-')) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The Python distributions in the stdlib zip: each `NAME-VERSION.dist-info/` folder's name.
+fn distributions(zip: &Path) -> Option<std::collections::BTreeSet<String>> {
+    let archive = zip::ZipArchive::new(std::fs::File::open(zip).ok()?).ok()?;
+    Some(
+        archive
+            .file_names()
+            .filter_map(|n| n.split('/').next())
+            .filter_map(|top| top.strip_suffix(".dist-info"))
+            .filter_map(|d| d.split_once('-').map(|(name, _)| normalize(name)))
+            .collect(),
+    )
 }

@@ -21,7 +21,7 @@ pub fn asked(seconds: Option<u64>) -> Result<Option<Duration>, SandboxError> {
             "timeout_seconds must be at least 1".into(),
         )),
         Some(s) if s > MAX_CALL_SECONDS => Err(SandboxError::InvalidArgument(format!(
-            "timeout_seconds is {s}, above the {MAX_CALL_SECONDS} s maximum; split the work into shorter calls"
+            "timeout_seconds is {s}, above the {MAX_CALL_SECONDS} s maximum of one call; for longer work run it in the background (execute_code with background: true, then get_run), whose limit is the server's CODE_SANDBOX_BACKGROUND_TIMEOUT, or split it into shorter calls"
         ))),
         Some(s) => Ok(Some(Duration::from_secs(s))),
     }

@@ -285,9 +285,13 @@ pub struct InstallOutcome {
     /// With package_name `?`: what can be installed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub available: Option<Vec<Package>>,
-    /// With package_name `?`: what the runtime already has.
+    /// With package_name `?`: the Python packages the runtime already has (importable).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub built_in: Option<Vec<Package>>,
+    /// With package_name `?`: C libraries and build tools the runtime was built with (not
+    /// importable themselves).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub built_with: Option<Vec<Package>>,
 }
 
 /// Any error, kept with its source chain; a plain message converts into one too.

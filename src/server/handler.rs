@@ -234,9 +234,14 @@ impl ServerHandler for SandboxServer {
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
-        if super::methods::is_known_method(&request.method) {
+        let header = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-protocol-version"))
+            .and_then(|v| v.to_str().ok());
+        if super::methods::is_known_method(&request.method, request.params.as_ref(), header) {
             return Err(ErrorData::invalid_params(
                 format!(
                     "invalid params for '{}': they do not have the fields and types the MCP specification gives this method",

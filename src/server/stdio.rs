@@ -112,10 +112,8 @@ where
     /// Writes an error response from a task of its own, so a cancelled `receive` can never
     /// leave half a line on stdout.
     fn pending_error(&self, id: Option<Value>, code: i64, message: String) {
-        let mut body = json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}});
-        if let Some(id) = id {
-            body["id"] = id;
-        }
+        // JSON-RPC 2.0: an error for a request whose id could not be read carries `"id": null`.
+        let body = json!({"jsonrpc": "2.0", "id": id.unwrap_or(Value::Null), "error": {"code": code, "message": message}});
         let write = self.write.clone();
         tokio::spawn(async move {
             let _ = write_line(&write, body.to_string().into_bytes()).await;
@@ -129,7 +127,7 @@ where
                 // rmcp takes a standard method whose params do not fit for a custom one, and
                 // would answer "method not found".
                 if let rmcp::model::ClientRequest::CustomRequest(custom) = &req.request
-                    && super::methods::is_known_method(&custom.method)
+                    && super::methods::is_known_method(&custom.method, custom.params.as_ref(), None)
                 {
                     self.pending_error(
                         serde_json::to_value(&req.id).ok(),
@@ -176,7 +174,7 @@ where
         match (method, &id) {
             // A notification we do not know is ignored, as MCP asks of receivers.
             (Some(_), None) if value.get("id").is_none() => None,
-            (Some(method), Some(_)) if super::methods::is_known_method(method) => {
+            (Some(method), Some(_)) if super::methods::is_known_method(method, value.get("params"), None) => {
                 self.pending_error(
                     id,
                     INVALID_PARAMS,

@@ -290,6 +290,7 @@ impl Interpreter for WasmBackend {
                         .collect(),
                 ),
                 built_in: Some(program.files.packages.iter().cloned().map(pkg).collect()),
+                built_with: Some(program.files.libraries.iter().cloned().map(pkg).collect()),
             });
         }
         let sb = self.ctx.registry.get(id)?;
@@ -343,6 +344,7 @@ impl Interpreter for WasmBackend {
             already_available: outcome.already_available,
             available: None,
             built_in: None,
+            built_with: None,
         })
     }
 

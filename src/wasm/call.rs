@@ -120,7 +120,11 @@ pub async fn execute(
     }
     call.finish();
     let ended = out.status.is_err();
-    let mut ex = results::execution(out, before, timeout.as_secs_f64());
+    let limit = results::TimeLimit {
+        seconds: timeout.as_secs_f64(),
+        background: opts.background.is_some(),
+    };
+    let mut ex = results::execution(out, before, limit);
     if let Some(services) = &opts.tools {
         ex.tool_calls = services.calls();
         ex.network = services.network();

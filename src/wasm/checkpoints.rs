@@ -147,12 +147,17 @@ pub async fn checkpoint(
         .await?
     };
     drop(slot);
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // As the listing tells it (from the saved state's time), so every tool gives one time.
+    if let Some(listed) = sb.dirs.list_checkpoints().into_iter().find(|c| c.name == name) {
+        return Ok(listed);
+    }
     let created: chrono::DateTime<chrono::Utc> = std::time::SystemTime::now().into();
     Ok(Checkpoint {
-        name: dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
+        name,
         created_at: created.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         bytes: saved,
     })

@@ -63,8 +63,11 @@ enum WarmTask {
 /// takes about a minute; loading one, a fraction of a second).
 const WARM_WAIT: Duration = Duration::from_secs(240);
 
-/// How long a tool call waits for the interpreter to be prepared: as long as any call may run.
-const PATIENCE: Duration = Duration::from_secs(crate::sandbox::timeouts::MAX_CALL_SECONDS);
+/// How long a tool call waits for the interpreter to be prepared before it answers that it is
+/// still being prepared: under the 60 s Claude's clients (the TypeScript SDK's default request
+/// timeout) wait, so a first call from a source build is answered, not given up on, and the
+/// next call, once the compile is done, runs.
+const PATIENCE: Duration = Duration::from_secs(40);
 
 /// How often a call waiting for the interpreter reports progress.
 const REPORT_EVERY: Duration = Duration::from_secs(2);
@@ -228,7 +231,10 @@ impl Programs {
         if let WarmTask::Running(build) = &*task
             && !build.is_finished()
         {
-            tracing::info!("stopping the warm-image build; the next start finishes it");
+            // Once the image is in use only its check is left: nothing to tell.
+            if self.warm.locked().is_none() {
+                tracing::info!("stopping the warm-image build; the next start finishes it");
+            }
             build.abort();
             // Nobody waits for an image that will not come.
             self.warm_settled.send_replace(true);
@@ -315,9 +321,9 @@ impl Programs {
     }
 
     /// The interpreter, waiting for a preparation in progress (telling the client how it
-    /// goes, every few seconds, when it listens) rather than asking the model to come back:
-    /// from a bundle it takes a second or two, and even a compile is done before most
-    /// clients give up.
+    /// goes, every few seconds, when it listens): from a bundle it takes a second or two. A
+    /// compile from a source build takes longer than clients wait, so after [`PATIENCE`] the
+    /// call answers that it is still being prepared, and the model calls again.
     pub async fn get(self: &Arc<Self>) -> Result<Arc<Program>, SandboxError> {
         if let State::Ready(i) = &*self.tx.borrow() {
             return Ok(i.clone());
@@ -341,8 +347,7 @@ impl Programs {
             let waited = began.elapsed();
             if waited >= PATIENCE {
                 return Err(SandboxError::NotReady(format!(
-                    "it has been preparing for {} s and is not done ({stage}); the server's log (stderr) says what it is doing",
-                    waited.as_secs()
+                    "it is still being prepared, once, on this server's first start ({stage}; about a minute or two in all). Nothing was run and nothing is lost: make the same call again in a minute and it will run"
                 )));
             }
             call_scope::report(|| {

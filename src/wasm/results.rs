@@ -118,19 +118,37 @@ fn error_from_stderr(stderr: &str) -> PyError {
     }
 }
 
-fn ended_error(ended: &Ended, timeout_s: f64) -> (Option<LimitKind>, PyError) {
+/// The time limit a call ran under, and whether it was a background run's (whose maximum is
+/// the server's, not a call's).
+#[derive(Clone, Copy, Debug)]
+pub struct TimeLimit {
+    pub seconds: f64,
+    pub background: bool,
+}
+
+fn ended_error(ended: &Ended, limit: TimeLimit) -> (Option<LimitKind>, PyError) {
+    let timeout_s = limit.seconds;
     let e = |name: &str, value: String| PyError {
         name: name.into(),
         value,
         traceback: String::new(),
     };
     match ended {
+        Ended::Timeout if limit.background => (
+            Some(LimitKind::Timeout),
+            e(
+                "TimeoutError",
+                format!(
+                    "the background run went past its {timeout_s:.0} s limit and was stopped; start it again with a larger timeout_seconds (up to the server's CODE_SANDBOX_BACKGROUND_TIMEOUT) or make it faster"
+                ),
+            ),
+        ),
         Ended::Timeout => (
             Some(LimitKind::Timeout),
             e(
                 "TimeoutError",
                 format!(
-                    "the code ran past the {timeout_s:.0} s limit and was stopped; pass a larger timeout_seconds (at most {MAX_CALL_SECONDS}) or make it faster"
+                    "the code ran past the {timeout_s:.0} s limit and was stopped; pass a larger timeout_seconds (at most {MAX_CALL_SECONDS}), run it in the background (background: true) or make it faster"
                 ),
             ),
         ),
@@ -182,7 +200,7 @@ pub fn sentence(why: &str) -> String {
     }
 }
 
-pub fn execution(out: TurnOutput, before: Before, timeout_s: f64) -> Execution {
+pub fn execution(out: TurnOutput, before: Before, limit: TimeLimit) -> Execution {
     let mut ex = Execution {
         stdout: out.stdout.text,
         stderr: out.stderr.text,
@@ -254,7 +272,7 @@ pub fn execution(out: TurnOutput, before: Before, timeout_s: f64) -> Execution {
             }))
         }
         Err(ended) => {
-            let (limit, err) = ended_error(ended, timeout_s);
+            let (limit, err) = ended_error(ended, limit);
             ex.limit = limit;
             ex.error = Some(err);
             ex.state_lost = true;

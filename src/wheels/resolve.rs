@@ -143,6 +143,10 @@ pub fn resolve(
     while let Some((req, by)) = queue.pop_front() {
         let name = normalize(req.name.as_ref());
         let who = by.clone().map_or_else(|| "you".to_string(), |b| b.to_string());
+        // "you asked for idna<3.20", "requests requires idna<3.20".
+        let asks = by
+            .as_ref()
+            .map_or_else(|| "you asked for".to_string(), |b| format!("{b} requires"));
         if let Some(p) = present.get(&name) {
             let (v, place) = match p {
                 Present::Runtime(v) => (v, "the runtime"),
@@ -153,7 +157,7 @@ pub fn resolve(
             }
             if by.is_some() || matches!(p, Present::Runtime(_)) {
                 return Err(WheelError::Conflict(format!(
-                    "{who} requires {}, but {place} has {name} {v}",
+                    "{asks} {}, but {place} has {name} {v}",
                     shown(&req)
                 )));
             }
@@ -161,7 +165,7 @@ pub fn resolve(
         if let Some((w, chooser)) = chosen.get(&name) {
             if !allows(&req, &w.version) {
                 return Err(WheelError::Conflict(format!(
-                    "{who} requires {}, but {chooser} needed {name} {}, and no version satisfies both",
+                    "{asks} {}, but {chooser} needed {name} {}, and no version satisfies both",
                     shown(&req),
                     w.version
                 )));
@@ -213,7 +217,7 @@ pub fn resolve(
                 .collect();
             return Err(WheelError::VersionMissing {
                 message: format!(
-                    "{who} requires {}, but the cache has {name} {} only (or none for Python {python})",
+                    "{asks} {}, but the cache has {name} {} only (or none for Python {python})",
                     shown(&req),
                     versions.join(", ")
                 ),

@@ -203,3 +203,126 @@ fn the_link_checker_finds_a_broken_link() {
     );
     assert_eq!(anchor(" Other clients, by hand"), "other-clients-by-hand");
 }
+
+/// Counts and tool lists the guide states, against what the binary answers (issue 47): the
+/// packages built in (Python packages apart from the C libraries beneath them), and the tools
+/// (their number in words, each one's row in docs/tools.md).
+#[tokio::test]
+async fn documented_counts_and_tools_are_what_the_binary_says() {
+    let s = common::Server::start().await;
+    let v = s
+        .ok("install_package", serde_json::json!({"package_name": "?"}))
+        .await;
+    let python = v["built_in"].as_array().expect("built_in").len();
+    let native = v["built_with"].as_array().expect("built_with").len();
+    let readme = read(&common::repo_root().join("README.md"));
+    assert!(
+        readme.contains(&format!("sympy and {} more Python packages", python - 6)),
+        "README's count of packages besides the six it names is not {}",
+        python - 6
+    );
+    assert!(
+        readme.contains(&format!(
+            "{python} Python packages built in (and {native} C libraries"
+        )),
+        "README's package counts are not {python} and {native}"
+    );
+    let tools = s.client.list_all_tools().await.expect("tools/list");
+    let words = [
+        "zero",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    let count = words.get(tools.len()).expect("a number in words");
+    let remote = read(&common::repo_root().join("docs/remote-mode.md"));
+    assert!(
+        remote.contains(&format!("the same {count} tools")),
+        "docs/remote-mode.md's tool count is not {count}"
+    );
+    let listed = read(&common::repo_root().join("docs/tools.md"));
+    for t in &tools {
+        assert!(
+            listed.contains(&format!("| `{}`", t.name)),
+            "docs/tools.md has no row for {}",
+            t.name
+        );
+    }
+    s.stop().await;
+}
+
+/// The messages the troubleshooting page quotes are ones the binary says: each quoted piece
+/// (split at `...`) is in the code, numbers standing for the placeholders they fill.
+#[test]
+fn troubleshooting_quotes_what_the_binary_says() {
+    let root = common::repo_root();
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    rust_files(&root.join("runtime/guest"), &mut files);
+    let numbers = |t: &str| -> String {
+        let mut out = String::new();
+        let mut chars = t.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '{' {
+                // A format placeholder (`{name}`, `{timeout_s:.0}`), not a block of code.
+                let ahead: String = chars.clone().take_while(|d| *d != '}').take(41).collect();
+                let placeholder = ahead.len() <= 40
+                    && ahead
+                        .chars()
+                        .all(|d| d.is_ascii_alphanumeric() || "_:.?#".contains(d));
+                if placeholder {
+                    chars.nth(ahead.chars().count());
+                    out.push('#');
+                } else {
+                    out.push(c);
+                }
+            } else if c.is_ascii_digit() {
+                while chars.peek().is_some_and(|d| d.is_ascii_digit() || *d == '.') {
+                    chars.next();
+                }
+                out.push('#');
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    };
+    let code: String = files.iter().map(|f| numbers(&read(f))).collect();
+    let wheel = &mcp_code_sandbox::runtime::manifest().wheel;
+    let pin = format!("{}=={}", wheel.name, wheel.version);
+    let page = read(&root.join("docs/troubleshooting.md"));
+    let mut checked = 0;
+    for row in page.lines().filter(|l| l.starts_with("| ")) {
+        let first = row.split(" | ").next().unwrap_or("").trim_start_matches("| ");
+        for quoted in first.split('"').skip(1).step_by(2) {
+            // The OS's own words follow the server's there (the pip row: a test runs it).
+            let ours = quoted.split(": No such file").next().unwrap_or(quoted);
+            for piece in ours.split("...").map(str::trim).filter(|p| p.len() >= 6) {
+                let piece = piece.replace(&pin, "{name}=={version}");
+                assert!(
+                    code.contains(&numbers(&piece)),
+                    "troubleshooting quotes {piece:?}, which the code never says"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 10, "only {checked} quotes found");
+}

@@ -2,7 +2,8 @@
 //! bundle ships (compiled for the baseline CPU) are checked and used where they lie, so the
 //! first call answers without compiling, pandas is imported already in the first sandbox, and
 //! the home holds neither; a shipped image that does not match its record is never run: the
-//! interpreter is compiled instead while calls wait, told how it goes, and the warm image is
+//! interpreter is compiled instead while calls are told how it goes (each answered within a
+//! client's 60 s, the same call made again runs once it is done), and the warm image is
 //! built into the home.
 //!
 //! The bundle here is laid out by hand (a copy of the binary, the installed runtime linked in,
@@ -181,26 +182,36 @@ async fn a_first_start_from_a_bundle_answers_from_the_shipped_warm_image_and_cop
 }
 
 #[tokio::test]
-async fn a_damaged_shipped_warm_image_is_never_run_a_call_waits_for_the_compile_and_the_image_is_rebuilt() {
+async fn a_damaged_shipped_warm_image_is_never_run_calls_answer_while_it_compiles_and_the_image_is_rebuilt() {
     let bundle = FakeBundle::new().await;
     bundle.damage_compiled();
     let home = bundle.root.join("home");
     let (transport, log) = bundle.spawn(&home);
     let rec = Recorder::default();
     let client = rec.clone().serve(transport).await.unwrap();
-    let handle = client
-        .send_cancellable_request(exec_request("1+1"), PeerRequestOptions::no_options())
-        .await
-        .unwrap();
-    // A minute of compiling on two cores, longer beside other tests: a generous bound.
-    let resp = tokio::time::timeout(Duration::from_secs(600), handle.await_response())
-        .await
-        .expect("the call waits for the compile and answers")
-        .unwrap();
-    let ServerResult::CallToolResult(r) = resp else {
-        panic!("unexpected {resp:?}")
-    };
-    assert_ne!(r.is_error, Some(true), "{}", common::text_of(&r));
+    // A minute of compiling on two cores, longer beside other tests: each call answers within
+    // the 60 s Claude's clients wait (still being prepared), and one made again runs.
+    let mut r = None;
+    for _ in 0..15 {
+        let handle = client
+            .send_cancellable_request(exec_request("1+1"), PeerRequestOptions::no_options())
+            .await
+            .unwrap();
+        let resp = tokio::time::timeout(Duration::from_secs(60), handle.await_response())
+            .await
+            .expect("the call answers within a client's 60 s")
+            .unwrap();
+        let ServerResult::CallToolResult(answer) = resp else {
+            panic!("unexpected {resp:?}")
+        };
+        if answer.is_error != Some(true) {
+            r = Some(answer);
+            break;
+        }
+        let text = common::text_of(&answer);
+        assert!(text.contains("still being prepared"), "{text}");
+    }
+    let r = r.expect("a call ran once the interpreter was compiled");
     assert_eq!(r.structured_content.unwrap()["result"], "2");
     let seen = rec.seen.lock().unwrap().clone();
     assert!(
@@ -212,8 +223,10 @@ async fn a_damaged_shipped_warm_image_is_never_run_a_call_waits_for_the_compile_
         "the waiting call was told what is happening: {seen:?}"
     );
     assert!(
-        seen.windows(2).all(|w| w[1].progress > w[0].progress),
-        "progress increases: {seen:?}"
+        seen.windows(2)
+            .filter(|w| w[0].progress_token == w[1].progress_token)
+            .all(|w| w[1].progress > w[0].progress),
+        "progress increases within each call: {seen:?}"
     );
     assert!(
         compiled_in(&home).iter().any(|n| n.starts_with("python-")),

@@ -77,7 +77,11 @@ async fn malformed_json_gets_a_parse_error_and_the_server_goes_on() {
     s.line(b"this is not json").await;
     let r = s.read().await;
     assert_eq!(r["error"]["code"], -32700, "{r}");
-    assert!(r.get("id").is_none(), "no id can be known: {r}");
+    assert_eq!(
+        r.get("id"),
+        Some(&Value::Null),
+        "no id can be known: JSON-RPC says null: {r}"
+    );
     s.alive(1).await;
 
     // NaN and a lone surrogate: the id is still found, so the pending call ends.
@@ -128,10 +132,10 @@ async fn malformed_json_gets_a_parse_error_and_the_server_goes_on() {
 async fn invalid_requests_get_invalid_request_errors() {
     let mut s = Raw::start().await;
     for (line, id) in [
-        (r#"{"foo":1}"#, None),
-        (r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, None),
+        (r#"{"foo":1}"#, Some(Value::Null)),
+        (r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, Some(Value::Null)),
         (r#"{"jsonrpc":"2.0","id":7}"#, Some(json!(7))),
-        (r#"42"#, None),
+        (r#"42"#, Some(Value::Null)),
     ] {
         s.line(line.as_bytes()).await;
         let r = s.read().await;

@@ -375,11 +375,12 @@ async fn a_run_record_the_sandbox_rewrote_is_checked_and_capped() {
         .await,
     );
     let mut v = Value::Null;
-    for _ in 0..30 {
-        v = s.ok("get_run", json!({"run_id": run, "wait_seconds": 2})).await;
+    for _ in 0..120 {
+        v = s.ok("get_run", json!({"run_id": run})).await;
         if v["state"] != "running" {
             break;
         }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     assert_eq!(v["state"], "finished", "{v}");
     tokio::time::sleep(Duration::from_secs(1)).await;

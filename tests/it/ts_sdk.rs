@@ -4,7 +4,8 @@
 //! 60 s request timeout, where background runs carry the work (long.test.mjs), code mode's
 //! results (code_mode.test.mjs), network results (network.test.mjs), signing in with OAuth as
 //! Claude's connectors do (oauth.test.mjs), and revision 2026-07-28 through the SDK's v2
-//! client over both transports (rev2026.test.mjs).
+//! client over both transports (rev2026.test.mjs), and a first call from a source build while
+//! the interpreter compiles (first_call.test.mjs).
 
 use crate::common;
 
@@ -26,6 +27,7 @@ fn the_typescript_sdk_accepts_every_result() {
             "network.test.mjs",
             "oauth.test.mjs",
             "rev2026.test.mjs",
+            "first_call.test.mjs",
         ])
         .current_dir(&dir)
         .env("MCP_CODE_SANDBOX_BIN", env!("CARGO_BIN_EXE_mcp-code-sandbox"))

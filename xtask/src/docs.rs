@@ -96,9 +96,12 @@ pub fn settings_page() -> String {
             cell(&s.meaning),
         ));
     }
+    page.push_str(&format!(
+        "\nAlso read: `RUST_LOG` (what the log on stderr shows, e.g. `info` or `mcp_code_sandbox::remote=debug`; default `{}`).\n\n",
+        mcp_code_sandbox::config::DEFAULT_LOG_FILTER
+    ));
     page.push_str(
-        "\nAlso read: `RUST_LOG` (what the log on stderr shows, e.g. `info` or `mcp_code_sandbox::remote=debug`; default `warn`).\n\n\
-         Commands besides serving: `mcp-code-sandbox token add NAME | list | remove NAME` (remote mode's tokens file) and\n\
+        "Commands besides serving: `mcp-code-sandbox token add NAME | list | remove NAME` (remote mode's tokens file) and\n\
          `mcp-code-sandbox install-runtime [--from WHEEL]` (fetch, verify and compile the runtime ahead of time).\n",
     );
     page

@@ -206,13 +206,21 @@ impl SandboxServer {
                 .join(", ")
         };
         let text = if let Some(av) = &out.available {
-            format!(
-                "Installable ({}): {}\nAlready built in ({}): {}",
+            let mut text = format!(
+                "Installable ({}): {}\nAlready built in ({} Python packages, importable now): {}",
                 av.len(),
                 list(av),
                 out.built_in.as_ref().map_or(0, Vec::len),
                 out.built_in.as_deref().map(list).unwrap_or_default()
-            )
+            );
+            if let Some(with) = out.built_with.as_deref().filter(|w| !w.is_empty()) {
+                text.push_str(&format!(
+                    "\nBuilt with ({} C libraries and build tools, not importable themselves): {}",
+                    with.len(),
+                    list(with)
+                ));
+            }
+            text
         } else if out.already_available {
             format!(
                 "{} is already available in the sandbox; just import it.",

@@ -167,6 +167,7 @@ mod tests {
             mpl_data: dir.join("mpl-data"),
             python_version: "3.15".into(),
             packages: Vec::new(),
+            libraries: Vec::new(),
         }
     }
 

@@ -226,23 +226,35 @@ pub async fn build_or_load(plain: &Arc<Program>, layout: &Layout) -> Result<Arc<
         return Ok(rt);
     }
     let started = Instant::now();
-    let dir = layout
-        .scratch_dir()
-        .join(format!("warm-build-{}", uuid::Uuid::new_v4().simple()));
-    let result = build(plain, layout, &dir, &p, started).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    let dir = BuildDir::new(layout);
+    build(plain, layout, &dir.0, &p, started).await
+}
+
+/// A throwaway folder for a warm-up, removed however the build ends: finished, failed, or
+/// cut off at shutdown (the future dropped mid-way).
+struct BuildDir(PathBuf);
+
+impl BuildDir {
+    fn new(layout: &Layout) -> BuildDir {
+        BuildDir(
+            layout
+                .scratch_dir()
+                .join(format!("warm-build-{}", uuid::Uuid::new_v4().simple())),
+        )
+    }
+}
+
+impl Drop for BuildDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Runs the warm-up in a throwaway sandbox under `layout`'s scratch folder and takes its
 /// snapshot (for a bundle, which compiles it for any CPU of its architecture).
 pub async fn take_snapshot(plain: &Arc<Program>, layout: &Layout) -> Result<Snapshot, WarmError> {
-    let dir = layout
-        .scratch_dir()
-        .join(format!("warm-build-{}", uuid::Uuid::new_v4().simple()));
-    let result = snapshot(plain, &dir).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    let dir = BuildDir::new(layout);
+    snapshot(plain, &dir.0).await
 }
 
 async fn snapshot(plain: &Arc<Program>, dir: &Path) -> Result<Snapshot, WarmError> {
