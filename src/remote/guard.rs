@@ -271,6 +271,12 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
         return refused;
     }
     req.extensions_mut().insert(who.clone());
+    // Claude's clients as they are: see `quirks`. After authentication, so no stranger makes
+    // the server read a body it would refuse.
+    let req = match super::quirks::mend(req, crate::config::MAX_REQUEST_BYTES).await {
+        Ok(r) => r,
+        Err(why) => return plain(StatusCode::BAD_REQUEST, &why),
+    };
     let mut response = next.run(req).await;
     if deleting && response.status() == StatusCode::ACCEPTED {
         // The session is ended by the time rmcp answers; clients (the Python SDK among them)

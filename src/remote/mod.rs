@@ -12,6 +12,7 @@ mod guard;
 mod hangup;
 pub mod home_lock;
 pub mod oauth;
+mod quirks;
 mod tls;
 pub mod tokens;
 

@@ -119,3 +119,104 @@ fn a_missing_pip_is_said_once_as_the_guide_quotes_it() {
     assert!(guide.contains(&quoted), "the guide quotes another message");
     let _ = std::fs::remove_dir_all(home);
 }
+
+/// A raw POST to `/mcp` with exactly these headers; the status and the body's JSON-RPC message.
+async fn raw(
+    url: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let mut r = crate::remote_harness::http()
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let resp = r.json(&body).send().await.expect("POST /mcp");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    // An SSE answer carries the message on its `data:` line.
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|l| l.starts_with('{'))
+        .unwrap_or(text.trim());
+    (
+        status,
+        serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+fn meta2026() -> serde_json::Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "claude", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}
+
+/// Item 1: the two requests Claude's clients send today that a strict server refuses, as they
+/// are sent, and what stays refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn claudes_clients_quirks_are_accepted_and_nothing_else() {
+    let r = Remote::start(&["alice"], &[]).await;
+    let t = r.token("alice").to_string();
+    // Claude Code: server/discover, then initialize still carrying the 2026-07-28 header.
+    let (status, v) = raw(
+        &r.url,
+        &t,
+        &[
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("Mcp-Method", "server/discover"),
+        ],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta2026()}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = raw(
+        &r.url,
+        &t,
+        &[("MCP-Protocol-Version", "2026-07-28")],
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "claude-code", "version": "2"}}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["result"]["protocolVersion"], "2025-11-25", "{v}");
+
+    // Claude's connectors: a 2025-11-25 header on a stateless 2026-07-28 call.
+    let (status, v) = raw(
+        &r.url,
+        &t,
+        &[("MCP-Protocol-Version", "2025-11-25")],
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "create_run_close", "arguments": {"code": "6 * 7"}, "_meta": meta2026()}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["result"]["structuredContent"]["result"], "42", "{v}");
+
+    // Still refused: a 2026 header whose body says otherwise, and a mismatched Mcp-Method.
+    let mut later = meta2026();
+    later["io.modelcontextprotocol/protocolVersion"] = json!("2027-01-01");
+    let (status, v) = raw(
+        &r.url,
+        &t,
+        &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "create_run_close")],
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "create_run_close", "arguments": {"code": "1"}, "_meta": later}}),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = raw(
+        &r.url,
+        &t,
+        &[("MCP-Protocol-Version", "2025-11-25"), ("Mcp-Method", "tools/list")],
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "create_run_close", "arguments": {"code": "1"}, "_meta": meta2026()}}),
+    )
+    .await;
+    assert_eq!(status, 400, "a client's own Mcp-Method that disagrees: {v}");
+    assert_eq!(v["error"]["code"], -32020, "{v}");
+    r.terminate().await;
+}
