@@ -234,8 +234,26 @@ pub async fn build_or_load(plain: &Arc<Program>, layout: &Layout) -> Result<Arc<
 /// cut off at shutdown (the future dropped mid-way).
 struct BuildDir(PathBuf);
 
+/// A warm-up folder this old belongs to no build still going (a build takes minutes): its
+/// process was killed, and the folder is removed.
+const STALE_BUILD: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl BuildDir {
+    /// A new folder, after removing those that killed processes left.
     fn new(layout: &Layout) -> BuildDir {
+        if let Ok(entries) = std::fs::read_dir(layout.scratch_dir()) {
+            for e in entries.flatten() {
+                let stale = e.file_name().to_string_lossy().starts_with("warm-build-")
+                    && e.metadata()
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > STALE_BUILD);
+                if stale {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
         BuildDir(
             layout
                 .scratch_dir()
