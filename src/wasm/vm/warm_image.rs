@@ -357,13 +357,17 @@ async fn build(
     load_cached(plain, p).ok_or_else(|| WarmError::Snapshot("the image just built did not load".into()))
 }
 
-/// The file name of the warm image a bundle ships for `files`.
-fn shipped_name(files: &RuntimeFiles) -> String {
-    format!(
-        "warm-{}-{}-portable.cwasm",
+/// The file name of the warm image a bundle ships for `files`: its snapshot, and the settings
+/// it was compiled with (a cached image compiled under other settings is not shipped, and a
+/// server whose settings differ does not look for it).
+fn shipped_name(files: &RuntimeFiles) -> Result<String, EngineError> {
+    let engine = shipped::portable_engine()?;
+    Ok(format!(
+        "warm-{}-{}-{:016x}-portable.cwasm",
         snapshot_key(&files.module_sha256),
-        std::env::consts::ARCH
-    )
+        std::env::consts::ARCH,
+        engine::engine_key(&engine)
+    ))
 }
 
 /// Puts the warm image, compiled for the baseline CPU, into `dir` (a bundle's runtime folder)
@@ -377,7 +381,7 @@ pub async fn ship(
     dir: &Path,
     cache: &Path,
 ) -> Result<PathBuf, WarmError> {
-    let cached = cache.join(shipped_name(files));
+    let cached = cache.join(shipped_name(files)?);
     let key = snapshot_key(&files.module_sha256);
     if shipped::checked_file(files, &cached, &key).is_err() {
         std::fs::create_dir_all(cache).map_err(io(cache))?;
@@ -403,7 +407,7 @@ pub async fn ship(
 /// from) and mapped, as the whole program: nothing is compiled. `None` without a bundle, or
 /// (with a warning saying why) when the one there cannot be used.
 pub fn load_shipped(files: &RuntimeFiles) -> Option<Arc<Program>> {
-    let path = crate::runtime::beside_binary(crate::runtime::BUNDLED_RUNTIME_DIR)?.join(shipped_name(files));
+    let path = crate::runtime::beside_binary(crate::runtime::BUNDLED_RUNTIME_DIR)?.join(shipped_name(files).ok()?);
     if !path.is_file() {
         return None;
     }
