@@ -20,7 +20,11 @@ const ROOM: u64 = 8 << 20;
 fn the_bundle_stays_within_its_size_budget_with_room_to_grow() {
     let bundle = crate::common::ensure_bundle();
     let size = std::fs::metadata(&bundle).expect("the bundle").len();
-    eprintln!("bundle: {:.1} MiB of a {} MiB budget", size as f64 / (1 << 20) as f64, BUDGET >> 20);
+    eprintln!(
+        "bundle: {:.1} MiB of a {} MiB budget",
+        size as f64 / (1 << 20) as f64,
+        BUDGET >> 20
+    );
     assert!(
         size + ROOM <= BUDGET,
         "the bundle is {:.1} MiB: keep it under {} MiB with {} MiB to spare",

@@ -407,7 +407,8 @@ pub async fn ship(
 /// from) and mapped, as the whole program: nothing is compiled. `None` without a bundle, or
 /// (with a warning saying why) when the one there cannot be used.
 pub fn load_shipped(files: &RuntimeFiles) -> Option<Arc<Program>> {
-    let path = crate::runtime::beside_binary(crate::runtime::BUNDLED_RUNTIME_DIR)?.join(shipped_name(files).ok()?);
+    let path =
+        crate::runtime::beside_binary(crate::runtime::BUNDLED_RUNTIME_DIR)?.join(shipped_name(files).ok()?);
     if !path.is_file() {
         return None;
     }
