@@ -4,7 +4,9 @@
 //! 1. Claude Code may send `initialize` after a successful `server/discover`, still carrying
 //!    the `MCP-Protocol-Version: 2026-07-28` header. That revision has no `initialize`, and the
 //!    header is optional on `initialize` in the revision that has it, so the body's
-//!    `protocolVersion` decides: the header is dropped from that one request.
+//!    `protocolVersion` decides: when it asks for an older revision and the body's `_meta` says
+//!    nothing of 2026-07-28, the header is dropped from that one request (a 2026-07-28
+//!    `initialize` is still "method not found", as that revision requires).
 //! 2. Claude's connectors have been seen sending `MCP-Protocol-Version: 2025-11-25` with
 //!    `_meta` saying 2026-07-28. A revision before 2026-07-28 defines no per-request version,
 //!    so the body's is the only one that means anything: the header is set to it, and the
@@ -60,16 +62,22 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 fn apply(headers: &mut http::HeaderMap, header: &str, message: &Value) {
     let method = message.get("method").and_then(Value::as_str).unwrap_or("");
     let params = message.get("params");
-    if header >= STATELESS {
-        if method == "initialize" {
-            headers.remove(VERSION_HEADER);
-        }
-        return;
-    }
     let said = params
         .and_then(|p| p.get("_meta"))
         .and_then(|m| m.get(META_VERSION))
         .and_then(Value::as_str);
+    if header >= STATELESS {
+        // Only a real 2025-11-25 handshake: it asks for an older revision and says nothing of
+        // 2026-07-28 in `_meta` (a 2026-07-28 `initialize` stays "method not found").
+        let asks_older = params
+            .and_then(|p| p.get("protocolVersion"))
+            .and_then(Value::as_str)
+            .is_some_and(|v| v < STATELESS);
+        if method == "initialize" && asks_older && said.is_none() {
+            headers.remove(VERSION_HEADER);
+        }
+        return;
+    }
     if said != Some(STATELESS) {
         return;
     }
@@ -134,6 +142,15 @@ mod tests {
         let mut h = headers("2026-07-28");
         apply(&mut h, "2026-07-28", &init);
         assert!(!h.contains_key(VERSION_HEADER));
+        // A 2026-07-28 initialize (no older version asked, or 2026 `_meta`) is left to be refused.
+        for probe in [
+            json!({"method": "initialize", "params": {"_meta": {META_VERSION: "2026-07-28"}}}),
+            json!({"method": "initialize", "params": {"protocolVersion": "2025-11-25", "_meta": {META_VERSION: "2026-07-28"}}}),
+        ] {
+            let mut h = headers("2026-07-28");
+            apply(&mut h, "2026-07-28", &probe);
+            assert_eq!(h[VERSION_HEADER], "2026-07-28", "{probe}");
+        }
 
         // A 2026 header that disagrees with its body's version, or an unknown version: as sent.
         let later = json!({"method": "tools/call", "params": {"_meta": {META_VERSION: "2027-01-01"}}});

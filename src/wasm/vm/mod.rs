@@ -7,6 +7,7 @@
 //! interpreter that runs turns. Everything above this module sees only [`Session`],
 //! [`Program`] and plain data.
 
+mod build_dir;
 mod compile;
 mod door;
 pub(super) mod engine;

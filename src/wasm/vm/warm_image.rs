@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use wasmtime::{Module, Val};
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
+use super::build_dir::BuildDir;
 use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, in_background, write_aside};
 use super::engine::{self, Image, Program};
 use super::preopens::SessionConfig;
@@ -228,44 +229,6 @@ pub async fn build_or_load(plain: &Arc<Program>, layout: &Layout) -> Result<Arc<
     let started = Instant::now();
     let dir = BuildDir::new(layout);
     build(plain, layout, &dir.0, &p, started).await
-}
-
-/// A throwaway folder for a warm-up, removed however the build ends: finished, failed, or
-/// cut off at shutdown (the future dropped mid-way).
-struct BuildDir(PathBuf);
-
-/// A warm-up folder this old belongs to no build still going (a build takes minutes): its
-/// process was killed, and the folder is removed.
-const STALE_BUILD: std::time::Duration = std::time::Duration::from_secs(3600);
-
-impl BuildDir {
-    /// A new folder, after removing those that killed processes left.
-    fn new(layout: &Layout) -> BuildDir {
-        if let Ok(entries) = std::fs::read_dir(layout.scratch_dir()) {
-            for e in entries.flatten() {
-                let stale = e.file_name().to_string_lossy().starts_with("warm-build-")
-                    && e.metadata()
-                        .and_then(|m| m.modified())
-                        .ok()
-                        .and_then(|t| t.elapsed().ok())
-                        .is_some_and(|age| age > STALE_BUILD);
-                if stale {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
-            }
-        }
-        BuildDir(
-            layout
-                .scratch_dir()
-                .join(format!("warm-build-{}", uuid::Uuid::new_v4().simple())),
-        )
-    }
-}
-
-impl Drop for BuildDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Runs the warm-up in a throwaway sandbox under `layout`'s scratch folder and takes its
