@@ -134,12 +134,14 @@ pub async fn serve<L>(
                 }
             };
             tokio::select! {
-                r = conn => if let Err(e) = r {
-                    tracing::debug!("connection ended: {e}");
-                },
+                // A connection told to close answers nothing more, though a request waits on it.
+                biased;
                 // Dropping the connection closes its socket.
                 _ = close.cancelled() => tracing::debug!("closed a connection past its client's share"),
                 _ = expired => tracing::debug!("closed a connection whose probation ended unproven"),
+                r = conn => if let Err(e) = r {
+                    tracing::debug!("connection ended: {e}");
+                },
             }
             ended.locked().remove(id);
             drop(permit);

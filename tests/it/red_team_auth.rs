@@ -362,6 +362,8 @@ async fn connection_floods_keep_only_their_share() {
         assert!(status.is_some_and(|s| s != 401), "{status:?}");
         hers.push(s);
     }
+    // Closing is the server's next step for each connection past the share.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let mut still = 0;
     for s in hers.iter_mut() {
         if exchange(s, healthz()).await.is_some() {
