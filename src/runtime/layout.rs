@@ -87,7 +87,7 @@ impl Layout {
         {
             Some(dists) => listed
                 .into_iter()
-                .partition(|(n, _)| dists.contains(&normalize(n))),
+                .partition(|(n, _)| dists.contains(&super::normalize(n))),
             // An unreadable zip fails later, at load; until then, call everything a package.
             None => (listed, Vec::new()),
         };
@@ -122,22 +122,6 @@ impl Layout {
     }
 }
 
-/// A distribution name as PEP 503 compares them.
-fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        let c = if matches!(c, '-' | '_' | '.') {
-            '-'
-        } else {
-            c.to_ascii_lowercase()
-        };
-        if !(c == '-' && out.ends_with('-')) {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// The Python distributions in the stdlib zip: each `NAME-VERSION.dist-info/` folder's name.
 fn distributions(zip: &Path) -> Option<std::collections::BTreeSet<String>> {
     let archive = zip::ZipArchive::new(std::fs::File::open(zip).ok()?).ok()?;
@@ -146,7 +130,7 @@ fn distributions(zip: &Path) -> Option<std::collections::BTreeSet<String>> {
             .file_names()
             .filter_map(|n| n.split('/').next())
             .filter_map(|top| top.strip_suffix(".dist-info"))
-            .filter_map(|d| d.split_once('-').map(|(name, _)| normalize(name)))
+            .filter_map(|d| d.split_once('-').map(|(name, _)| super::normalize(name)))
             .collect(),
     )
 }

@@ -6,6 +6,7 @@
 //! the xtask still gets exactly the same verified files on first start.
 
 mod bundled;
+mod dist_name;
 mod error;
 mod fetch;
 mod layout;
@@ -14,6 +15,7 @@ pub mod pip;
 mod unpack;
 
 pub use bundled::{BUNDLED_RUNTIME_DIR, beside_binary, bundled_dir};
+pub use dist_name::normalize;
 pub(crate) use error::io_err;
 pub use error::{RuntimeError, Stage};
 pub use fetch::{fetch_wheel, file_digest};

@@ -11,23 +11,8 @@ pub mod remote_index;
 pub mod resolve;
 pub mod unpack;
 
-/// PEP 503 normal form: lowercase, runs of `-`, `_`, `.` become one `-`.
-pub fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut sep = false;
-    for c in name.chars() {
-        if matches!(c, '-' | '_' | '.') {
-            sep = true;
-        } else {
-            if sep && !out.is_empty() {
-                out.push('-');
-            }
-            sep = false;
-            out.extend(c.to_lowercase());
-        }
-    }
-    out
-}
+/// PEP 503 normal form (the runtime's listing uses it too, so it lives there).
+pub use crate::runtime::normalize;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WheelError {
