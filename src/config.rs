@@ -105,6 +105,13 @@ pub struct Settings {
     #[arg(long, env = "CODE_SANDBOX_RESULT_BYTES", default_value_t = 1_000_000)]
     pub result_bytes: usize,
 
+    /// Most characters of a tool result the model is handed: its text, its structured content
+    /// and its images' base64 together. Claude Code takes 25,000 tokens (`MAX_MCP_OUTPUT_TOKENS`,
+    /// about 100,000 characters) and claude.ai and Claude Desktop about 150,000 characters, so
+    /// the default fits both; raise it only for a client that takes more.
+    #[arg(long, env = "CODE_SANDBOX_RESULT_CHARS", default_value_t = 90_000)]
+    pub result_chars: usize,
+
     /// WebAssembly fuel one call may burn (about one unit per instruction); 0 = only the timeout.
     #[arg(long, env = "CODE_SANDBOX_FUEL", default_value_t = 0)]
     pub fuel_per_call: u64,
@@ -403,9 +410,27 @@ impl Settings {
         }
     }
 
-    /// The result budget, never below what a short answer and a small figure need.
+    /// What a whole result may take, serialized: within the transport's byte limit and what
+    /// Claude's clients hand the model (a serialized result has at least as many bytes as
+    /// characters, so a result within it is within both). Never below what a short answer
+    /// and a small figure need.
     pub fn result_budget(&self) -> usize {
+        self.result_bytes.min(self.result_chars).max(MIN_RESULT_BYTES)
+    }
+
+    /// The largest serialized message the transport sends.
+    pub fn transport_budget(&self) -> usize {
         self.result_bytes.max(MIN_RESULT_BYTES)
+    }
+
+    /// The limit [`Self::result_budget`] comes from, as a message names it.
+    pub fn result_limit(&self) -> String {
+        let budget = self.result_budget();
+        if self.result_chars < self.result_bytes {
+            format!("the {budget}-character result limit (CODE_SANDBOX_RESULT_CHARS, what Claude takes)")
+        } else {
+            format!("the {budget} byte result limit (CODE_SANDBOX_RESULT_BYTES)")
+        }
     }
 
     /// The per-call time limit a new sandbox gets: what was asked, else the default, clamped.

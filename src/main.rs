@@ -160,7 +160,7 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
                 tokio::io::stdin(),
                 tokio::io::stdout(),
                 MAX_REQUEST_BYTES,
-                settings.result_budget(),
+                settings.transport_budget(),
             );
             let service = server.serve(transport).await?;
             let waiting = service.waiting();

@@ -181,21 +181,41 @@ def __code_sandbox_setup():
             out.append(values)
         return out
 
+    # A page is sent whole or not at all: the first columns and rows that fit in one message
+    # (a view needs no more, and the host cuts it to the result's budget anyway).
+    max_columns = 200
+    max_message = 256 << 10
+
     def message(handle, frame, positions, offset):
         import json
 
+        left_out = max(0, frame.shape[1] - max_columns)
+        if left_out:
+            frame = frame.iloc[:, :max_columns]
         columns, dtypes, plain_index = shaped(frame)
-        return json.dumps(
-            {
-                "columns": columns,
-                "dtypes": dtypes,
-                "rows": rows_of(frame, positions, plain_index),
-                "total_rows": int(len(frame)),
-                "offset": int(offset),
-                "handle": handle,
-            },
-            allow_nan=False,
-        )
+        rows = rows_of(frame, positions, plain_index)
+        while True:
+            text = json.dumps(
+                {
+                    "columns": columns,
+                    "dtypes": dtypes,
+                    "rows": rows,
+                    "total_rows": int(len(frame)),
+                    "offset": int(offset),
+                    "handle": handle,
+                    "columns_left_out": left_out,
+                },
+                allow_nan=False,
+            )
+            if len(text) <= max_message or len(columns) <= 1:
+                return text
+            if len(rows) > 1:
+                rows = rows[: len(rows) // 2]
+            else:
+                keep = len(columns) // 2
+                left_out += len(columns) - keep
+                columns, dtypes = columns[:keep], dtypes[:keep]
+                rows = [r[:keep] for r in rows]
 
     def keep_table(value):
         # Only pandas' and numpy's own types can be tables: anything else costs one lookup.

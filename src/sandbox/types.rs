@@ -171,9 +171,35 @@ pub struct Table {
     /// Names the value in the sandbox for `read_table`; it expires when the variable is
     /// assigned anew or newer tables push it out.
     pub handle: String,
+    /// Columns past the last one shown, left out because the table is too wide for a result.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub columns_left_out: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Table {
+    /// The table within `room` bytes of JSON: as many rows as fit (a view pages the rest with
+    /// `read_table`), and when even one row is too wide, as many columns as fit.
+    pub fn fitted(mut self, room: usize) -> Table {
+        let size = |t: &Table| serde_json::to_vec(t).map_or(usize::MAX, |v| v.len());
+        while size(&self) > room && self.rows.len() > 1 {
+            self.rows.truncate(self.rows.len() / 2);
+        }
+        while size(&self) > room && !self.columns.is_empty() {
+            let keep = self.columns.len() / 2;
+            self.columns_left_out += (self.columns.len() - keep) as u64;
+            self.columns.truncate(keep);
+            self.dtypes.truncate(keep);
+            for row in &mut self.rows {
+                row.truncate(keep);
+            }
+        }
+        self
+    }
+
     /// The handle as results carry it: `SANDBOX_ID:tN`, so `read_table` needs nothing else.
     /// The host names the sandbox, always: a guest's handle must be its own plain `tN`, and
     /// one that names a sandbox (or anything else) leaves the table without a handle

@@ -96,6 +96,9 @@ pub struct ListFilesArgs {
 pub struct ReadFileArgs {
     /// File to read, relative to /home/user or absolute inside it.
     pub file_path: String,
+    /// Byte to start at (default 0): a file larger than one result comes in parts, and each
+    /// answer's `next_offset` is where the next part starts.
+    pub offset: Option<u64>,
     /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
     pub sandbox_id: Option<String>,
 }

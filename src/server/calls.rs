@@ -166,7 +166,7 @@ impl SandboxServer {
                 sandbox = acted.on.or(sandbox);
                 self.change_default(acted.default, backend.as_ref());
                 match r {
-                    Ok(r) => r,
+                    Ok(r) => within_budget(r, &tool, &self.settings),
                     Err(panic) => Ok(CallToolResponse::Complete(panicked(&tool, panic.as_ref()))),
                 }
             }
@@ -221,6 +221,31 @@ impl SandboxServer {
             Some(DefaultChange::Closed(id)) => self.default_sandbox.forget(&id),
             _ => {}
         }
+    }
+}
+
+/// The last guard on the result budget. Each tool shapes its own result to fit, so this is a
+/// bug when it happens; the client then gets an error that says so rather than a result it
+/// refuses or cuts where the model cannot tell.
+fn within_budget(
+    r: Result<CallToolResponse, ErrorData>,
+    tool: &str,
+    settings: &crate::config::Settings,
+) -> Result<CallToolResponse, ErrorData> {
+    let budget = settings.result_budget();
+    match r {
+        Ok(CallToolResponse::Complete(result)) => {
+            let size = super::reply::size_of(&result);
+            if size <= budget {
+                return Ok(CallToolResponse::Complete(result));
+            }
+            tracing::error!(tool = %Field(tool), size, budget, "a result over the budget was replaced");
+            Ok(CallToolResponse::Complete(super::reply::fail(format!(
+                "{tool}'s result was {size} bytes, over {}; this is a bug in the server, please report it. Ask for less at once (a part of the file, fewer figures, less output)",
+                settings.result_limit()
+            ))))
+        }
+        other => other,
     }
 }
 

@@ -197,19 +197,6 @@ fn cap_stream(text: &str, name: &str, chars: usize, spill: &mut Spill) -> String
     .unwrap_or_else(|| text.to_string())
 }
 
-/// The table with as many of its rows as fit in `room` bytes of JSON (a view pages the rest
-/// with `read_table`).
-fn fitted_table(table: Option<&crate::sandbox::Table>, room: usize) -> Option<crate::sandbox::Table> {
-    let mut t = table?.clone();
-    while serde_json::to_vec(&t).map_or(0, |v| v.len()) > room {
-        if t.rows.is_empty() {
-            return None;
-        }
-        t.rows.truncate(t.rows.len() / 2);
-    }
-    Some(t)
-}
-
 fn shape_with(
     sandbox_id: &str,
     ex: &Execution,
@@ -246,7 +233,11 @@ fn shape_with(
         stdout,
         stderr,
         result,
-        table: fitted_table(ex.table.as_ref(), budget / 4).and_then(|t| t.named_in(sandbox_id)),
+        table: ex
+            .table
+            .clone()
+            .map(|t| t.fitted(budget / 4))
+            .and_then(|t| t.named_in(sandbox_id)),
         error,
         images: 0,
         duration_ms: ex.duration_ms,

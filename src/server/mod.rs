@@ -10,6 +10,7 @@ mod default_sandbox;
 mod describe;
 mod exec_result;
 mod figures;
+mod file_part;
 mod handler;
 mod history;
 mod log_level;

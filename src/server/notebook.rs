@@ -135,6 +135,7 @@ mod tests {
             total_rows: 1,
             offset: 0,
             handle: "t1".into(),
+            columns_left_out: 0,
         };
         let html = table_html(&t);
         assert!(

@@ -157,6 +157,11 @@ pub struct ReadResult {
     pub sandbox_id: String,
     pub path: String,
     pub size: u64,
+    /// Where this part starts, in bytes (0 for the whole file).
+    pub offset: u64,
+    /// Where the next part starts when this one is not all of the rest: pass it as `offset`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<u64>,
     /// The text, when the file is UTF-8.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,

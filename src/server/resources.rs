@@ -102,7 +102,7 @@ impl SandboxServer {
 
     pub(super) async fn resource(&self, uri: &str) -> Result<ReadResourceResult, ErrorData> {
         let (id, path) = parse_uri(uri)?;
-        let budget = self.settings.result_budget();
+        let budget = self.settings.transport_budget();
         let too_large = |size: u64| {
             ErrorData::invalid_params(
                 format!(

@@ -214,16 +214,47 @@ async fn bad_arguments_and_missing_things_are_tool_errors() {
 }
 
 #[tokio::test]
-async fn read_file_refuses_a_file_too_large_to_inline_with_its_size() {
+async fn read_file_pages_a_large_file_and_refuses_a_huge_one_with_its_size() {
     let s = Server::start().await;
     let id = s.create().await;
     s.exec(&id, "open('big.txt', 'w').write('x' * 2_000_000)").await;
-    let (err, _, text) = s
+    let (err, v, text) = s
         .call_json("read_file", json!({"sandbox_id": id, "file_path": "big.txt"}))
+        .await;
+    assert!(!err, "{text}");
+    let next = v["next_offset"].as_u64().expect("a next part");
+    assert_eq!(v["content"].as_str().map(str::len), Some(next as usize));
+    assert!(
+        text.contains(&format!("offset={next}")),
+        "the text says how to go on"
+    );
+    let (err, v, _) = s
+        .call_json(
+            "read_file",
+            json!({"sandbox_id": id, "file_path": "big.txt", "offset": 1_999_990}),
+        )
+        .await;
+    assert!(!err);
+    assert_eq!(v["content"], "x".repeat(10));
+    assert_eq!(v.get("next_offset"), None, "the last part has no next");
+    let (err, _, text) = s
+        .call_json(
+            "read_file",
+            json!({"sandbox_id": id, "file_path": "big.txt", "offset": 2_000_001}),
+        )
+        .await;
+    assert!(
+        err && text.contains("past the end") && text.contains("2000000 bytes"),
+        "{text}"
+    );
+
+    s.exec(&id, "open('huge.txt', 'w').write('x' * 70_000_000)").await;
+    let (err, _, text) = s
+        .call_json("read_file", json!({"sandbox_id": id, "file_path": "huge.txt"}))
         .await;
     assert!(err);
     assert!(
-        text.contains("2000000 bytes") && text.contains("execute_code"),
+        text.contains("70000000 bytes") && text.contains("64 MiB") && text.contains("execute_code"),
         "{text}"
     );
     s.stop().await;

@@ -5,6 +5,7 @@
 mod background_budget;
 mod bundle;
 mod checkpoints;
+mod claude_limits;
 mod claude_today;
 mod code_mode;
 mod code_mode_hostile;

@@ -279,7 +279,7 @@ test("a long listing is paged within the budget, sorted", async () => {
   });
   let offset = 0;
   const names = [];
-  for (let page = 0; page < 100; page++) {
+  for (let page = 0; page < 300; page++) {
     const r = await ok("list_files", { sandbox_id: id, path: "many", offset }, page === 0 ? "list 10,000 long names" : "list page");
     names.push(...r.structuredContent.entries.map((e) => e.name));
     assert.equal(r.structuredContent.total, 10_000);
@@ -299,8 +299,14 @@ test("large requests get answers: a 17 MB write and a 13 MB upload", async () =>
   const bytes = Buffer.alloc(10 * MiB, 7); // 13.3 MB as base64
   const u = await ok("upload_file", { sandbox_id: id, content_base64: bytes.toString("base64"), destination_path: "blob.bin" }, "upload_file 13 MB");
   assert.equal(u.structuredContent.bytes_written, bytes.length);
-  // Reading it back does not fit a result: refused with the size and a hint.
-  await err("read_file", { sandbox_id: id, file_path: "big.txt" }, "read_file 17 MB", /17000000 bytes.*execute_code/);
+  // Reading it back does not fit a result: it comes in parts that end at a line's end.
+  const first = await ok("read_file", { sandbox_id: id, file_path: "big.txt" }, "read_file 17 MB");
+  const next = first.structuredContent.next_offset;
+  assert.ok(next > 10_000 && next % 17 === 0, `a first part of whole lines: ${next}`);
+  assert.equal(first.structuredContent.content, content.slice(0, next));
+  const last = await ok("read_file", { sandbox_id: id, file_path: "big.txt", offset: 17_000_000 - 34 }, "read_file's last part");
+  assert.equal(last.structuredContent.content, "0123456789abcdef\n".repeat(2));
+  assert.equal(last.structuredContent.next_offset, undefined);
   await assert.rejects(
     client.readResource({ uri: `sandbox://${id}/big.txt` }),
     /17000000 bytes/,

@@ -109,6 +109,13 @@ fn progress_reporter() -> Option<ProgressFn> {
     }))
 }
 
+/// How much of the result budget an execution's result may take.
+pub(super) enum Share {
+    Whole,
+    /// Half: a background run's result, which get_run sends with new output beside it.
+    BesideRunPage,
+}
+
 /// A fresh folder for one call's overflow: sortable by time, unique within the process.
 fn overflow_folder() -> WorkspacePath {
     static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -128,8 +135,13 @@ impl SandboxServer {
         mut ex: Execution,
         notes: Vec<String>,
         keep: bool,
+        share: Share,
     ) -> CallToolResult {
-        let budget = self.settings.result_budget();
+        let budget = match share {
+            Share::Whole => self.settings.result_budget(),
+            // get_run answers it beside a page of each stream.
+            Share::BesideRunPage => self.settings.result_budget() / 2,
+        };
         let keep = if keep {
             Keep::In {
                 sandbox_id: id.clone(),
@@ -186,7 +198,7 @@ impl SandboxServer {
                 .await
         );
         self.ran(&id, &a.code, &ex);
-        Ok(self.exec_result(id, ex, notes, true).await)
+        Ok(self.exec_result(id, ex, notes, true, Share::Whole).await)
     }
 
     #[tool(
@@ -254,7 +266,10 @@ impl SandboxServer {
             .execute(&id, &a.code, self.exec_options(timeout, &context))
             .await;
         let result = match ex {
-            Ok(ex) => self.exec_result(id.clone(), ex, Vec::new(), false).await,
+            Ok(ex) => {
+                self.exec_result(id.clone(), ex, Vec::new(), false, Share::Whole)
+                    .await
+            }
             Err(e) => fail(e),
         };
         if let Err(e) = self.backend.close(&id).await {

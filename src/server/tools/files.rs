@@ -4,17 +4,17 @@ use base64::Engine as _;
 
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{FileKind, SandboxError};
-use crate::server::{mime, resources, upload};
+use crate::server::{file_part, upload};
 
 use super::shared::page_of;
-use rmcp::model::{ContentBlock, JsonObject};
+use rmcp::model::JsonObject;
 use rmcp::{tool, tool_router};
 
 use super::shared::{ToolResult, attempt};
 use crate::server::SandboxServer;
 use crate::server::args::*;
 use crate::server::outputs::*;
-use crate::server::reply::{fail, ok, parse, size_of};
+use crate::server::reply::{fail, ok, parse};
 use crate::server::schema;
 
 /// Most entries one `list_files` page holds (fewer when long names would pass the budget).
@@ -77,60 +77,33 @@ impl SandboxServer {
         let a: ReadFileArgs = attempt!(parse("read_file", args));
         let path = attempt!(WorkspacePath::parse_file(&a.file_path));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
-        let budget = self.settings.result_budget();
-        let too_large = |size: u64| {
-            fail(format!(
-                "'{}' is {size} bytes, too large to return within the {budget} byte result limit (CODE_SANDBOX_RESULT_BYTES). Read a part of it with execute_code (for example pandas' nrows, or f.read(100000)), or look at it in code",
-                path.relative()
-            ))
-        };
         // The size is checked before the file is read, so a huge file costs nothing.
-        let bytes = match self.backend.files().read(&id, &path, budget as u64).await {
+        let bytes = match self.backend.files().read(&id, &path, file_part::MAX_PAGED).await {
             Ok(b) => b,
-            Err(SandboxError::TooLarge { size, .. }) => return Ok(too_large(size)),
+            Err(SandboxError::TooLarge { size, .. }) => {
+                return Ok(fail(format!(
+                    "'{}' is {size} bytes; read_file pages through files of up to {} MiB. Read a part of it with execute_code (for example pandas' nrows, or f.seek and f.read(50000)), or look at it in code",
+                    path.relative(),
+                    file_part::MAX_PAGED >> 20
+                )));
+            }
             Err(e) => return Ok(fail(e)),
         };
-        let size = bytes.len() as u64;
-        let (content, content_base64, text) = match String::from_utf8(bytes) {
-            Ok(s) => (Some(s.clone()), None, s),
-            Err(e) => {
-                let b64 = base64::engine::general_purpose::STANDARD.encode(e.as_bytes());
-                (
-                    None,
-                    Some(b64),
-                    format!(
-                        "'{}' is binary ({size} bytes); its bytes are in content_base64.",
-                        path.relative()
-                    ),
-                )
-            }
-        };
-        let mime = mime::guess(&path.relative());
-        let image = content_base64.clone().filter(|_| mime::is_image(mime));
-        let mut reply = ok(
-            &ReadResult {
-                sandbox_id: id.clone(),
-                path: path.relative(),
-                size,
-                content,
-                content_base64,
-            },
-            text,
-        );
-        if let Some(b64) = image {
-            // Pictures are shown as pictures, and named as a resource the client can reopen.
-            reply.content.push(ContentBlock::image(b64, mime));
-            reply.content.push(ContentBlock::text(format!(
-                "resource: {}",
-                resources::uri(&id, &path.relative())
+        let offset = a.offset.unwrap_or(0);
+        if offset > bytes.len() as u64 {
+            return Ok(fail(format!(
+                "offset {offset} is past the end of '{}', which has {} bytes",
+                path.relative(),
+                bytes.len()
             )));
         }
-        // Text comes back twice (for the model and as structured content), base64 is larger
-        // than the bytes: what the budget cannot hold is refused, not cut.
-        if size_of(&reply) > budget {
-            return Ok(too_large(size));
-        }
-        Ok(reply)
+        let ask = file_part::Ask {
+            sandbox_id: &id,
+            path: &path.relative(),
+            offset,
+            budget: self.settings.result_budget(),
+        };
+        Ok(file_part::reply(&ask, &bytes))
     }
 
     #[tool(

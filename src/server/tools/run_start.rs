@@ -8,6 +8,7 @@ use rmcp::RoleServer;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 
+use super::code::Share;
 use crate::sandbox::{Admission, ExecOptions, LimitKind, SandboxError};
 use crate::server::SandboxServer;
 use crate::server::calls::principal_of;
@@ -170,7 +171,7 @@ impl SandboxServer {
         let result = match ex {
             Ok(ex) => {
                 self.ran(&run.sandbox_id, &code, &ex);
-                self.exec_result(run.sandbox_id.clone(), ex, Vec::new(), true)
+                self.exec_result(run.sandbox_id.clone(), ex, Vec::new(), true, Share::BesideRunPage)
                     .await
             }
             Err(e) => fail(e),

@@ -24,9 +24,11 @@ const RECORD_SLACK: u64 = 64 << 10;
 const MAX_ITEMS: usize = 100;
 
 impl SandboxServer {
-    /// What one stream's page of a run may hold: a quarter of the result budget each.
+    /// What one stream's page of a run may hold: an eighth of the result budget each, since
+    /// a page is both in the text and in the structured content, and a run's result, when it
+    /// ended, takes the other half.
     fn run_page(&self) -> usize {
-        (self.settings.result_budget() / 4).max(4096)
+        (self.settings.result_budget() / 8).max(4096)
     }
 
     /// A run this server no longer holds in memory, read back from its files: after a restart
@@ -87,7 +89,7 @@ impl SandboxServer {
             sandbox_id: Some(record.sandbox_id),
         };
         if let Some(ended) = ended.and_then(|v| serde_json::from_value::<EndedFields>(v).ok()) {
-            result.ended = Some(ended.into_exec().capped(budget / 4));
+            result.ended = Some(ended.into_exec().capped(budget / 8));
             result.sandbox_id = None;
         }
         Ok(result)

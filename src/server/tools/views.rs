@@ -84,13 +84,20 @@ impl SandboxServer {
                 "the sandbox answered with a table handle that is not its own; run the code that shows the table again",
             ));
         };
-        let text = format!(
+        let table = table.fitted(self.settings.result_budget() / 2);
+        let mut text = format!(
             "Rows {}-{} of {} of table {}.",
             table.offset + 1,
             table.offset + table.rows.len() as u64,
             table.total_rows,
             table.handle
         );
+        if table.columns_left_out > 0 {
+            text.push_str(&format!(
+                " The last {} columns are left out: the table is too wide for one result; select fewer columns in code to see them.",
+                table.columns_left_out
+            ));
+        }
         Ok(ok(
             &TableResult {
                 sandbox_id: id,
