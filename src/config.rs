@@ -58,7 +58,12 @@ pub struct Settings {
     )]
     pub interpreter_type: Backend,
 
-    /// Root of runtime/, cache/, wheels/ and sandboxes/ (default: the platform data dir).
+    /// Root of runtime/, cache/, wheels/ and sandboxes/. Default: the platform's local data
+    /// folder: `~/.local/share/mcp-code-sandbox` on Linux,
+    /// `~/Library/Application Support/dev.mcp-code-sandbox.mcp-code-sandbox` on macOS,
+    /// `%LOCALAPPDATA%\mcp-code-sandbox\mcp-code-sandbox\data` on Windows (never the roaming
+    /// profile; under Claude Desktop's MSIX install Windows may keep it in the package's own
+    /// `LocalCache` instead).
     #[arg(long, env = "CODE_SANDBOX_HOME")]
     pub home: Option<PathBuf>,
 
@@ -376,7 +381,8 @@ impl Settings {
             return home.clone();
         }
         directories::ProjectDirs::from("dev", "mcp-code-sandbox", "mcp-code-sandbox")
-            .map(|d| d.data_dir().to_path_buf())
+            // Local, not roaming: the runtime and sandboxes are hundreds of MB of this machine's.
+            .map(|d| d.data_local_dir().to_path_buf())
             .unwrap_or_else(|| std::env::temp_dir().join("mcp-code-sandbox"))
     }
 

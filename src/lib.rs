@@ -13,6 +13,8 @@ pub mod disk_quota;
 pub mod downstream;
 pub mod e2b;
 pub mod egress;
+pub mod guest_names;
+pub mod host_open;
 pub mod internal_address;
 pub mod lock;
 pub mod log_safe;

@@ -44,7 +44,11 @@ pub fn spawn(
     env: &BTreeMap<String, String>,
     cwd: Option<&Path>,
 ) -> Result<(Child, ChildStdout, ChildStdin), String> {
-    let mut cmd = tokio::process::Command::new(command);
+    // By full path: a bare name left to the system is not found under some hosts (program.rs).
+    let program = super::program::locate(command).ok_or_else(|| {
+        format!("its command {command:?} could not be started: it was not found in any folder of PATH")
+    })?;
+    let mut cmd = tokio::process::Command::new(&program);
     cmd.args(args).env_clear();
     for key in KEPT_ENV {
         if let Some(v) = std::env::var_os(key) {

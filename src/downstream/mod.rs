@@ -11,6 +11,7 @@ mod frames;
 mod gateway;
 mod glob;
 mod link;
+mod program;
 
 pub use config::ConfigError;
 pub use frames::{CallTools, MAX_BYTES};

@@ -3,7 +3,7 @@
 //! Every operation goes through a `cap_std::fs::Dir` opened on the sandbox's workspace, never
 //! `std::fs` on a joined path: cap-std resolves each component inside the directory and
 //! refuses absolute or `..` symlinks, so a link the guest planted cannot lead a host read or
-//! write outside. Reads refuse links outright and open with O_NONBLOCK, so a FIFO never hangs.
+//! write outside. Reads refuse links outright and never block on a FIFO (`host_open`).
 
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -110,17 +110,9 @@ fn read_blocking(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, 
     if !md.is_file() {
         return Err(SandboxError::NotRegular { path: rel });
     }
-    let mut opts = OpenOptions::new();
-    opts.read(true);
-    #[cfg(unix)]
-    {
-        use cap_std::fs::OpenOptionsExt;
-        // The guest may swap the file for a FIFO or a link after the check above.
-        opts.custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW);
-    }
-    let file = root
-        .open_with(&rel, &opts)
-        .map_err(not_found_or(&path, "could not open"))?;
+    // The guest may swap the file for a FIFO or a link after the check above.
+    let file =
+        crate::host_open::open_read(&root, &rel, false).map_err(not_found_or(&path, "could not open"))?;
     let md = file.metadata().map_err(not_found_or(&path, "could not read"))?;
     if !md.is_file() {
         return Err(SandboxError::NotRegular { path: rel });

@@ -44,6 +44,6 @@ pub mod direct {
     pub use super::call::after_call_source;
     pub use super::programs::{InstallError, install_and_load, prepare_warm_image};
     pub use super::vm::{
-        Ended, Image, Program, Session, SessionConfig, TurnOutput, WarmError, ship_warm_image,
+        Ended, Image, Program, Session, SessionConfig, Target, TurnOutput, WarmError, ship_warm_image,
     };
 }

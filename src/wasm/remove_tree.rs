@@ -9,7 +9,6 @@
 //! `O_NOFOLLOW`). The call stack stays flat; what is still to visit lives on the heap, one name
 //! per folder, bounded by what the disk quota let the guest create.
 
-use std::ffi::{CString, OsString};
 use std::io;
 use std::path::Path;
 
@@ -48,6 +47,7 @@ mod imp {
     use super::*;
     use rustix::fs::{AtFlags, CWD, Mode, OFlags, openat, unlinkat};
     use rustix::io::Errno;
+    use std::ffi::{CString, OsString};
     use std::os::fd::{AsFd, OwnedFd};
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
@@ -137,17 +137,21 @@ mod imp {
 mod imp {
     use super::*;
 
-    /// Windows' `remove_dir_all` walks handles without recursing on the call stack.
+    /// Windows' `remove_dir_all` walks handles without recursing on the call stack, and
+    /// removes a link (a symlink or junction) without following it. A link to a folder is
+    /// removed as a folder, which Windows requires.
     pub fn empty_folder(path: &Path, stop: &dyn Fn() -> bool) -> io::Result<()> {
         for entry in std::fs::read_dir(path)? {
             if stop() {
                 return Err(stopped());
             }
             let entry = entry?;
-            if entry.file_type()?.is_dir() {
-                std::fs::remove_dir_all(entry.path())?;
-            } else {
-                std::fs::remove_file(entry.path())?;
+            let kind = entry.file_type()?;
+            let p = entry.path();
+            if kind.is_dir() {
+                std::fs::remove_dir_all(&p)?;
+            } else if std::fs::remove_file(&p).is_err() {
+                std::fs::remove_dir(&p)?;
             }
         }
         Ok(())

@@ -56,6 +56,7 @@ impl FakeBundle {
             &plain,
             &layout,
             &files,
+            &mcp_code_sandbox::wasm::direct::Target::host().expect("a known platform"),
             &runtime,
             &layout.cache_dir(),
         )

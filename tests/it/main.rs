@@ -43,3 +43,4 @@ mod threats;
 mod ts_sdk;
 mod views;
 mod warm;
+mod workflows;

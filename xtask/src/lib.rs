@@ -4,9 +4,12 @@
 
 pub mod advisories;
 pub mod bundle;
+pub mod cross;
 pub mod docs;
 pub mod idp;
 pub mod layers;
+pub mod macos;
 pub mod made_once;
 pub mod npm;
 pub mod pyvenv;
+pub mod windows;

@@ -1,5 +1,5 @@
 //! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode|--network|--views]`,
-//! `cargo xtask bundle`, `cargo xtask layers [--all]`.
+//! `cargo xtask bundle [--target TRIPLE]`, `cargo xtask windows [--test]`, `cargo xtask macos-check`, `cargo xtask layers [--all]`.
 
 mod bench;
 
@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 use mcp_code_sandbox::config::Settings;
 use mcp_code_sandbox::runtime::{Layout, Stage};
+use mcp_code_sandbox::wasm::direct::Target;
 use mcp_code_sandbox::wasm::direct::{install_and_load, prepare_warm_image};
-use xtask::{bundle, layers};
+use xtask::{bundle, layers, windows};
 
 #[derive(Parser)]
 struct Cli {
@@ -55,7 +56,25 @@ enum Task {
         views: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
-    Bundle,
+    Bundle {
+        /// Another platform's bundle (its warm image compiled here): x86_64-pc-windows-gnu
+        /// builds the Windows server too; others take their server binary from --exe.
+        #[arg(long)]
+        target: Option<String>,
+        /// The server binary for --target, built elsewhere (the release workflow's).
+        #[arg(long)]
+        exe: Option<PathBuf>,
+    },
+    /// Clippy (every target, -D warnings) for aarch64- and x86_64-apple-darwin, here.
+    MacosCheck,
+    /// Build the Windows x86_64 server here (Debian's rustc-web, MinGW) into
+    /// target/x86_64-pc-windows-gnu/release/, runnable under Wine.
+    Windows {
+        /// Then test it under Wine: its bundle on an empty home, over stdio, with the
+        /// official TypeScript SDK.
+        #[arg(long)]
+        test: bool,
+    },
     /// Write docs/settings.md from the settings in src/config.rs.
     Docs,
     /// Check Cargo.lock against a copy of the RustSec advisory database, offline; fails on an
@@ -154,12 +173,39 @@ fn main() -> anyhow::Result<()> {
             std::fs::write(&path, xtask::docs::settings_page())?;
             eprintln!("wrote {}", path.display());
         }
-        Task::Bundle => {
+        Task::Bundle { target, exe } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
             let bin = release_binary()?;
+            let target = match target {
+                Some(t) => Target::named(&t).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "no bundle is made for {t}; the targets are {}",
+                        Target::all().collect::<Vec<_>>().join(", ")
+                    )
+                })?,
+                None => bundle::host()?,
+            };
+            let exe = match exe {
+                Some(exe) => exe,
+                None if Some(target) == Target::host() => bin.clone(),
+                None if target.triple == windows::TARGET => windows::build(&root())?,
+                None => anyhow::bail!(
+                    "a {} server cannot be built on this machine: pass the binary the release workflow built with --exe",
+                    target.triple
+                ),
+            };
             let rt = tokio::runtime::Runtime::new()?;
-            rt.block_on(bundle::run(&root(), &bin, &settings.home_dir()))?;
+            let platform = bundle::For { target, exe: &exe };
+            rt.block_on(bundle::run(&root(), &bin, &settings.home_dir(), &platform))?;
+        }
+        Task::MacosCheck => xtask::macos::check(&root())?,
+        Task::Windows { test } => {
+            let exe = windows::build(&root())?;
+            eprintln!("windows: {}", exe.display());
+            if test {
+                windows::test(&root(), &release_binary()?, &exe)?;
+            }
         }
         Task::Advisories { db } => {
             let db = db.unwrap_or_else(|| root().join("../shared/advisory-db"));

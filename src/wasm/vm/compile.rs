@@ -4,8 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use wasmtime::{Config, Engine};
+use wasmtime::{Config, Engine, Module};
 
+use super::target::Target;
 use crate::runtime::RuntimeFiles;
 
 /// Kept in step with the `=` pin in Cargo.toml; part of the cache key.
@@ -85,6 +86,35 @@ pub fn compile(engine: &Engine, files: &RuntimeFiles) -> Result<Vec<u8>, EngineE
         })
 }
 
+/// A compiled module from its file: mapped where the system allows it (no copy, pages shared
+/// between processes), else read into memory. Wine, some network drives and antivirus hooks
+/// refuse to change a mapped file's pages to read-only or executable; the same bytes read
+/// into memory work. An error is the mapping's, which says more.
+///
+/// # Safety
+/// `path` must hold code wasmtime serialised: callers check its record or cache key first.
+pub unsafe fn load_compiled(engine: &Engine, path: &Path) -> Result<Module, wasmtime::Error> {
+    // SAFETY: as the caller promises.
+    let mapped = match unsafe { Module::deserialize_file(engine, path) } {
+        Ok(m) => return Ok(m),
+        Err(e) => e,
+    };
+    let Ok(bytes) = std::fs::read(path) else {
+        return Err(mapped);
+    };
+    // SAFETY: the same bytes.
+    match unsafe { Module::deserialize(engine, &bytes) } {
+        Ok(m) => {
+            tracing::info!(
+                "{} could not be mapped ({mapped:#}); it was loaded into memory instead",
+                path.display()
+            );
+            Ok(m)
+        }
+        Err(_) => Err(mapped),
+    }
+}
+
 /// Writes `bytes` to `path` aside and renames it into place, so a crash mid-write never leaves
 /// a cut-off file under the name, and two writers never mix their bytes.
 pub fn write_aside(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
@@ -97,23 +127,15 @@ pub fn write_aside(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     })
 }
 
-/// The engine settings for code that must run on any CPU of this architecture: the target
-/// named explicitly, so wasmtime leaves out the features it would detect on this machine.
-/// Measured here: CPU-bound Python runs as fast as on natively tuned code. `None` on a
-/// platform without a known baseline.
-pub fn portable_config(metered: bool) -> Option<Config> {
-    let triple = match (std::env::consts::ARCH, std::env::consts::OS) {
-        ("x86_64", "linux") => "x86_64-unknown-linux-gnu",
-        ("aarch64", "linux") => "aarch64-unknown-linux-gnu",
-        ("x86_64", "macos") => "x86_64-apple-darwin",
-        ("aarch64", "macos") => "aarch64-apple-darwin",
-        ("x86_64", "windows") => "x86_64-pc-windows-msvc",
-        ("aarch64", "windows") => "aarch64-pc-windows-msvc",
-        _ => return None,
-    };
+/// The engine settings for code that must run on any CPU of `target`'s architecture: the
+/// target named explicitly, so wasmtime leaves out the features it would detect on this
+/// machine (and can compile for another platform). Measured here: CPU-bound Python runs as
+/// fast as on natively tuned code.
+pub fn portable_config(target: &Target, metered: bool) -> Result<Config, EngineError> {
     let mut c = engine_config(metered);
-    c.target(triple).ok()?;
-    Some(c)
+    c.target(target.triple)
+        .map_err(|e| EngineError::Engine(format!("compiling for {}: {e:#}", target.triple)))?;
+    Ok(c)
 }
 
 /// Runs `work` (a compile nobody is waiting on) on a thread of its own at a lower priority, so

@@ -13,7 +13,7 @@ use std::time::Duration;
 use wasmtime::{Engine, InstancePre, Linker, Module};
 
 use super::compile::{
-    DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, compile, engine_config, io, write_aside,
+    DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, compile, engine_config, io, load_compiled, write_aside,
 };
 use super::state::GuestState;
 use super::{door, guest_fs};
@@ -112,7 +112,7 @@ fn load(
         progress(Stage::Loading);
         // SAFETY: the file is one this program serialised (written aside, then renamed into
         // our own cache folder); wasmtime also checks its header against this engine's settings.
-        match unsafe { Module::deserialize_file(engine, &cached) } {
+        match unsafe { load_compiled(engine, &cached) } {
             Ok(m) => return Ok(m),
             Err(e) => {
                 tracing::warn!(
@@ -126,7 +126,7 @@ fn load(
     progress(Stage::Compiling);
     let path = precompile(engine, layout, files)?;
     // SAFETY: as above, freshly written by us.
-    unsafe { Module::deserialize_file(engine, &path) }.map_err(|e| EngineError::Compile {
+    unsafe { load_compiled(engine, &path) }.map_err(|e| EngineError::Compile {
         path,
         message: format!("{e:#}"),
     })

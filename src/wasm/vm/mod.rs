@@ -20,6 +20,7 @@ mod saved_state;
 mod session;
 mod shipped;
 mod state;
+mod target;
 mod turn;
 mod warm_image;
 
@@ -29,6 +30,7 @@ pub use memory_budget::{MemoryBudget, Reclaim, WASM32_MAX_BYTES, half_of_machine
 pub use preopens::SessionConfig;
 pub use saved_state::{SavedState, StateError};
 pub use session::{Session, SessionError};
+pub use target::Target;
 pub use turn::{Ended, TurnOutput};
 pub use warm_image::{
     WarmError, build_or_load as warm_image, load_shipped as shipped_warm_image, ship as ship_warm_image,

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::{Engine, Module};
 
 use super::compile::{EngineError, WASMTIME_VERSION, io, portable_config, write_aside};
+use super::target::Target;
 use crate::runtime::{RuntimeFiles, file_digest};
 
 /// What the bundle records beside a compiled module.
@@ -61,16 +62,23 @@ pub(super) fn place(cached: &Path, dir: &Path) -> Result<PathBuf, EngineError> {
     Ok(path)
 }
 
-/// The engine that compiles for the baseline CPU of this architecture.
-pub(super) fn portable_engine() -> Result<Engine, EngineError> {
-    let config = portable_config(false).ok_or_else(|| {
+/// The engine that compiles for the baseline CPU of `target`.
+pub(super) fn portable_engine(target: &Target) -> Result<Engine, EngineError> {
+    let config = portable_config(target, false)?;
+    Engine::new(&config).map_err(|e| EngineError::Engine(format!("{e:#}")))
+}
+
+/// The engine for this platform's shipped code.
+#[cfg(test)]
+fn host_portable_engine() -> Result<Engine, EngineError> {
+    let target = Target::host().ok_or_else(|| {
         EngineError::Engine(format!(
             "no baseline CPU is known for {} on {}",
             std::env::consts::ARCH,
             std::env::consts::OS
         ))
     })?;
-    Engine::new(&config).map_err(|e| EngineError::Engine(format!("{e:#}")))
+    portable_engine(&target)
 }
 
 /// Writes `compiled` to `path` and its record beside it, the record last: a file without one
@@ -116,7 +124,7 @@ pub(super) enum Refused {
 pub(super) fn map(engine: &Engine, path: &Path) -> Result<Module, Refused> {
     // SAFETY: the file has the SHA-256 recorded when the bundle compiled it, so these are the
     // bytes wasmtime wrote; wasmtime checks its header against this engine and CPU.
-    unsafe { Module::deserialize_file(engine, path) }.map_err(|e| Refused::Wasmtime(format!("{e:#}")))
+    unsafe { super::compile::load_compiled(engine, path) }.map_err(|e| Refused::Wasmtime(format!("{e:#}")))
 }
 
 /// The record of `path` if it is the whole file the record describes, made from this runtime
@@ -195,7 +203,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let files = tiny_runtime(&dir);
         let path = dir.join("warm-k-portable.cwasm");
-        let compiled = compile(&portable_engine().unwrap(), &files).unwrap();
+        let compiled = compile(&host_portable_engine().unwrap(), &files).unwrap();
         write_with_record(&files, &path, &compiled, warm("k")).unwrap();
         let native = Engine::new(&engine_config(false)).unwrap();
         assert!(

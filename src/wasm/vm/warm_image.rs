@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
-use wasmtime::{Module, Val};
+use wasmtime::Val;
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
 use super::build_dir::BuildDir;
@@ -25,6 +25,7 @@ use super::engine::{self, Image, Program};
 use super::preopens::SessionConfig;
 use super::session::{PRELUDE, Session};
 use super::shipped::{self, WarmRecord};
+use super::target::Target;
 use crate::runtime::{Layout, RuntimeFiles};
 
 pub const WARM_UP: &str = include_str!("../../../runtime/guest/warm_up.py");
@@ -173,7 +174,7 @@ fn load_cached(plain: &Program, p: &Paths) -> Option<Arc<Program>> {
     }
     // SAFETY: the file is one this program serialised into its own cache, and its SHA-256
     // matches the one recorded when it was written.
-    let module = match unsafe { Module::deserialize_file(&plain.engine, &p.cwasm) } {
+    let module = match unsafe { super::compile::load_compiled(&plain.engine, &p.cwasm) } {
         Ok(m) => m,
         Err(e) => return damaged(&format!("{e:#}")),
     };
@@ -320,17 +321,16 @@ async fn build(
     load_cached(plain, p).ok_or_else(|| WarmError::Snapshot("the image just built did not load".into()))
 }
 
-/// The file name of the warm image a bundle ships for `files`: its snapshot, and the settings
-/// it was compiled with (a cached image compiled under other settings is not shipped, and a
-/// server whose settings differ does not look for it).
-fn shipped_name(files: &RuntimeFiles) -> Result<String, EngineError> {
-    let engine = shipped::portable_engine()?;
-    Ok(format!(
+/// The file name of the warm image a bundle for `target` ships for `files`: its snapshot, and
+/// the settings it was compiled with (a cached image compiled under other settings is not
+/// shipped, and a server whose settings differ does not look for it).
+fn shipped_name(files: &RuntimeFiles, engine: &wasmtime::Engine, target: &Target) -> String {
+    format!(
         "warm-{}-{}-{:016x}-portable.cwasm",
         snapshot_key(&files.module_sha256),
-        std::env::consts::ARCH,
-        engine::engine_key(&engine)
-    ))
+        target.arch,
+        engine::engine_key(engine)
+    )
 }
 
 /// Puts the warm image, compiled for the baseline CPU, into `dir` (a bundle's runtime folder)
@@ -341,15 +341,16 @@ pub async fn ship(
     plain: &Arc<Program>,
     layout: &Layout,
     files: &RuntimeFiles,
+    target: &Target,
     dir: &Path,
     cache: &Path,
 ) -> Result<PathBuf, WarmError> {
-    let cached = cache.join(shipped_name(files)?);
+    let engine = shipped::portable_engine(target)?;
+    let cached = cache.join(shipped_name(files, &engine, target));
     let key = snapshot_key(&files.module_sha256);
     if shipped::checked_file(files, &cached, &key).is_err() {
         std::fs::create_dir_all(cache).map_err(io(cache))?;
         let snap = take_snapshot(plain, layout).await?;
-        let engine = shipped::portable_engine()?;
         let wasm = snap.wasm;
         let compiled = in_background("warm-image-compile", move || engine.precompile_module(&wasm))
             .await
@@ -370,8 +371,10 @@ pub async fn ship(
 /// from) and mapped, as the whole program: nothing is compiled. `None` without a bundle, or
 /// (with a warning saying why) when the one there cannot be used.
 pub fn load_shipped(files: &RuntimeFiles) -> Option<Arc<Program>> {
-    let path =
-        crate::runtime::beside_binary(crate::runtime::BUNDLED_RUNTIME_DIR)?.join(shipped_name(files).ok()?);
+    let target = Target::host()?;
+    let portable = shipped::portable_engine(&target).ok()?;
+    let path = crate::runtime::beside_binary(crate::runtime::BUNDLED_RUNTIME_DIR)?
+        .join(shipped_name(files, &portable, &target));
     if !path.is_file() {
         return None;
     }

@@ -38,7 +38,7 @@ pub async fn rows(bundle: &Path) -> anyhow::Result<(Vec<Row>, String)> {
     let _ = std::fs::remove_dir_all(&dir);
     let (extension, home) = (dir.join("extension"), dir.join("home"));
     std::fs::create_dir_all(&home)?;
-    unpack(bundle, &extension)?;
+    xtask::bundle::unpack(bundle, &extension)?;
     let bin = extension
         .join("server")
         .join(format!("mcp-code-sandbox{}", std::env::consts::EXE_SUFFIX));
@@ -180,17 +180,4 @@ async fn cpu_in(c: &Client, create: serde_json::Value) -> anyhow::Result<Duratio
     }
     call(c, "close_sandbox", json!({"sandbox_id": id})).await?;
     Ok(median(runs))
-}
-
-/// Unpacks the bundle (a zip) into `to`, keeping the server's executable bit.
-fn unpack(bundle: &Path, to: &Path) -> anyhow::Result<()> {
-    let mut zip = zip::ZipArchive::new(std::fs::File::open(bundle)?)?;
-    zip.extract(to)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let exe = to.join("server").join("mcp-code-sandbox");
-        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755))?;
-    }
-    Ok(())
 }

@@ -9,13 +9,14 @@
 //! the twin sees the guest's file through renames and deletes.
 
 pub mod listing;
+pub mod names;
 pub mod scratch;
 pub mod shadow;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cap_std::fs::{Dir, File, Metadata, OpenOptions};
+use cap_std::fs::{Dir, File, Metadata};
 
 use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
 
@@ -25,10 +26,13 @@ pub const MAX_OPEN: usize = 256;
 /// WASI errno values (wasi_snapshot_preview1 `errno`).
 pub mod errno {
     pub const SUCCESS: i32 = 0;
+    pub const EXIST: i32 = 20;
     pub const FAULT: i32 = 21;
+    pub const INVAL: i32 = 28;
     pub const IO: i32 = 29;
     pub const MFILE: i32 = 33;
     pub const NAMETOOLONG: i32 = 37;
+    pub const NOENT: i32 = 44;
     pub const NOSPC: i32 = 51;
 }
 
@@ -213,16 +217,8 @@ pub fn read_only_twin(dir: &Dir, path: &str, follow: bool) -> Open {
 /// Opens the host twin of what the guest just opened at `path` under `dir`: one open, then
 /// `fstat` on it tells a folder from a file.
 pub fn open_twin(dir: &Dir, path: &str, follow: bool) -> std::io::Result<Open> {
-    let mut opts = OpenOptions::new();
-    opts.read(true);
-    #[cfg(unix)]
-    {
-        use cap_std::fs::OpenOptionsExt;
-        // Never block on a FIFO, and open the very link the guest opened when it did not follow.
-        let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
-        opts.custom_flags(libc::O_NONBLOCK | nofollow);
-    }
-    let file = dir.open_with(path, &opts)?;
+    // Never block on a FIFO, and open the very link the guest opened when it did not follow.
+    let file = crate::host_open::open_read(dir, path, follow)?;
     if file.metadata()?.is_dir() {
         // Only re-labels the descriptor, which is already confined to the sandbox.
         return Ok(Open::Dir(Arc::new(Dir::from_std_file(file.into_std()))));

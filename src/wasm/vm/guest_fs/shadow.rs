@@ -14,9 +14,11 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 
 use super::GuestFs;
 use super::errno::{FAULT, IO, MFILE, NAMETOOLONG, NOSPC, SUCCESS};
+use super::names::{self, Use};
 use super::scratch::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX};
 use super::{Open, listing, open_twin, read_only_twin, stat};
 use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
+use crate::guest_names::NameRules;
 use crate::wasm::vm::guest_memory;
 
 /// Where the shadows find their parts in the Store's data: a projection, as wasmtime-wasi's
@@ -110,6 +112,21 @@ fn stage_path<T: Send>(
     let bytes = guest_read(c, ptr, len).ok_or(FAULT)?;
     scratch_write(c, slot, &bytes)?;
     Ok(String::from_utf8(bytes).ok())
+}
+
+/// The errno refusing a name under watched folder `fd` that the host would take for another
+/// (`names.rs`); `None` for unwatched folders and names it takes as they are.
+fn misnamed<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: &Option<String>, use_: Use) -> Option<i32> {
+    let dir = c.fs().dir(fd)?;
+    names::refusal(&dir, path.as_deref()?, use_, NameRules::host())
+}
+
+macro_rules! named {
+    ($c:expr, $fd:expr, $path:expr, $use:expr) => {
+        if let Some(errno) = misnamed($c, $fd, $path, $use) {
+            return Ok(errno);
+        }
+    };
 }
 
 /// The (pointer, length) pairs of a guest `iovec` array.
@@ -352,6 +369,12 @@ async fn path_open<T: Send>(
         Ok(t) => t,
         Err(e) => return Ok(e),
     };
+    let creates = if f.oflags & O_CREAT != 0 {
+        Use::Create
+    } else {
+        Use::Open
+    };
+    named!(c, dirfd, &text, creates);
     let watched = c.fs().dir(dirfd).map(|d| (d, text.clone()));
     let follow = f.dirflags & LOOKUP_SYMLINK_FOLLOW != 0;
     // Only a create or a truncate changes what counts; plain opens skip the extra lookup.
@@ -460,7 +483,8 @@ macro_rules! staged {
 }
 
 async fn path_create_directory<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i32, len: i32) -> Res {
-    staged!(stage_path(c, path, len, PATH_A));
+    let text = staged!(stage_path(c, path, len, PATH_A));
+    named!(c, fd, &text, Use::Create);
     adding_entry(c, fd, 0, async |c| {
         original!(c, path_create_directory(fd, PATH_A as i32, len))
     })
@@ -476,7 +500,8 @@ async fn path_symlink<T: Send>(
     new_len: i32,
 ) -> Res {
     staged!(stage_path(c, old, old_len, PATH_A));
-    staged!(stage_path(c, new, new_len, PATH_B));
+    let new_text = staged!(stage_path(c, new, new_len, PATH_B));
+    named!(c, fd, &new_text, Use::Create);
     adding_entry(c, fd, old_len as u32 as u64, async |c| {
         original!(
             c,
@@ -498,7 +523,8 @@ async fn path_link<T: Send>(
     new_len: i32,
 ) -> Res {
     staged!(stage_path(c, old, old_len, PATH_A));
-    staged!(stage_path(c, new, new_len, PATH_B));
+    let new_text = staged!(stage_path(c, new, new_len, PATH_B));
+    named!(c, new_fd, &new_text, Use::Create);
     adding_entry(c, new_fd, 0, async |c| {
         original!(
             c,
@@ -517,7 +543,8 @@ async fn path_link<T: Send>(
 }
 
 async fn path_remove_directory<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i32, len: i32) -> Res {
-    staged!(stage_path(c, path, len, PATH_A));
+    let text = staged!(stage_path(c, path, len, PATH_A));
+    named!(c, fd, &text, Use::Remove);
     let rc = original!(c, path_remove_directory(fd, PATH_A as i32, len))?;
     if rc == SUCCESS && c.fs().dir(fd).is_some() {
         quota(c).release(ENTRY_COST);
@@ -527,6 +554,7 @@ async fn path_remove_directory<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i
 
 async fn path_unlink_file<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i32, len: i32) -> Res {
     let text = staged!(stage_path(c, path, len, PATH_A));
+    named!(c, fd, &text, Use::Remove);
     let before = watched_entry(c, fd, &text);
     let rc = original!(c, path_unlink_file(fd, PATH_A as i32, len))?;
     if rc == SUCCESS
@@ -548,6 +576,8 @@ async fn path_rename<T: Send>(
 ) -> Res {
     let old_text = staged!(stage_path(c, old, old_len, PATH_A));
     let new_text = staged!(stage_path(c, new, new_len, PATH_B));
+    named!(c, fd, &old_text, Use::Remove);
+    named!(c, new_fd, &new_text, Use::Create);
     let source = watched_entry(c, fd, &old_text);
     let target = watched_entry(c, new_fd, &new_text);
     let rc = original!(

@@ -1,0 +1,78 @@
+//! How the host opens a path inside a sandbox, where the guest decides what lies there: it
+//! never blocks on a FIFO the guest made, and never follows a link the guest planted unless
+//! the guest itself followed it. Each platform does this its own way, here and nowhere else:
+//! Linux and macOS open with `O_NONBLOCK` and `O_NOFOLLOW` (a link fails the open); Windows
+//! has no FIFOs in a folder, opens a link itself with `FILE_FLAG_OPEN_REPARSE_POINT` (a
+//! symlink or junction is then refused here), and needs `FILE_FLAG_BACKUP_SEMANTICS` to open
+//! a folder at all. cap-std keeps every open inside the sandbox's folder on all of them.
+
+use std::io;
+
+use cap_std::fs::{Dir, File, OpenOptions};
+
+/// Opens `path` under `dir` for reading, following a final link only when `follow`.
+pub fn open_read(dir: &Dir, path: &str, follow: bool) -> io::Result<File> {
+    let mut opts = OpenOptions::new();
+    opts.read(true);
+    flags(&mut opts, follow);
+    let file = dir.open_with(path, &opts)?;
+    if !follow && file.metadata()?.file_type().is_symlink() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("'{path}' is a link, which is not followed here"),
+        ));
+    }
+    Ok(file)
+}
+
+#[cfg(unix)]
+fn flags(opts: &mut OpenOptions, follow: bool) {
+    use cap_std::fs::OpenOptionsExt;
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+    opts.custom_flags(libc::O_NONBLOCK | nofollow);
+}
+
+#[cfg(windows)]
+fn flags(opts: &mut OpenOptions, follow: bool) {
+    use cap_std::fs::OpenOptionsExt;
+    const FILE_FLAG_BACKUP_SEMANTICS: u32 = 0x0200_0000;
+    const FILE_FLAG_OPEN_REPARSE_POINT: u32 = 0x0020_0000;
+    let reparse = if follow { 0 } else { FILE_FLAG_OPEN_REPARSE_POINT };
+    opts.custom_flags(FILE_FLAG_BACKUP_SEMANTICS | reparse);
+}
+
+#[cfg(not(any(unix, windows)))]
+fn flags(_opts: &mut OpenOptions, _follow: bool) {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cap_std::ambient_authority;
+
+    #[test]
+    fn a_link_is_opened_only_when_followed() {
+        let tmp = std::env::temp_dir().join(format!("host-open-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&tmp).expect("a temp dir");
+        std::fs::write(tmp.join("real.txt"), "x").expect("write");
+        let dir = Dir::open_ambient_dir(&tmp, ambient_authority()).expect("open");
+        assert!(open_read(&dir, "real.txt", false).is_ok());
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("real.txt", tmp.join("link")).expect("link");
+            assert!(open_read(&dir, "link", false).is_err(), "not followed");
+            assert!(open_read(&dir, "link", true).is_ok(), "followed when asked");
+            // A FIFO does not block the open.
+            let fifo = tmp.join("fifo");
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &fifo,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .expect("mkfifo");
+            assert!(open_read(&dir, "fifo", false).is_ok());
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+}

@@ -1,0 +1,128 @@
+//! `cargo xtask windows`: the Windows x86_64 server, built on this Linux machine and run under
+//! Wine. Debian's `rustc-web` can build the standard library for another target
+//! (`-Zbuild-std`, with `rust-web-src`), MinGW links it, and Wine runs the result. rustup's
+//! toolchain here has no Windows standard library and cannot fetch one.
+//!
+//! Wine 8 lacks `bcryptprimitives.dll`, whose `ProcessPrng` Rust's standard library imports:
+//! a one-function stand-in (tests/windows/bcryptprimitives.c, calling `RtlGenRandom`) is built
+//! beside the `.exe` so that `wine target/x86_64-pc-windows-gnu/release/mcp-code-sandbox.exe`
+//! runs as it is. It is for Wine only and never goes into a bundle.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The Rust target the Windows server is built for.
+pub const TARGET: &str = "x86_64-pc-windows-gnu";
+
+/// Debian's packages the Windows build and Wine need, beside the toolchain.
+const PACKAGES: &[&str] = &["gcc-mingw-w64-x86-64", "wine", "wine64"];
+
+fn say(msg: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "windows: {msg}");
+}
+
+/// The `.exe` [`build`] makes.
+pub fn exe(root: &Path) -> PathBuf {
+    root.join("target")
+        .join(TARGET)
+        .join("release/mcp-code-sandbox.exe")
+}
+
+/// Builds the server for Windows and the Wine stand-in beside it; the `.exe`.
+pub fn build(root: &Path) -> anyhow::Result<PathBuf> {
+    crate::cross::ensure_packages(PACKAGES)?;
+    say(&format!(
+        "building {TARGET} (its standard library too: about 20 minutes the first time)"
+    ));
+    let status = Command::new(crate::cross::CARGO)
+        .current_dir(root)
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-Zbuild-std=std,panic_abort",
+            "--target",
+            TARGET,
+            "--bin",
+            "mcp-code-sandbox",
+        ])
+        .env("RUSTC_BOOTSTRAP", "1")
+        // MinGW keeps every symbol otherwise: half the .exe, and the bundle's budget.
+        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
+        .env("RUSTC", crate::cross::RUSTC)
+        .env("RUSTDOC", "/usr/bin/rustdoc")
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO")
+        .env(
+            "CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER",
+            "x86_64-w64-mingw32-gcc",
+        )
+        .status()?;
+    anyhow::ensure!(status.success(), "the Windows build failed (output above)");
+    let exe = exe(root);
+    wine_stand_in(root, exe.parent().unwrap_or(root))?;
+    Ok(exe)
+}
+
+/// `bcryptprimitives.dll` for Wine, built into `dir`.
+fn wine_stand_in(root: &Path, dir: &Path) -> anyhow::Result<()> {
+    let source = root.join("tests/windows/bcryptprimitives.c");
+    let dll = dir.join("bcryptprimitives.dll");
+    let fresh = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if fresh(&dll).is_some() && fresh(&dll) >= fresh(&source) {
+        return Ok(());
+    }
+    let ok = Command::new("x86_64-w64-mingw32-gcc")
+        .args(["-shared", "-O2", "-o"])
+        .arg(&dll)
+        .arg(&source)
+        .arg("-ladvapi32")
+        .status()?
+        .success();
+    anyhow::ensure!(ok, "building the Wine stand-in {} failed", dll.display());
+    Ok(())
+}
+
+/// `cargo xtask windows --test`: the Windows bundle (built unless current) unpacked and started
+/// under Wine on an empty home, driven over stdio by the official TypeScript SDK
+/// (tests/ts/wine.test.mjs), beside the Linux bundle timed the same way.
+pub fn test(root: &Path, bin: &Path, exe: &Path) -> anyhow::Result<()> {
+    let settings = mcp_code_sandbox::config::Settings::defaults_with_home(
+        std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from),
+    );
+    let home = settings.home_dir();
+    let ts = root.join("tests/ts");
+    crate::npm::ensure(&ts, &|m| say(m))?;
+    let windows = crate::bundle::For {
+        target: mcp_code_sandbox::wasm::direct::Target::named(TARGET)
+            .ok_or_else(|| anyhow::anyhow!("{TARGET} is not a known target"))?,
+        exe,
+    };
+    let rt = tokio::runtime::Runtime::new()?;
+    let linux_bundle = rt.block_on(crate::bundle::ensure_current(root, bin, &home))?;
+    let windows_bundle = rt.block_on(crate::bundle::ensure_current_for(root, bin, &home, &windows))?;
+    let work = root.join("target/wine");
+    std::fs::create_dir_all(&work)?;
+    let (wine_dir, linux_dir) = (work.join("bundle-windows"), work.join("bundle-linux"));
+    crate::bundle::unpack(&windows_bundle, &wine_dir)?;
+    crate::bundle::unpack(&linux_bundle, &linux_dir)?;
+    // The stand-in Wine needs, beside the unpacked server only (never in the bundle).
+    std::fs::copy(
+        exe.with_file_name("bcryptprimitives.dll"),
+        wine_dir.join("server/bcryptprimitives.dll"),
+    )?;
+    say("testing the Windows bundle under Wine (tests/ts/wine.test.mjs)");
+    let status = Command::new("node")
+        .current_dir(&ts)
+        .args(["--test", "--test-concurrency=1", "wine.test.mjs"])
+        .env("WINE_BUNDLE", &wine_dir)
+        .env("LINUX_BUNDLE", &linux_dir)
+        .env("WINE_WORK", &work)
+        .status()?;
+    anyhow::ensure!(
+        status.success(),
+        "the Windows tests under Wine failed (output above)"
+    );
+    Ok(())
+}
