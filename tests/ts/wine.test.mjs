@@ -85,3 +85,148 @@ test("the Windows bundle's first start on an empty home, timed beside the Linux 
   console.log(`first result | ${w.firstResult.toFixed(2)} s | ${l.firstResult.toFixed(2)} s`);
   console.log(`first plot   | ${w.firstPlot.toFixed(2)} s | ${l.firstPlot.toFixed(2)} s`);
 });
+
+/// A Windows server on a home of its own, kept across restarts, with an upload folder.
+async function windowsServer(home, extra = {}) {
+  return start({
+    wine: true,
+    bundle: WINE_BUNDLE,
+    home,
+    env: { CODE_SANDBOX_PERSIST: "true", ...extra },
+  });
+}
+
+/// Waits until `check` is true, polling every 200 ms for up to `ms`.
+async function until(check, ms = 15_000) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await check()) return true;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return false;
+}
+
+async function exitOf(transport, ms = 20_000) {
+  const pid = transport.pid;
+  return until(() => {
+    try {
+      process.kill(pid, 0);
+      return false;
+    } catch {
+      return true;
+    }
+  }, ms);
+}
+
+test("every tool works under Windows: files, uploads from Z:\\, packages, fork, checkpoint, restore, a background run, the disk quota, close", LONG, async () => {
+  const home = fs.mkdtempSync(path.join(WORK, "home-tools-"));
+  const uploads = fs.mkdtempSync(path.join(WORK, "uploads-"));
+  const outside = fs.mkdtempSync(path.join(WORK, "outside-"));
+  fs.writeFileSync(path.join(uploads, "sales.csv"), "region,units\nNorth,3\nSouth,5\n");
+  fs.writeFileSync(path.join(outside, "secret.txt"), "no");
+  const { client } = await windowsServer(home, { CODE_SANDBOX_UPLOAD_DIRS: win(uploads), CODE_SANDBOX_DISK_MB: "64" });
+  const id = (await ok(client, "create_sandbox")).sandbox_id;
+
+  await ok(client, "write_file", { sandbox_id: id, file_path: "data/notes.txt", content: "héllo\n" });
+  assert.equal((await ok(client, "read_file", { sandbox_id: id, file_path: "data/notes.txt" })).content, "héllo\n");
+  const listed = await ok(client, "list_files", { sandbox_id: id, path: "data" });
+  assert.deepEqual(listed.entries.map((e) => e.name), ["notes.txt"]);
+
+  const up = await ok(client, "upload_file", { sandbox_id: id, source_path: win(path.join(uploads, "sales.csv")) });
+  assert.equal(up.bytes_written, 32);
+  const refused = await call(client, "upload_file", { sandbox_id: id, source_path: win(path.join(outside, "secret.txt")) });
+  assert.equal(refused.isError, true, "a file outside the upload folders is refused");
+  const summed = await ok(client, "execute_code", { sandbox_id: id, code: "import pandas as pd\nint(pd.read_csv('sales.csv').units.sum())" });
+  assert.equal(summed.result, "8");
+
+  const installed = await ok(client, "install_package", { sandbox_id: id, package_name: "tabulate" });
+  assert.ok(installed.installed.some((p) => p.name === "tabulate") || installed.already_available, JSON.stringify(installed));
+  assert.equal((await ok(client, "execute_code", { sandbox_id: id, code: "import tabulate\n'ok'" })).result, "'ok'");
+
+  await ok(client, "execute_code", { sandbox_id: id, code: "x = 41" });
+  const forked = (await ok(client, "fork_sandbox", { sandbox_id: id })).sandbox_id;
+  assert.equal((await ok(client, "execute_code", { sandbox_id: forked, code: "x + 1" })).result, "42");
+  await ok(client, "checkpoint_sandbox", { sandbox_id: id, name: "before" });
+  await ok(client, "execute_code", { sandbox_id: id, code: "x = 0\nopen('later.txt', 'w').write('l')" });
+  await ok(client, "restore_sandbox", { sandbox_id: id, checkpoint: "before" });
+  assert.equal((await ok(client, "execute_code", { sandbox_id: id, code: "import os\n(x, os.path.exists('later.txt'))" })).result, "(41, False)");
+
+  const run = await ok(client, "execute_code", { sandbox_id: id, background: true, code: "import time\nfor i in range(3):\n    print('step', i, flush=True)\n    time.sleep(0.3)\n'done'" });
+  let state;
+  for (let i = 0; i < 30; i++) {
+    state = await ok(client, "get_run", { run_id: run.run_id, wait_seconds: 5 });
+    if (state.state !== "running" && state.state !== "queued") break;
+  }
+  assert.equal(state.state, "finished", JSON.stringify(state));
+  assert.equal(state.result, "'done'");
+
+  const full = await call(client, "execute_code", { sandbox_id: id, code: "open('big.bin', 'wb').write(b'x' * (80 << 20))" });
+  assert.equal(full.isError, true, "the disk quota holds");
+  assert.match(JSON.stringify(full.structuredContent ?? full.content), /No space|quota|ENOSPC|28/i);
+
+  const folder = path.join(home, "sandboxes", forked);
+  assert.ok(fs.existsSync(folder), "the fork's folder is under the home");
+  await ok(client, "close_sandbox", { sandbox_id: forked });
+  assert.ok(await until(() => !fs.existsSync(folder)), "close removes the sandbox's folder");
+  await client.close();
+});
+
+test("names Windows would misread fail with a clear OSError, and no file changes or vanishes", LONG, async () => {
+  const home = fs.mkdtempSync(path.join(WORK, "home-names-"));
+  const { client } = await windowsServer(home);
+  const id = (await ok(client, "create_sandbox")).sandbox_id;
+  const code = [
+    "import os",
+    "def attempt(f):",
+    "    try:",
+    "        f()",
+    "        return 'ok'",
+    "    except OSError as e:",
+    "        return type(e).__name__",
+    "open('a.txt', 'w').write('lower')",
+    "out = {}",
+    "for name in ['CON', 'nul.txt', 'COM1', 'lpt9.log', 'a:b', 'dot.', 'space ', 'q?', 'tab\\tname']:",
+    "    out[name] = attempt(lambda: open(name, 'w').write('x'))",
+    "out['A.txt'] = attempt(lambda: open('A.txt', 'w').write('upper'))",
+    "out['rm A.txt'] = attempt(lambda: os.remove('A.txt'))",
+    "out['mkdir A.TXT'] = attempt(lambda: os.mkdir('A.TXT'))",
+    "out['normal.txt'] = attempt(lambda: open('normal.txt', 'w').write('n'))",
+    "out['kept'] = open('a.txt').read()",
+    "out['listed'] = sorted(os.listdir('.'))",
+    "out",
+  ].join("\n");
+  const r = await ok(client, "execute_code", { sandbox_id: id, code });
+  const out = JSON.parse(r.result.replaceAll("'", '"'));
+  for (const name of ["CON", "nul.txt", "COM1", "lpt9.log", "a:b", "dot.", "space ", "q?", "tab\tname"]) {
+    assert.notEqual(out[name], "ok", `${JSON.stringify(name)} must fail: ${r.result}`);
+  }
+  assert.equal(out["A.txt"], "FileExistsError", r.result);
+  assert.equal(out["rm A.txt"], "FileNotFoundError", r.result);
+  assert.equal(out["mkdir A.TXT"], "FileExistsError", r.result);
+  assert.equal(out["normal.txt"], "ok");
+  assert.equal(out.kept, "lower", "a.txt was neither replaced nor removed");
+  assert.ok(out.listed.includes("a.txt") && out.listed.includes("normal.txt"), r.result);
+  assert.ok(!fs.existsSync(path.join(home, "CON")), "nothing reached the home");
+  await client.close();
+});
+
+test("sandboxes come back after a restart and after the process is killed; stdin closing and Ctrl-C end it cleanly", LONG, async () => {
+  const home = fs.mkdtempSync(path.join(WORK, "home-keep-"));
+  let s = await windowsServer(home);
+  const id = (await ok(s.client, "create_sandbox")).sandbox_id;
+  await ok(s.client, "execute_code", { sandbox_id: id, code: "x = 41\nopen('kept.txt', 'w').write('k')" });
+  await s.client.close();
+  assert.ok(await exitOf(s.transport), "the server ends when its stdin closes");
+
+  s = await windowsServer(home);
+  assert.equal((await ok(s.client, "execute_code", { sandbox_id: id, code: "x + 1" })).result, "42", "variables kept across a restart");
+  await ok(s.client, "execute_code", { sandbox_id: id, code: "open('after.txt', 'w').write('a')" });
+  process.kill(s.transport.pid, "SIGKILL");
+  assert.ok(await exitOf(s.transport), "killed");
+
+  s = await windowsServer(home);
+  const back = await ok(s.client, "execute_code", { sandbox_id: id, code: "import os\nsorted(n for n in os.listdir('.') if n.endswith('.txt'))" });
+  assert.equal(back.result, "['after.txt', 'kept.txt']", "files kept after a kill");
+  process.kill(s.transport.pid, "SIGINT");
+  assert.ok(await exitOf(s.transport), "Ctrl-C ends the server");
+});

@@ -67,7 +67,7 @@ fn manifest_json(tools: Vec<Value>, target: &Target) -> Value {
         "display_name": "Code Sandbox",
         "version": env!("CARGO_PKG_VERSION"),
         "description": "Run Python safely on your computer: each sandbox is CPython in WebAssembly, with its own folder, no network and no access to your files.",
-        "long_description": "Claude writes and runs Python here to analyse a CSV, plot it, try a snippet or transform a file. numpy, pandas, scipy, matplotlib, scikit-learn, sympy and about 60 more packages are inside, and more install from a local cache. Nothing is downloaded: the runtime is in this bundle.\n\nEach sandbox has hard limits on time, memory, output and disk, and sees only the files you upload into it (from the folders you allow below). Variables and files are kept between calls and across restarts.",
+        "long_description": "Claude writes and runs Python here to analyse a CSV, plot it, try a snippet or transform a file. numpy, pandas, scipy, matplotlib, scikit-learn, sympy and dozens more Python packages are inside, and more install from a local cache. Nothing is downloaded: the runtime is in this bundle.\n\nEach sandbox has hard limits on time, memory, output and disk, and sees only the files you upload into it (from the folders you allow below). Variables and files are kept between calls and across restarts.",
         "author": {"name": "mcp-code-sandbox contributors"},
         "license": "MIT",
         "icon": "icon.png",
