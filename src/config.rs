@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+mod budget;
 mod oauth;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -345,9 +346,6 @@ pub enum TokenAction {
 pub const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
 pub const MAX_REQUEST_BYTES: usize = 160 << 20;
 
-/// Smallest result budget that still leaves room for a useful answer.
-const MIN_RESULT_BYTES: usize = 64 << 10;
-
 impl Settings {
     /// Reads `.env` (if any) into the environment, then parses flags and variables.
     pub fn load() -> Self {
@@ -413,29 +411,6 @@ impl Settings {
             None => crate::disk_quota::free_bytes(&self.home_dir())
                 .map_or(CEILING, |free| free / 10)
                 .clamp(FLOOR, CEILING),
-        }
-    }
-
-    /// What a whole result may take, serialized: within the transport's byte limit and what
-    /// Claude's clients hand the model (a serialized result has at least as many bytes as
-    /// characters, so a result within it is within both). Never below what a short answer
-    /// and a small figure need.
-    pub fn result_budget(&self) -> usize {
-        self.result_bytes.min(self.result_chars).max(MIN_RESULT_BYTES)
-    }
-
-    /// The largest serialized message the transport sends.
-    pub fn transport_budget(&self) -> usize {
-        self.result_bytes.max(MIN_RESULT_BYTES)
-    }
-
-    /// The limit [`Self::result_budget`] comes from, as a message names it.
-    pub fn result_limit(&self) -> String {
-        let budget = self.result_budget();
-        if self.result_chars < self.result_bytes {
-            format!("the {budget}-character result limit (CODE_SANDBOX_RESULT_CHARS, what Claude takes)")
-        } else {
-            format!("the {budget} byte result limit (CODE_SANDBOX_RESULT_BYTES)")
         }
     }
 

@@ -191,6 +191,10 @@ test("names Windows would misread fail with a clear OSError, and no file changes
     "out['rm A.txt'] = attempt(lambda: os.remove('A.txt'))",
     "out['mkdir A.TXT'] = attempt(lambda: os.mkdir('A.TXT'))",
     "out['normal.txt'] = attempt(lambda: open('normal.txt', 'w').write('n'))",
+    "deep = '/'.join(['d' * 90] * 4)",
+    "os.makedirs(deep)",
+    "out['long path'] = attempt(lambda: open(deep + '/' + 'f' * 60 + '.txt', 'w').write('deep'))",
+    "out['long read'] = open(deep + '/' + 'f' * 60 + '.txt').read()",
     "out['kept'] = open('a.txt').read()",
     "out['listed'] = sorted(os.listdir('.'))",
     "out",
@@ -204,6 +208,8 @@ test("names Windows would misread fail with a clear OSError, and no file changes
   assert.equal(out["rm A.txt"], "FileNotFoundError", r.result);
   assert.equal(out["mkdir A.TXT"], "FileExistsError", r.result);
   assert.equal(out["normal.txt"], "ok");
+  assert.equal(out["long path"], "ok", "a path past 260 characters works as on Linux");
+  assert.equal(out["long read"], "deep");
   assert.equal(out.kept, "lower", "a.txt was neither replaced nor removed");
   assert.ok(out.listed.includes("a.txt") && out.listed.includes("normal.txt"), r.result);
   assert.ok(!fs.existsSync(path.join(home, "CON")), "nothing reached the home");

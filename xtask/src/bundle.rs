@@ -18,6 +18,26 @@ use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
+/// What a bundle may weigh: Claude Desktop's users download it, and it stays clear of the
+/// 200 MiB mark with room for the runtime to grow.
+pub const SIZE_BUDGET: u64 = 200 << 20;
+pub const SIZE_ROOM: u64 = 8 << 20;
+
+/// The bundle's size in MiB, or an error when it leaves less than [`SIZE_ROOM`] under
+/// [`SIZE_BUDGET`].
+pub fn within_budget(bundle: &Path) -> anyhow::Result<f64> {
+    let size = std::fs::metadata(bundle)?.len();
+    let mib = size as f64 / (1 << 20) as f64;
+    anyhow::ensure!(
+        size + SIZE_ROOM <= SIZE_BUDGET,
+        "{} is {mib:.1} MiB: keep it under {} MiB with {} MiB to spare",
+        bundle.display(),
+        SIZE_BUDGET >> 20,
+        SIZE_ROOM >> 20
+    );
+    Ok(mib)
+}
+
 /// This machine's platform, which the bundle is for unless `--target` names another.
 pub fn host() -> anyhow::Result<Target> {
     Target::host().ok_or_else(|| anyhow::anyhow!("bundles are not made for this platform"))

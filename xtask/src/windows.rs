@@ -48,8 +48,6 @@ pub fn build(root: &Path) -> anyhow::Result<PathBuf> {
             "mcp-code-sandbox",
         ])
         .env("RUSTC_BOOTSTRAP", "1")
-        // MinGW keeps every symbol otherwise: half the .exe, and the bundle's budget.
-        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
         .env("RUSTC", crate::cross::RUSTC)
         .env("RUSTDOC", "/usr/bin/rustdoc")
         .env_remove("RUSTUP_TOOLCHAIN")
@@ -61,6 +59,14 @@ pub fn build(root: &Path) -> anyhow::Result<PathBuf> {
         .status()?;
     anyhow::ensure!(status.success(), "the Windows build failed (output above)");
     let exe = exe(root);
+    // MinGW keeps every symbol: stripped, the .exe is a fraction of its size, and so is its
+    // share of the bundle (a profile setting would rebuild the standard library).
+    let stripped = Command::new("x86_64-w64-mingw32-strip")
+        .arg("--strip-all")
+        .arg(&exe)
+        .status()?
+        .success();
+    anyhow::ensure!(stripped, "x86_64-w64-mingw32-strip failed on {}", exe.display());
     wine_stand_in(root, exe.parent().unwrap_or(root))?;
     Ok(exe)
 }
@@ -102,6 +108,12 @@ pub fn test(root: &Path, bin: &Path, exe: &Path) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let linux_bundle = rt.block_on(crate::bundle::ensure_current(root, bin, &home))?;
     let windows_bundle = rt.block_on(crate::bundle::ensure_current_for(root, bin, &home, &windows))?;
+    let mib = crate::bundle::within_budget(&windows_bundle)?;
+    say(&format!(
+        "{}: {mib:.1} MiB of a {} MiB budget",
+        windows_bundle.display(),
+        crate::bundle::SIZE_BUDGET >> 20
+    ));
     let work = root.join("target/wine");
     std::fs::create_dir_all(&work)?;
     let (wine_dir, linux_dir) = (work.join("bundle-windows"), work.join("bundle-linux"));

@@ -44,14 +44,15 @@ impl SandboxServer {
         let files = self.backend.files();
         let limit = crate::server::runs::KEEP as u64 * 2;
         // The files live in the sandbox, where its code may have rewritten them: the record is
-        // read only as large as this server writes one (its result fits the result budget),
-        // must name this run, and its fields are cut to fit before they are answered.
+        // read only as large as a server writes one (its result fits the transport's limit,
+        // whatever budget was set when it was written), must name this run, and its fields
+        // are cut to fit this answer before they are answered.
         let budget = self.settings.result_budget();
         let raw = files
             .read(
                 sandbox,
                 &run_file(run_id, "run.json"),
-                budget as u64 + RECORD_SLACK,
+                self.settings.transport_budget() as u64 + RECORD_SLACK,
             )
             .await
             .map_err(|_| no_such())?;
