@@ -199,7 +199,19 @@ async fn quit_signal() -> anyhow::Result<()> {
             _ = term.recv() => {}
         }
     }
-    #[cfg(not(unix))]
+    // Windows has no SIGTERM: Ctrl-C, the console closing, and the machine shutting down
+    // end the server the same way (the last two leave it a few seconds).
+    #[cfg(windows)]
+    {
+        use tokio::signal::windows;
+        let (mut close, mut shutdown) = (windows::ctrl_close()?, windows::ctrl_shutdown()?);
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = close.recv() => {}
+            _ = shutdown.recv() => {}
+        }
+    }
+    #[cfg(not(any(unix, windows)))]
     tokio::signal::ctrl_c().await?;
     Ok(())
 }

@@ -106,6 +106,12 @@ async function until(check, ms = 15_000) {
   return false;
 }
 
+/// Ends the server as Claude Desktop does: its stdin closes, and it saves and exits.
+async function endInput(s) {
+  s.transport._process.stdin.end();
+  assert.ok(await exitOf(s.transport, 60_000), "the server ends when its stdin closes");
+}
+
 async function exitOf(transport, ms = 20_000) {
   const pid = transport.pid;
   return until(() => {
@@ -133,7 +139,7 @@ test("every tool works under Windows: files, uploads from Z:\\, packages, fork, 
   assert.deepEqual(listed.entries.map((e) => e.name), ["notes.txt"]);
 
   const up = await ok(client, "upload_file", { sandbox_id: id, source_path: win(path.join(uploads, "sales.csv")) });
-  assert.equal(up.bytes_written, 32);
+  assert.equal(up.bytes_written, fs.statSync(path.join(uploads, "sales.csv")).size);
   const refused = await call(client, "upload_file", { sandbox_id: id, source_path: win(path.join(outside, "secret.txt")) });
   assert.equal(refused.isError, true, "a file outside the upload folders is refused");
   const summed = await ok(client, "execute_code", { sandbox_id: id, code: "import pandas as pd\nint(pd.read_csv('sales.csv').units.sum())" });
@@ -221,8 +227,7 @@ test("sandboxes come back after a restart and after the process is killed; stdin
   let s = await windowsServer(home);
   const id = (await ok(s.client, "create_sandbox")).sandbox_id;
   await ok(s.client, "execute_code", { sandbox_id: id, code: "x = 41\nopen('kept.txt', 'w').write('k')" });
-  await s.client.close();
-  assert.ok(await exitOf(s.transport), "the server ends when its stdin closes");
+  await endInput(s);
 
   s = await windowsServer(home);
   assert.equal((await ok(s.client, "execute_code", { sandbox_id: id, code: "x + 1" })).result, "42", "variables kept across a restart");

@@ -108,7 +108,9 @@ pub fn test(root: &Path, bin: &Path, exe: &Path) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let linux_bundle = rt.block_on(crate::bundle::ensure_current(root, bin, &home))?;
     let windows_bundle = rt.block_on(crate::bundle::ensure_current_for(root, bin, &home, &windows))?;
-    let mib = crate::bundle::within_budget(&windows_bundle)?;
+    // Within the budget; its compiled image carries Windows' unwind tables (16 MB more than
+    // Linux's before compression), so it has less room to grow than the Linux bundle.
+    let mib = crate::bundle::within_budget(&windows_bundle, 0)?;
     say(&format!(
         "{}: {mib:.1} MiB of a {} MiB budget",
         windows_bundle.display(),
