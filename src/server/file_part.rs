@@ -31,7 +31,7 @@ pub fn reply(ask: &Ask, bytes: &[u8]) -> CallToolResult {
         return fitted(ask, bytes, Kind::Text);
     }
     if mime::is_image(mime) && ask.offset == 0 {
-        let mut shown = binary_reply(ask, bytes, 0, bytes.len());
+        let mut shown = part_reply(ask, bytes, 0, bytes.len(), Kind::Binary);
         with_picture(&mut shown, ask, base64_of(bytes), mime);
         if size_of(&shown) <= ask.budget {
             return shown;
@@ -55,10 +55,7 @@ fn fitted(ask: &Ask, bytes: &[u8], kind: Kind) -> CallToolResult {
     let start = start_at(bytes, ask.offset as usize, kind);
     let mut end = size;
     loop {
-        let r = match kind {
-            Kind::Text => text_reply(ask, bytes, start, end),
-            Kind::Binary => binary_reply(ask, bytes, start, end),
-        };
+        let r = part_reply(ask, bytes, start, end, kind);
         if size_of(&r) <= ask.budget || end == start {
             return r;
         }
@@ -118,10 +115,24 @@ fn part_note(ask: &Ask, start: usize, end: usize, size: usize) -> String {
     }
 }
 
-fn text_reply(ask: &Ask, bytes: &[u8], start: usize, end: usize) -> CallToolResult {
+/// The part `start..end` of the file: as text the model reads, or as base64 with a line
+/// saying so; either way with where it lies in the file.
+fn part_reply(ask: &Ask, bytes: &[u8], start: usize, end: usize, kind: Kind) -> CallToolResult {
     let size = bytes.len();
-    let part = String::from_utf8_lossy(&bytes[start..end]).into_owned();
-    let mut text = part.clone();
+    let (content, content_base64, mut text) = match kind {
+        Kind::Text => {
+            let part = String::from_utf8_lossy(&bytes[start..end]).into_owned();
+            (Some(part.clone()), None, part)
+        }
+        Kind::Binary => (
+            None,
+            Some(base64_of(&bytes[start..end])),
+            format!(
+                "'{}' is binary ({size} bytes); its bytes are in content_base64.",
+                ask.path
+            ),
+        ),
+    };
     if start > 0 || end < size {
         text.push_str(&part_note(ask, start, end, size));
     }
@@ -132,31 +143,8 @@ fn text_reply(ask: &Ask, bytes: &[u8], start: usize, end: usize) -> CallToolResu
             size: size as u64,
             offset: start as u64,
             next_offset: next_of(start, end, size),
-            content: Some(part),
-            content_base64: None,
-        },
-        text,
-    )
-}
-
-fn binary_reply(ask: &Ask, bytes: &[u8], start: usize, end: usize) -> CallToolResult {
-    let size = bytes.len();
-    let mut text = format!(
-        "'{}' is binary ({size} bytes); its bytes are in content_base64.",
-        ask.path
-    );
-    if start > 0 || end < size {
-        text.push_str(&part_note(ask, start, end, size));
-    }
-    ok(
-        &ReadResult {
-            sandbox_id: ask.sandbox_id.to_string(),
-            path: ask.path.to_string(),
-            size: size as u64,
-            offset: start as u64,
-            next_offset: next_of(start, end, size),
-            content: None,
-            content_base64: Some(base64_of(&bytes[start..end])),
+            content,
+            content_base64,
         },
         text,
     )

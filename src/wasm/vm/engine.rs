@@ -233,7 +233,9 @@ impl Program {
                 };
                 let mut store = wasmtime::Store::new(&self.engine, state);
                 store.limiter(|s| &mut s.limits);
-                store.set_epoch_deadline(u64::MAX);
+                // Ticks beyond the current epoch, which wasmtime adds to it: u64::MAX would wrap
+                // to a deadline already passed, and the first epoch check would trap.
+                store.set_epoch_deadline(u64::MAX / 2);
                 let instance = self.pre.instantiate_async(&mut store).await.map_err(link)?;
                 let memory = instance
                     .get_memory(&mut store, "memory")
