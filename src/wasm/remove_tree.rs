@@ -27,7 +27,7 @@ pub fn remove_tree_unless(path: &Path, stop: &dyn Fn() -> bool) -> io::Result<()
         Ok(_) => {}
     }
     imp::empty_folder(path, stop)?;
-    match std::fs::remove_dir(path) {
+    match imp::remove_dir(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         other => other,
     }
@@ -50,6 +50,10 @@ mod imp {
     use std::ffi::{CString, OsString};
     use std::os::fd::{AsFd, OwnedFd};
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+    pub fn remove_dir(path: &Path) -> io::Result<()> {
+        std::fs::remove_dir(path)
+    }
 
     fn open_dir_at<Fd: AsFd>(dir: Fd, name: &[u8]) -> io::Result<OwnedFd> {
         let c = CString::new(name)
@@ -137,6 +141,28 @@ mod imp {
 mod imp {
     use super::*;
 
+    /// A folder whose last entries were just deleted: Windows (and Wine) keep an entry some
+    /// other handle still holds (an indexer, antivirus, a handle being closed) as "delete
+    /// pending", and the folder is "not empty" until it goes; a moment later it is.
+    pub fn remove_dir(path: &Path) -> io::Result<()> {
+        let mut waited = 0;
+        loop {
+            match std::fs::remove_dir(path) {
+                Err(e)
+                    if waited < 40
+                        && matches!(
+                            e.kind(),
+                            io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::PermissionDenied
+                        ) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    waited += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Windows' `remove_dir_all` walks handles without recursing on the call stack, and
     /// removes a link (a symlink or junction) without following it. A link to a folder is
     /// removed as a folder, which Windows requires.
@@ -149,9 +175,10 @@ mod imp {
             let kind = entry.file_type()?;
             let p = entry.path();
             if kind.is_dir() {
-                std::fs::remove_dir_all(&p)?;
+                empty_folder(&p, stop)?;
+                remove_dir(&p)?;
             } else if std::fs::remove_file(&p).is_err() {
-                std::fs::remove_dir(&p)?;
+                remove_dir(&p)?;
             }
         }
         Ok(())
