@@ -12,6 +12,17 @@ use super::table::{Row, median};
 /// Restarts measured for the first result in a saved sandbox.
 const RESTARTS: usize = 7;
 
+/// SIGTERM to the server, then until it is gone (it saves its sandboxes first).
+async fn terminate(pid: Option<u32>) -> anyhow::Result<()> {
+    if let Some(pid) = pid {
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()?;
+        gone(pid).await;
+    }
+    Ok(())
+}
+
 /// Until the process is gone, or a zombie waiting for us: either way it has finished saving.
 async fn gone(pid: u32) {
     while std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
@@ -90,12 +101,7 @@ pub async fn rows(bin: &Path, home: &Path, rows: &mut Vec<Row>) -> anyhow::Resul
         ids.push(sid);
     }
     let t = Instant::now();
-    if let Some(pid) = pid {
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()?;
-        gone(pid).await;
-    }
+    terminate(pid).await?;
     let save_all = t.elapsed();
     drop(c);
     rows.push(Row {
@@ -126,12 +132,7 @@ pub async fn rows(bin: &Path, home: &Path, rows: &mut Vec<Row>) -> anyhow::Resul
                 firsts.push(t.elapsed());
             }
         }
-        if let Some(pid) = pid {
-            std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status()?;
-            gone(pid).await;
-        }
+        terminate(pid).await?;
         drop(c);
     }
     rows.push(Row {
