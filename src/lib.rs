@@ -15,6 +15,7 @@ pub mod e2b;
 pub mod egress;
 pub mod guest_names;
 pub mod host_open;
+pub mod host_retry;
 pub mod internal_address;
 pub mod lock;
 pub mod log_safe;

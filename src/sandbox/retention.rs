@@ -115,7 +115,7 @@ impl Gone {
 fn write(file: &std::path::Path, entries: &HashMap<String, Entry>) -> std::io::Result<()> {
     let tmp = file.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(entries).map_err(std::io::Error::other)?)?;
-    std::fs::rename(&tmp, file)
+    crate::host_retry::rename(&tmp, file)
 }
 
 #[cfg(test)]

@@ -220,7 +220,7 @@ impl History {
         let tmp = path.with_extension("tmp");
         let body = lines[lines.len() - keep..].join("\n") + "\n";
         if std::fs::write(&tmp, body)
-            .and_then(|_| std::fs::rename(&tmp, path))
+            .and_then(|_| crate::host_retry::rename(&tmp, path))
             .is_err()
         {
             let _ = std::fs::remove_file(&tmp);

@@ -91,7 +91,7 @@ impl Owners {
             .and_then(|bytes| {
                 let tmp = file.with_extension("json.tmp");
                 std::fs::write(&tmp, bytes)?;
-                std::fs::rename(&tmp, file)
+                crate::host_retry::rename(&tmp, file)
             });
         if let Err(e) = result {
             tracing::warn!(

@@ -141,7 +141,7 @@ pub async fn checkpoint(
                 // Says which budget is full: the sandbox's, its principal's or the host's.
                 return Err(SandboxError::from(full));
             }
-            std::fs::rename(&tmp, &dir).map_err(io_error("could not save the checkpoint"))?;
+            crate::host_retry::rename(&tmp, &dir).map_err(io_error("could not save the checkpoint"))?;
             Ok(cost)
         })
         .await?

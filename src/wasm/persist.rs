@@ -64,7 +64,7 @@ fn write_state(sb: &Sandbox, state: &SavedState) -> Result<(), SandboxError> {
     state
         .write_file(&tmp)
         .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-    std::fs::rename(&tmp, sb.dirs.state()).map_err(io)
+    crate::host_retry::rename(&tmp, &sb.dirs.state()).map_err(io)
 }
 
 /// Whose state a sandbox's saved state is (see `SavedState::owned_by`).

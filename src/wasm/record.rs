@@ -257,7 +257,7 @@ impl Sandbox {
         std::fs::create_dir_all(&dir)?;
         let tmp = dir.join(".meta.json.tmp");
         std::fs::write(&tmp, serde_json::to_vec(&meta).map_err(std::io::Error::other)?)?;
-        std::fs::rename(&tmp, dir.join(META))
+        crate::host_retry::rename(&tmp, &dir.join(META))
     }
 
     pub async fn status(&self) -> SandboxStatus {

@@ -206,7 +206,7 @@ impl Removals {
         }
         let mut paths = vec![entry.clone()];
         for (name, from) in [("workspace", &dirs.workspace), ("scratch", &dirs.scratch)] {
-            match std::fs::rename(from, entry.join(name)) {
+            match crate::host_retry::rename(from, &entry.join(name)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 // Another file system (a home whose folders are links), say: deleted in place.

@@ -142,26 +142,8 @@ mod imp {
     use super::*;
 
     /// A folder whose last entries were just deleted: Windows (and Wine) keep an entry some
-    /// other handle still holds (an indexer, antivirus, a handle being closed) as "delete
-    /// pending", and the folder is "not empty" until it goes; a moment later it is.
-    pub fn remove_dir(path: &Path) -> io::Result<()> {
-        let mut waited = 0;
-        loop {
-            match std::fs::remove_dir(path) {
-                Err(e)
-                    if waited < 40
-                        && matches!(
-                            e.kind(),
-                            io::ErrorKind::DirectoryNotEmpty | io::ErrorKind::PermissionDenied
-                        ) =>
-                {
-                    std::thread::sleep(std::time::Duration::from_millis(50));
-                    waited += 1;
-                }
-                other => return other,
-            }
-        }
-    }
+    /// other handle still holds as "delete pending" for a moment (see `host_retry`).
+    pub use crate::host_retry::remove_dir;
 
     /// Windows' `remove_dir_all` walks handles without recursing on the call stack, and
     /// removes a link (a symlink or junction) without following it. A link to a folder is
@@ -177,6 +159,8 @@ mod imp {
             if kind.is_dir() {
                 empty_folder(&p, stop)?;
                 remove_dir(&p)?;
+            } else if !kind.is_symlink() {
+                crate::host_retry::remove_file(&p)?;
             } else if std::fs::remove_file(&p).is_err() {
                 remove_dir(&p)?;
             }

@@ -25,8 +25,15 @@ fn say(msg: &str) {
 /// zig in a venv of its own under `target/`, its wheel checked against the pin first.
 fn zig(root: &Path) -> anyhow::Result<PathBuf> {
     let venv = root.join("target/zig-venv");
-    let zig = venv.join("bin/python-zig");
-    if zig.is_file() {
+    // The wheel carries zig's own binary in its package (it has no script of its own).
+    let installed = || -> Option<PathBuf> {
+        std::fs::read_dir(venv.join("lib"))
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|e| e.path().join("site-packages/ziglang/zig"))
+            .find(|p| p.is_file())
+    };
+    if let Some(zig) = installed() {
         return Ok(zig);
     }
     let wheels = root.join("target/zig-wheel");
@@ -68,8 +75,7 @@ fn zig(root: &Path) -> anyhow::Result<PathBuf> {
             .status()?
             .success();
     anyhow::ensure!(ok, "installing {} failed", wheel.display());
-    anyhow::ensure!(zig.is_file(), "{ZIG} installed no python-zig");
-    Ok(zig)
+    installed().ok_or_else(|| anyhow::anyhow!("{ZIG} installed no ziglang/zig"))
 }
 
 /// cargo-zigbuild, installed with rustup's cargo (it runs on this machine) unless present.
@@ -108,35 +114,36 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
     let zigbuild = zigbuild()?;
     // Debian's cargo, rustc and clippy first on PATH: rustup's have no Apple standard library.
     let path = format!("/usr/bin:{}", std::env::var("PATH").unwrap_or_default());
-    for target in TARGETS {
-        say(&format!(
-            "clippy for {target} (its standard library too: minutes the first time)"
-        ));
-        let ok = Command::new(&zigbuild)
-            .current_dir(root)
-            .args([
-                "clippy",
-                "--release",
-                "--workspace",
-                "--all-targets",
-                "-Zbuild-std=std,panic_abort",
-                "--target",
-                target,
-                "--",
-                "-D",
-                "warnings",
-            ])
-            .env("PATH", &path)
-            .env("RUSTC_BOOTSTRAP", "1")
-            .env("CARGO", crate::cross::CARGO)
-            .env("RUSTC", crate::cross::RUSTC)
-            .env_remove("RUSTUP_TOOLCHAIN")
-            .env("CARGO_ZIGBUILD_ZIG_PATH", &zig)
-            .env("CARGO_PROFILE_RELEASE_STRIP", "false")
-            .status()?
-            .success();
-        anyhow::ensure!(ok, "clippy for {target} failed (output above)");
-    }
+    say(&format!(
+        "clippy for {} (their standard library too: minutes the first time)",
+        TARGETS.join(" and ")
+    ));
+    // One run for both targets: build scripts and procedural macros are built once.
+    let targets = TARGETS.iter().flat_map(|t| ["--target", t]);
+    // zig's probes leave an empty object file in the working folder: run from target/.
+    let ok = Command::new(&zigbuild)
+        .current_dir(root.join("target"))
+        .arg("clippy")
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
+        .args([
+            "--release",
+            "--workspace",
+            "--all-targets",
+            "-Zbuild-std=std,panic_abort",
+        ])
+        .args(targets)
+        .args(["--", "-D", "warnings"])
+        .env("PATH", &path)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("CARGO", crate::cross::CARGO)
+        .env("RUSTC", crate::cross::RUSTC)
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env("CARGO_ZIGBUILD_ZIG_PATH", &zig)
+        .env("CARGO_PROFILE_RELEASE_STRIP", "false")
+        .status()?
+        .success();
+    anyhow::ensure!(ok, "clippy for the Apple targets failed (output above)");
     say("clean for both Apple targets");
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 use cap_std::fs::Dir;
 
-use super::errno::{EXIST, INVAL, NOENT};
+use super::errno::{EXIST, INVAL, IO, NAMETOOLONG, NOENT};
 use crate::guest_names::{NameRules, check_path, collide};
 
 /// What a call does with the name it is given.
@@ -52,6 +52,21 @@ pub fn refusal(dir: &Dir, path: &str, use_: Use, rules: NameRules) -> Option<i32
         (true, Use::Create) => Some(EXIST),
         (true, Use::Remove) => Some(NOENT),
         _ => None,
+    }
+}
+
+/// `rc` from a call on `path` under `dir`, with an I/O error the host gave only because it
+/// could not spell out the folder's full name said as the path being too long (see
+/// [`crate::host_open::name_too_long`]).
+pub fn explained(dir: &Dir, path: &str, rc: i32) -> i32 {
+    if rc != IO {
+        return rc;
+    }
+    let parent = path.trim_end_matches('/').rsplit_once('/').map_or("", |(p, _)| p);
+    if crate::host_open::name_too_long(dir, parent) {
+        NAMETOOLONG
+    } else {
+        rc
     }
 }
 

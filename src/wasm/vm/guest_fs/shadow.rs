@@ -121,6 +121,15 @@ fn misnamed<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: &Option<String>, use
     names::refusal(&dir, path.as_deref()?, use_, NameRules::host())
 }
 
+/// `rc`, with an I/O error that only means the host could not name a long path said as
+/// ENAMETOOLONG (`names::explained`).
+fn explained<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: &Option<String>, rc: i32) -> i32 {
+    match (c.fs().dir(fd), path) {
+        (Some(dir), Some(path)) => names::explained(&dir, path, rc),
+        _ => rc,
+    }
+}
+
 macro_rules! named {
     ($c:expr, $fd:expr, $path:expr, $use:expr) => {
         if let Some(errno) = misnamed($c, $fd, $path, $use) {
@@ -329,6 +338,7 @@ async fn fd_readdir<T: Send>(
     };
     let entries = match c.fs().listings.get(fd as u32, &dir, cookie as u64) {
         Ok(e) => e,
+        Err(_) if names::explained(&dir, "", IO) == NAMETOOLONG => return Ok(NAMETOOLONG),
         Err(_) => return Ok(IO),
     };
     let bytes = listing::encode(&entries, cookie as u64, cap);
@@ -486,7 +496,8 @@ async fn path_create_directory<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i
     let text = staged!(stage_path(c, path, len, PATH_A));
     named!(c, fd, &text, Use::Create);
     adding_entry(c, fd, 0, async |c| {
-        original!(c, path_create_directory(fd, PATH_A as i32, len))
+        let rc = original!(c, path_create_directory(fd, PATH_A as i32, len))?;
+        Ok(explained(c, fd, &text, rc))
     })
     .await
 }
@@ -503,10 +514,11 @@ async fn path_symlink<T: Send>(
     let new_text = staged!(stage_path(c, new, new_len, PATH_B));
     named!(c, fd, &new_text, Use::Create);
     adding_entry(c, fd, old_len as u32 as u64, async |c| {
-        original!(
+        let rc = original!(
             c,
             path_symlink(PATH_A as i32, old_len, fd, PATH_B as i32, new_len)
-        )
+        )?;
+        Ok(explained(c, fd, &new_text, rc))
     })
     .await
 }
@@ -526,7 +538,7 @@ async fn path_link<T: Send>(
     let new_text = staged!(stage_path(c, new, new_len, PATH_B));
     named!(c, new_fd, &new_text, Use::Create);
     adding_entry(c, new_fd, 0, async |c| {
-        original!(
+        let rc = original!(
             c,
             path_link(
                 old_fd,
@@ -537,7 +549,8 @@ async fn path_link<T: Send>(
                 PATH_B as i32,
                 new_len
             )
-        )
+        )?;
+        Ok(explained(c, new_fd, &new_text, rc))
     })
     .await
 }
@@ -546,6 +559,7 @@ async fn path_remove_directory<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i
     let text = staged!(stage_path(c, path, len, PATH_A));
     named!(c, fd, &text, Use::Remove);
     let rc = original!(c, path_remove_directory(fd, PATH_A as i32, len))?;
+    let rc = explained(c, fd, &text, rc);
     if rc == SUCCESS && c.fs().dir(fd).is_some() {
         quota(c).release(ENTRY_COST);
     }
@@ -557,6 +571,7 @@ async fn path_unlink_file<T: Send>(c: &mut Ctx<'_, '_, T>, fd: i32, path: i32, l
     named!(c, fd, &text, Use::Remove);
     let before = watched_entry(c, fd, &text);
     let rc = original!(c, path_unlink_file(fd, PATH_A as i32, len))?;
+    let rc = explained(c, fd, &text, rc);
     if rc == SUCCESS
         && let Some(md) = before
     {
@@ -584,6 +599,8 @@ async fn path_rename<T: Send>(
         c,
         path_rename(fd, PATH_A as i32, old_len, new_fd, PATH_B as i32, new_len)
     )?;
+    let rc = explained(c, fd, &old_text, rc);
+    let rc = explained(c, new_fd, &new_text, rc);
     if rc == SUCCESS
         && let Some(target) = target
         && source.is_none_or(|s| quota::key(&s) != quota::key(&target))
