@@ -7,10 +7,12 @@ use std::path::PathBuf;
 
 mod budget;
 mod oauth;
+mod team;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use oauth::OAuthSettings;
+pub use team::TeamSettings;
 
 /// How MCP reaches the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -235,6 +237,9 @@ pub struct Settings {
 
     #[command(flatten)]
     pub oauth: OAuthSettings,
+
+    #[command(flatten)]
+    pub team: TeamSettings,
 
     /// PEM certificate chain for HTTPS (with `--tls-key`).
     #[arg(long, env = "CODE_SANDBOX_TLS_CERT", requires = "tls_key")]

@@ -49,12 +49,15 @@ impl From<QuotaFull> for crate::sandbox::SandboxError {
     fn from(q: QuotaFull) -> Self {
         match q.scope {
             Scope::Host => crate::sandbox::SandboxError::HostDiskLow { wanted: q.wanted },
-            Scope::Principal => crate::sandbox::SandboxError::Quota(format!(
-                "your sandboxes hold {} MiB on disk, and {} bytes more would pass your {} MiB disk quota; delete files (with execute_code, e.g. os.remove) or close sandboxes you no longer need, then try again",
-                q.used >> 20,
-                q.wanted,
-                q.limit >> 20
-            )),
+            Scope::Principal => crate::sandbox::SandboxError::Quota({
+                crate::metrics::quota_refused(crate::metrics::QuotaKind::Disk);
+                format!(
+                    "your sandboxes hold {} MiB on disk, and {} bytes more would pass your {} MiB disk quota; delete files (with execute_code, e.g. os.remove) or close sandboxes you no longer need, then try again",
+                    q.used >> 20,
+                    q.wanted,
+                    q.limit >> 20
+                )
+            }),
             Scope::Sandbox => crate::sandbox::SandboxError::DiskFull {
                 limit: q.limit,
                 used: q.used,

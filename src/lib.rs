@@ -19,6 +19,7 @@ pub mod host_retry;
 pub mod internal_address;
 pub mod lock;
 pub mod log_safe;
+pub mod metrics;
 pub mod redact;
 pub mod remote;
 pub mod runtime;

@@ -61,8 +61,17 @@ impl Auth {
         let Some(oauth) = &self.oauth else {
             return Err(Denied::BadToken);
         };
-        let verified = oauth.verify(token, from).await.map_err(Denied::OAuth)?;
+        let verified = oauth.verify(token, from).await.map_err(|r| {
+            use crate::metrics::{OAuthRefusal, oauth_refused};
+            oauth_refused(match &r {
+                Refusal::Invalid(_) => OAuthRefusal::Invalid,
+                Refusal::Scope(_) => OAuthRefusal::Scope,
+                Refusal::Unavailable(_) => OAuthRefusal::Unavailable,
+            });
+            Denied::OAuth(r)
+        })?;
         if !oauth.admits(&verified.principal) {
+            crate::metrics::oauth_refused(crate::metrics::OAuthRefusal::NotAllowed);
             return Err(Denied::NotAllowed(verified.principal));
         }
         // A tokens-file line of the same name gives its quotas, servers and hosts: the

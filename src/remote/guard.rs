@@ -127,19 +127,25 @@ impl Guard {
         self.draining.store(true, Ordering::SeqCst);
     }
 
+    /// Whether the server is shutting down.
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
     /// The `Host` (or HTTP/2 authority) if it names this server. An IP literal cannot be
-    /// the product of DNS rebinding, so any with the right port passes; a name must be listed.
+    /// the product of DNS rebinding, so any with the right port passes; a name, or an IP
+    /// literal with another port (a proxy or a Kubernetes Service in front), must be listed.
     fn host_ok(&self, host: &str) -> bool {
         let host = host.to_ascii_lowercase();
         let (name, port) = split_host_port(&host);
         let port_ok = port.is_none_or(|p| p == self.port);
-        if name
+        let ip = name
             .trim_start_matches('[')
             .trim_end_matches(']')
             .parse::<IpAddr>()
-            .is_ok()
-        {
-            return port_ok;
+            .is_ok();
+        if ip && port_ok {
+            return true;
         }
         self.hosts.iter().any(|allowed| {
             let (aname, aport) = split_host_port(allowed);
@@ -341,6 +347,15 @@ mod tests {
         assert!(!g.host_ok("localhost:9999"));
         assert!(!g.host_ok("attacker.example:8765"));
         assert!(!g.host_ok(""));
+        assert!(
+            !g.host_ok("10.0.0.7:80"),
+            "an IP literal on another port, not listed"
+        );
+        let g = guard("0.0.0.0:8765", &["10.0.0.7:80", "10.96.0.10"], &[]);
+        assert!(g.host_ok("10.0.0.7:80"), "listed with its port");
+        assert!(!g.host_ok("10.0.0.7:81"));
+        assert!(g.host_ok("10.96.0.10:443"), "listed without a port: any port");
+        assert!(g.host_ok("10.1.2.3:8765"), "any IP literal on the listen port");
     }
 
     #[test]

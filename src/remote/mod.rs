@@ -11,6 +11,7 @@ mod conns;
 mod guard;
 mod hangup;
 pub mod home_lock;
+mod metrics_http;
 pub mod oauth;
 mod quirks;
 mod tls;
@@ -34,8 +35,6 @@ use guard::Guard;
 use hangup::InFlight;
 use tokens::TokenBook;
 
-/// How long shutdown lets running calls finish before it stops them.
-const DRAIN: Duration = Duration::from_secs(10);
 /// How long the calls it stopped then have to send their answers, before sessions end.
 const ANSWER_GRACE: Duration = Duration::from_secs(3);
 /// How long connections may stay open once every session has ended.
@@ -69,6 +68,28 @@ fn no_delay(stream: &mut tokio::net::TcpStream) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!("could not set TCP_NODELAY: {e}");
     }
+}
+
+/// Readiness, for a load balancer or Kubernetes: whether this server takes new work now. Not
+/// while the interpreter is still being prepared (a first start), and not once a shutdown has
+/// begun, so a proxy sends new sessions elsewhere while running calls finish here.
+fn readyz(guard: Arc<Guard>, backend: Arc<dyn Interpreter>) -> axum::routing::MethodRouter {
+    axum::routing::get(move || async move {
+        use http::StatusCode;
+        if guard.draining() {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "draining: the server is shutting down\n",
+            )
+        } else if !backend.ready() {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: the interpreter is still being prepared\n",
+            )
+        } else {
+            (StatusCode::OK, "ready\n")
+        }
+    })
 }
 
 /// Serves until `quit` resolves, then drains calls and shuts the backend down (which keeps
@@ -154,7 +175,16 @@ pub async fn serve(
         Some(home.join("owners.json")),
         settings.max_concurrent_calls,
         settings.default_memory_mb,
+        settings.team.replica.clone(),
     );
+    if let Some(addr) = &settings.team.metrics_listen {
+        let metrics = crate::metrics::install(settings.team.metrics_principals);
+        let at = metrics_http::start(addr, metrics, backend.clone(), tenancy.clone())
+            .await
+            .map_err(|e| RemoteError::Listen(addr.clone(), e))?;
+        // Read by scripts and tests, like the MCP address below.
+        eprintln!("mcp-code-sandbox: serving metrics at http://{at}/metrics");
+    }
     let in_flight = Arc::new(InFlight::default());
     let template = SandboxServer::remote(backend.clone(), settings.clone(), tenancy)
         .with_code_mode(code_mode.clone())
@@ -177,7 +207,8 @@ pub async fn serve(
         ))
         .layer(axum::middleware::from_fn_with_state(guard.clone(), guard::check))
         // Liveness for process supervisors and load balancers: says nothing about sandboxes.
-        .route("/healthz", axum::routing::get(|| async { "ok\n" }));
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route("/readyz", readyz(guard.clone(), backend.clone()));
     // Where to sign in (RFC 9728): public, for clients that have no token yet.
     let app = match &oauth {
         Some(o) => app
@@ -215,6 +246,7 @@ pub async fn serve(
         }
     );
 
+    let drain = Duration::from_secs(settings.team.drain_seconds);
     let drained = {
         let (guard, in_flight, stop) = (guard.clone(), in_flight.clone(), stop.clone());
         let backend = backend.clone();
@@ -225,9 +257,9 @@ pub async fn serve(
                 in_flight.count()
             );
             guard.drain();
-            if tokio::time::timeout(DRAIN, in_flight.idle()).await.is_err() {
+            if tokio::time::timeout(drain, in_flight.idle()).await.is_err() {
                 tracing::warn!(
-                    "stopping {} call(s) still running after {DRAIN:?}; each answers that the server is shutting down",
+                    "stopping {} call(s) still running after {drain:?}; each answers that the server is shutting down",
                     in_flight.count()
                 );
                 backend.stop_running();

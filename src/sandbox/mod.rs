@@ -9,6 +9,7 @@ pub mod last_use;
 pub mod open_set;
 pub mod paths;
 pub mod png;
+pub mod replica;
 pub mod retention;
 pub mod text_cap;
 pub mod timeouts;
@@ -89,6 +90,18 @@ pub trait Interpreter: Send + Sync {
     /// Stops every running call at once, each answering that the server is shutting down (the
     /// first step of a shutdown, so those answers reach their clients before it ends).
     fn stop_running(&self) {}
+
+    /// Whether a call can start now, without first waiting for the backend to be prepared
+    /// (the interpreter installed and compiled): what a load balancer's readiness probe asks.
+    fn ready(&self) -> bool {
+        true
+    }
+
+    /// Bytes of the interpreters' memory budget in use and in all, where this process holds
+    /// the interpreters (for the metrics).
+    fn memory_budget(&self) -> Option<(u64, u64)> {
+        None
+    }
 
     /// Closes every sandbox (server shutdown).
     async fn shutdown(&self);

@@ -330,6 +330,11 @@ pub enum SandboxError {
         "no open sandbox has the id '{0}'. Call get_sandbox_status to list the open ones, or create_sandbox for a new one"
     )]
     NotFound(String),
+    /// A named replica's id reached another replica (`sandbox::replica`).
+    #[error(
+        "sandbox '{id}' lives on replica {replica}, which this request did not reach (restarting?); retry shortly"
+    )]
+    OnAnotherReplica { id: String, replica: String },
     #[error(
         "sandbox '{id}' was deleted on {at} because {because}: its files and variables are gone. Create a new one with create_sandbox"
     )]

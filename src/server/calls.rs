@@ -3,7 +3,6 @@
 //! it ended), never its code, tokens or file contents.
 
 use crate::log_safe::Field;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,28 +21,8 @@ use crate::sandbox::{GuestServices, Interpreter};
 use crate::tenancy::Principal;
 
 /// How a call ended, as the log line says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// A result the client can use.
-    Ok,
-    /// A result with `isError`: the tool ran and says what went wrong.
-    ToolError,
-    /// The client cancelled (or went away) before the result.
-    Cancelled,
-    /// A protocol error: unknown tool, arguments that are not an object.
-    Rejected,
-}
-
-impl fmt::Display for Outcome {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Outcome::Ok => "ok",
-            Outcome::ToolError => "tool_error",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Rejected => "rejected",
-        })
-    }
-}
+/// How a call ended, for its log line and the metrics.
+pub use crate::metrics::CallOutcome as Outcome;
 
 /// The principal the HTTP layer attached to the request, if any.
 pub fn principal_of(context: &RequestContext<RoleServer>) -> Option<Principal> {
@@ -181,6 +160,13 @@ impl SandboxServer {
             Ok(_) => Outcome::Ok,
             Err(_) => Outcome::Rejected,
         };
+        crate::metrics::call(
+            &tool,
+            self.tool_router.has_route(&tool),
+            outcome,
+            &principal,
+            started.elapsed().as_secs_f64(),
+        );
         tracing::info!(
             target: "mcp_code_sandbox::call",
             principal = %Field(&principal),

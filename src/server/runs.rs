@@ -123,13 +123,18 @@ impl Run {
 
     /// Records how the run ended and its answer (and, if it could not do its work, why).
     pub fn finish(&self, state: RunState, result: CallToolResult, failure: Option<String>) {
-        {
+        let was_going = {
             let mut p = self.progress.locked();
+            let was_going = p.state.is_going();
             p.state = state;
             p.result = Some(result);
             p.failure = failure;
             p.elapsed = Some(self.started.elapsed());
             p.unsaved = true;
+            was_going
+        };
+        if was_going && !state.is_going() {
+            crate::metrics::run_ended(state.as_str());
         }
         self.version.send_modify(|v| *v += 1);
     }
@@ -349,6 +354,7 @@ impl Runs {
         }
         let run = Run::new(sandbox_id, owner);
         runs.insert(run.id.clone(), run.clone());
+        crate::metrics::run_started();
         Ok(run)
     }
 

@@ -188,6 +188,11 @@ impl FairGate {
     pub fn running(&self) -> usize {
         self.lock().running
     }
+
+    /// Calls waiting for a slot now, for the metrics.
+    pub fn waiting(&self) -> usize {
+        self.lock().principals.values().map(|l| l.waiting.len()).sum()
+    }
 }
 
 #[cfg(test)]

@@ -57,16 +57,20 @@ pub struct Tenancy {
     /// Sandboxes already counted in their principal's disk budget.
     joined: Mutex<std::collections::HashSet<String>>,
     pub(super) default_memory_mb: u64,
+    /// This replica's name: an id naming another replica is answered as living there.
+    pub(super) replica: Option<String>,
 }
 
 impl Tenancy {
     /// `owners_file`: where ownership is kept across restarts (`None`: memory only).
     /// `call_slots`: calls that may run at once, shared fairly between principals.
+    /// `replica`: this replica's name (`CODE_SANDBOX_REPLICA`).
     pub fn new(
         inner: Arc<dyn Interpreter>,
         owners_file: Option<PathBuf>,
         call_slots: usize,
         default_memory_mb: u64,
+        replica: Option<String>,
     ) -> Arc<Self> {
         let owners = Owners::load(owners_file);
         // Sandboxes that did not survive the restart (closed, expired) leave the list.
@@ -79,7 +83,13 @@ impl Tenancy {
             queues: queue::SandboxQueues::default(),
             joined: Mutex::new(std::collections::HashSet::new()),
             default_memory_mb,
+            replica,
         })
+    }
+
+    /// Calls holding a call slot and calls waiting for one, for the metrics.
+    pub fn call_load(&self) -> (usize, usize) {
+        (self.gate.running(), self.gate.waiting())
     }
 
     /// The owner of a sandbox, for logs.

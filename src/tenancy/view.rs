@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::gate::{Admitted, Refused};
 use super::shared::{Principal, Tenancy};
+use crate::metrics::QuotaKind;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
     Admission, Checkpoint, CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter,
@@ -42,7 +43,20 @@ impl View {
                 self.join_budget(id);
                 Ok(())
             }
-            _ => Err(SandboxError::NotFound(id.to_string())),
+            Some(_) => Err(SandboxError::NotFound(id.to_string())),
+            None => Err(self.unknown(id)),
+        }
+    }
+
+    /// The refusal of an id this replica has no record of: on another replica's id, where it
+    /// lives (the proxy sent this request elsewhere while that replica is away).
+    fn unknown(&self, id: &str) -> SandboxError {
+        match crate::sandbox::replica::replica_of(id) {
+            Some(r) if Some(r) != self.t.replica.as_deref() => SandboxError::OnAnotherReplica {
+                id: id.to_string(),
+                replica: r.to_string(),
+            },
+            _ => SandboxError::NotFound(id.to_string()),
         }
     }
 
@@ -74,6 +88,7 @@ impl View {
         let used: u64 = owned.iter().map(|(_, u)| u.disk_bytes).sum();
         let limit = self.who.quota.disk_mb.saturating_mul(1 << 20);
         if used >= limit {
+            crate::metrics::quota_refused(QuotaKind::Disk);
             return Err(SandboxError::Quota(format!(
                 "your sandboxes hold {} MiB on disk, all of your {} MiB disk quota; delete files (with execute_code, e.g. os.remove) or close sandboxes you no longer need, then try again",
                 used >> 20,
@@ -89,6 +104,7 @@ impl View {
     fn room_for(&self, asked: Option<u64>, owned: &[(String, Usage)]) -> Result<Option<u64>, SandboxError> {
         let q = self.who.quota;
         if owned.len() >= q.sandboxes {
+            crate::metrics::quota_refused(QuotaKind::Sandboxes);
             return Err(SandboxError::Quota(format!(
                 "you have {} sandboxes (live and kept), the most your quota allows; close one of yours you no longer need with close_sandbox (get_sandbox_status lists them, least recently used last)",
                 owned.len()
@@ -116,6 +132,7 @@ impl View {
         } else {
             "close one of your sandboxes (close_sandbox; get_sandbox_status lists them), or wait for a call running in one to end, so it can be suspended".to_string()
         };
+        crate::metrics::quota_refused(QuotaKind::Memory);
         Err(SandboxError::Quota(format!(
             "your sandboxes may hold {} MiB of memory together and {used} MiB is taken by your live sandboxes, so {wanted} MiB more does not fit; {instead}",
             q.memory_mb
@@ -170,9 +187,12 @@ impl View {
     async fn admit(&self, cancel: Option<&CancellationToken>) -> Result<Admitted, SandboxError> {
         let wait = self.t.gate.admit(&self.who.name);
         let refused = |r: Refused| match r {
-            Refused::QueueFull(n) => SandboxError::Quota(format!(
-                "you already have {n} calls waiting for a free slot; wait for some to finish before sending more"
-            )),
+            Refused::QueueFull(n) => {
+                crate::metrics::quota_refused(QuotaKind::Waiting);
+                SandboxError::Quota(format!(
+                    "you already have {n} calls waiting for a free slot; wait for some to finish before sending more"
+                ))
+            }
         };
         match cancel {
             Some(ct) => tokio::select! {

@@ -22,7 +22,6 @@ use crate::sandbox::{
     SandboxError, SandboxFiles, SandboxInfo, SandboxStatus, Usage,
 };
 use crate::wheels::package_index::PackageIndex;
-use sha2::Digest;
 
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
 /// Smallest memory limit that still starts the interpreter (its image alone is 40 MiB).
@@ -51,7 +50,8 @@ impl WasmBackend {
         let persist = settings
             .persist
             .then(|| Duration::from_secs(settings.retain_days.saturating_mul(86_400)));
-        let registry = Arc::new(Registry::new(layout.clone(), persist)?);
+        let registry =
+            Arc::new(Registry::new(layout.clone(), persist)?.on_replica(settings.team.replica.clone()));
         let total = settings
             .total_memory_mb
             .map_or_else(vm::half_of_machine, |mb| mb.saturating_mul(1 << 20));
@@ -67,7 +67,7 @@ impl WasmBackend {
             keep_bytes,
         );
         tracing::info!("guest memory budget for all sandboxes: {} MiB", total >> 20);
-        let index = package_index(&settings)?;
+        let index = PackageIndex::from_settings(&settings)?;
         let memory = MemoryBudget::new(total);
         memory.set_reclaim(live::reclaimer(&registry));
         let backend = WasmBackend {
@@ -131,33 +131,6 @@ impl WasmBackend {
 
 /// The limits of a kept sandbox, read from its metadata on disk, bounded by what a request
 /// could have asked for under these settings (an edited file must not raise them).
-/// The package index installs may fetch from (`CODE_SANDBOX_INDEX_URL`), or `None`. A bad URL
-/// or CA file stops the start with what to fix.
-fn package_index(settings: &Settings) -> Result<Option<Arc<PackageIndex>>, SandboxError> {
-    let Some(url) = settings.package_index_url() else {
-        return Ok(None);
-    };
-    let roots = crate::tls_roots::load(settings.ca_file.as_deref())
-        .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
-    // Beside the pinned cache, one folder per index: another index is another source.
-    let cache = settings
-        .home_dir()
-        .join("index-wheels")
-        .join(&hex::encode(sha2::Sha256::digest(url.trim().as_bytes()))[..16]);
-    let index = PackageIndex::new(
-        url,
-        roots,
-        cache,
-        settings.index_file_hosts.as_deref().unwrap_or_default(),
-    )
-    .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
-    tracing::info!(
-        "install_package may fetch from the package index {}",
-        index.shown()
-    );
-    Ok(Some(Arc::new(index)))
-}
-
 fn clamp_kept(settings: &Settings, total_memory: u64, kept: Limits) -> Limits {
     let most_mb = (WASM32_MAX_BYTES >> 20)
         .min(total_memory >> 20)
@@ -390,6 +363,14 @@ impl Interpreter for WasmBackend {
 
     fn stop_running(&self) {
         self.ctx.registry.stop_running();
+    }
+
+    fn ready(&self) -> bool {
+        self.ctx.programs.is_ready()
+    }
+
+    fn memory_budget(&self) -> Option<(u64, u64)> {
+        Some((self.ctx.memory.used(), self.ctx.memory.limit()))
     }
 
     fn join_disk_group(&self, id: &str, group: &str, limit_bytes: u64) {

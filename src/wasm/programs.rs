@@ -141,6 +141,11 @@ impl Programs {
         })
     }
 
+    /// Whether the interpreter is installed and compiled.
+    pub fn is_ready(&self) -> bool {
+        matches!(&*self.tx.borrow(), State::Ready(_))
+    }
+
     /// Starts installing in the background unless that is under way or done.
     pub fn start(self: &Arc<Self>) {
         {

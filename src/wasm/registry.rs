@@ -47,14 +47,17 @@ pub struct Registry {
     inner: Mutex<Inner>,
     /// Folders being removed, or left to remove later.
     removals: Removals,
+    /// This replica's name, which new ids carry (`CODE_SANDBOX_REPLICA`).
+    replica: Option<String>,
 }
 
 /// 128 random bits: ids must be unguessable, since in remote mode they are all that names a
 /// sandbox on the wire (ownership is checked too, but an id should not be the weak point).
-fn new_id() -> String {
+/// On a named replica the id carries the name (`sandbox::replica`).
+fn new_id(replica: Option<&str>) -> String {
     let mut bytes = [0u8; 16];
     rand::RngCore::fill_bytes(&mut rand::rng(), &mut bytes);
-    format!("sbx-{}", hex::encode(bytes))
+    crate::sandbox::replica::sandbox_id(replica, &hex::encode(bytes))
 }
 
 fn make_dir(p: &Path) -> Result<(), SandboxError> {
@@ -83,7 +86,14 @@ impl Registry {
                 open: OpenSet::default(),
                 unmeasured: Vec::new(),
             }),
+            replica: None,
         })
+    }
+
+    /// Names new sandboxes after replica `name`.
+    pub fn on_replica(mut self, name: Option<String>) -> Self {
+        self.replica = name;
+        self
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -100,7 +110,7 @@ impl Registry {
 
     /// Makes a sandbox's folders without listing it: a spare, warmed before anyone asks.
     pub fn prepare(&self, limits: Limits) -> Result<Arc<Sandbox>, SandboxError> {
-        let id = new_id();
+        let id = new_id(self.replica.as_deref());
         let dirs = Dirs::of(&self.layout, &id);
         for d in [&dirs.workspace, &dirs.tmp, &dirs.site_packages] {
             if let Err(e) = make_dir(d) {

@@ -9,6 +9,10 @@ use std::time::Duration;
 use super::file_hosts::FileHosts;
 use super::remote_index::{download, only_compiled, pick, project};
 use super::{WheelError, normalize};
+use crate::config::Settings;
+use crate::sandbox::SandboxError;
+use sha2::Digest as _;
+use std::sync::Arc;
 
 /// Most wheels one install may fetch from the index (a dependency tree that large is a mistake).
 const MAX_FETCHES: usize = 64;
@@ -41,6 +45,33 @@ pub enum IndexSetupError {
 }
 
 impl PackageIndex {
+    /// The package index installs may fetch from (`CODE_SANDBOX_INDEX_URL`), or `None`. A bad URL
+    /// or CA file stops the start with what to fix.
+    pub fn from_settings(settings: &Settings) -> Result<Option<Arc<PackageIndex>>, SandboxError> {
+        let Some(url) = settings.package_index_url() else {
+            return Ok(None);
+        };
+        let roots = crate::tls_roots::load(settings.ca_file.as_deref())
+            .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
+        // Beside the pinned cache, one folder per index: another index is another source.
+        let cache = settings
+            .home_dir()
+            .join("index-wheels")
+            .join(&hex::encode(sha2::Sha256::digest(url.trim().as_bytes()))[..16]);
+        let index = PackageIndex::new(
+            url,
+            roots,
+            cache,
+            settings.index_file_hosts.as_deref().unwrap_or_default(),
+        )
+        .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
+        tracing::info!(
+            "install_package may fetch from the package index {}",
+            index.shown()
+        );
+        Ok(Some(Arc::new(index)))
+    }
+
     /// `url` is the index's simple API; `roots` are trusted besides the platform's store
     /// (`CODE_SANDBOX_CA_FILE`); fetched wheels go to `cache`; `file_hosts` are the hosts
     /// besides the index's own its links may lead to (`CODE_SANDBOX_INDEX_FILE_HOSTS`).

@@ -39,6 +39,7 @@ mod red_team_auth;
 mod remote;
 mod remote_harness;
 mod runs;
+mod team_server;
 mod threats;
 mod ts_sdk;
 mod views;

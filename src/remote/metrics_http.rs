@@ -1,0 +1,71 @@
+//! `/metrics` on an address of its own (`CODE_SANDBOX_METRICS_LISTEN`), never on the MCP
+//! port: metrics describe every principal's use, so only whoever can reach the operators'
+//! address (Prometheus inside the cluster) reads them. Each scrape reads the levels (sandboxes
+//! by state, memory, calls running and waiting) then renders every metric.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::response::IntoResponse;
+
+use crate::metrics::{Levels, Metrics};
+use crate::sandbox::{Interpreter, SandboxState};
+use crate::tenancy::Tenancy;
+
+/// Prometheus' text format, as its scrapers ask for it.
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Binds `addr` and serves `/metrics` there until the process ends.
+pub async fn start(
+    addr: &str,
+    metrics: &'static Metrics,
+    backend: Arc<dyn Interpreter>,
+    tenancy: Arc<Tenancy>,
+) -> std::io::Result<std::net::SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let app = Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(move || scrape(metrics, backend.clone(), tenancy.clone())),
+        )
+        .fallback(|| async {
+            (
+                http::StatusCode::NOT_FOUND,
+                "not found: metrics are at /metrics\n",
+            )
+        });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!("the metrics server stopped: {e}");
+        }
+    });
+    Ok(local)
+}
+
+async fn scrape(
+    metrics: &'static Metrics,
+    backend: Arc<dyn Interpreter>,
+    tenancy: Arc<Tenancy>,
+) -> impl IntoResponse {
+    let (mut live, mut suspended) = (0, 0);
+    for s in backend.list().await {
+        match s.state {
+            SandboxState::Paused => suspended += 1,
+            _ => live += 1,
+        }
+    }
+    let (used, total) = backend.memory_budget().unwrap_or((0, 0));
+    let (running, waiting) = tenancy.call_load();
+    let levels = Levels {
+        sandboxes: vec![("live", live), ("suspended", suspended)],
+        memory_used_bytes: used,
+        memory_total_bytes: total,
+        calls_running: running as u64,
+        calls_waiting: waiting as u64,
+    };
+    (
+        [(http::header::CONTENT_TYPE, CONTENT_TYPE)],
+        metrics.render(&levels),
+    )
+}
