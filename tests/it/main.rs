@@ -15,6 +15,7 @@ mod conformance;
 
 mod core_tools;
 mod default_sandbox;
+mod deploy;
 mod docs;
 mod e2b;
 mod figures;

@@ -5,6 +5,7 @@
 pub mod advisories;
 pub mod bundle;
 pub mod cross;
+pub mod deploy;
 pub mod docs;
 pub mod idp;
 pub mod layers;

@@ -77,6 +77,8 @@ enum Task {
     },
     /// Write docs/settings.md from the settings in src/config.rs.
     Docs,
+    /// Write deploy/kubernetes/haproxy.cfg from deploy/haproxy/haproxy.cfg.in.
+    Deploy,
     /// Check Cargo.lock against a copy of the RustSec advisory database, offline; fails on an
     /// advisory deny.toml does not accept with a reason.
     Advisories {
@@ -167,6 +169,11 @@ fn main() -> anyhow::Result<()> {
                 Some(part) => rt.block_on(bench::run_part(part, root(), bin, settings.home_dir()))?,
                 None => rt.block_on(bench::run(bin, settings.home_dir(), fuel))?,
             }
+        }
+        Task::Deploy => {
+            let path = root().join(xtask::deploy::KUBERNETES_CONFIG);
+            std::fs::write(&path, xtask::deploy::kubernetes_config(&root())?)?;
+            eprintln!("wrote {}", path.display());
         }
         Task::Docs => {
             let path = root().join("docs/settings.md");
