@@ -38,9 +38,9 @@ pub fn render(
     let (resolvers, options) = match site {
         Site::Kubernetes => (
             "resolvers cluster\n    parse-resolv-conf\n    hold valid 10s\n",
-            "check inter 2s fall 2 rise 1 init-addr last,libc,none resolvers cluster",
+            "check inter 2s fall 3 rise 1 init-addr last,libc,none resolvers cluster",
         ),
-        Site::Loopback => ("", "check inter 1s fall 1 rise 1"),
+        Site::Loopback => ("", "check inter 1s fall 3 rise 1"),
     };
     let use_servers: Vec<String> = replicas
         .iter()

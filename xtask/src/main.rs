@@ -54,6 +54,9 @@ enum Task {
         /// Measure only the views: read_table on a million rows beside native pandas, export_notebook.
         #[arg(long)]
         views: bool,
+        /// Measure only replicas behind haproxy: its added latency, calls per second with 1 and 3.
+        #[arg(long)]
+        scale: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle {
@@ -79,6 +82,9 @@ enum Task {
     Docs,
     /// Write deploy/kubernetes/haproxy.cfg from deploy/haproxy/haproxy.cfg.in.
     Deploy,
+    /// Three replicas on loopback behind haproxy (static tokens and the OpenID provider):
+    /// routing by principal, the spread, metrics, a killed replica, a rolling restart.
+    ScaleTest,
     /// Check Cargo.lock against a copy of the RustSec advisory database, offline; fails on an
     /// advisory deny.toml does not accept with a reason.
     Advisories {
@@ -150,6 +156,7 @@ fn main() -> anyhow::Result<()> {
             code_mode,
             network,
             views,
+            scale,
         } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
@@ -162,6 +169,7 @@ fn main() -> anyhow::Result<()> {
                 (code_mode, bench::Part::CodeMode),
                 (network, bench::Part::Network),
                 (views, bench::Part::Views),
+                (scale, bench::Part::Scale),
             ]
             .into_iter()
             .find_map(|(asked, part)| asked.then_some(part));
@@ -169,6 +177,13 @@ fn main() -> anyhow::Result<()> {
                 Some(part) => rt.block_on(bench::run_part(part, root(), bin, settings.home_dir()))?,
                 None => rt.block_on(bench::run(bin, settings.home_dir(), fuel))?,
             }
+        }
+        Task::ScaleTest => {
+            let settings =
+                Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
+            let bin = release_binary()?;
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(bench::scale::run(&root(), &bin, &settings.home_dir()))?;
         }
         Task::Deploy => {
             let path = root().join(xtask::deploy::KUBERNETES_CONFIG);

@@ -8,6 +8,7 @@
 
 mod background;
 mod baselines;
+mod cluster;
 mod code_mode;
 mod fresh;
 mod harness;
@@ -19,6 +20,7 @@ mod oauth;
 mod pandas;
 mod persistence;
 mod remote;
+pub mod scale;
 mod stdio;
 mod table;
 mod views;
@@ -46,6 +48,8 @@ pub enum Part {
     Network,
     /// `--views`: read_table on a million rows beside native pandas, export_notebook.
     Views,
+    /// `--scale`: replicas behind haproxy: its added latency, calls per second with 1 and 3.
+    Scale,
 }
 
 /// Only the rows of `part`, with its note.
@@ -68,6 +72,10 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
             let (mut rows, note) = network::rows(&bin, &home).await?;
             rows.extend(index::rows(&root, &bin, &home).await?);
             (rows, note)
+        }
+        Part::Scale => {
+            eprintln!("bench: replicas behind haproxy (added latency, calls per second with 1 and 3)");
+            scale::bench_rows(&root, &bin, &home).await?
         }
         Part::Views => {
             eprintln!("bench: views (read_table, export_notebook)");

@@ -1,0 +1,275 @@
+//! `cargo xtask scale-test`: a team server past one machine, on this one. Three replicas on
+//! loopback behind Debian's haproxy, configured from the same template as the Kubernetes
+//! ConfigMap, with static tokens and the tests' OpenID provider: 30 principals of 20 calls
+//! each must land every call on their own replica and find their sandbox; the spread across
+//! replicas is printed; each replica's `/metrics` must agree with the calls made; a replica
+//! killed with SIGKILL must tell its principals where their sandboxes live while it is down,
+//! and give them back when it returns; a rolling restart (SIGTERM, one replica at a time) must
+//! lose no sandbox, file or variable.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt as _;
+use serde_json::{Value, json};
+
+use super::cluster::{Cluster, REPLICAS, STATIC_PRINCIPALS, Who};
+use super::harness::call;
+use super::remote::{Client, connect};
+use super::table::{Row, median};
+
+pub const CALLS: usize = 20;
+/// Principals working at once.
+const AT_ONCE: usize = 10;
+
+fn say(msg: &str) {
+    eprintln!("scale-test: {msg}");
+}
+
+/// The replica a sandbox id names.
+pub fn replica_of(id: &str) -> String {
+    mcp_code_sandbox::sandbox::replica::replica_of(id)
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// One principal's session through the proxy, its sandbox, and its first calls: a file, and
+/// `CALLS` calls that each see the last one's variable (a call landing anywhere else fails).
+async fn work(url: String, who: &Who) -> anyhow::Result<(String, Client)> {
+    let c = connect(&url, &who.token).await?;
+    let v = call(&c, "create_sandbox", json!({})).await?;
+    let id = v["sandbox_id"].as_str().unwrap_or_default().to_string();
+    let code = format!("open('mine.txt', 'w').write({:?}); n = 0", who.name);
+    call(&c, "execute_code", json!({"sandbox_id": id, "code": code})).await?;
+    for i in 1..CALLS {
+        let v = call(&c, "execute_code", json!({"sandbox_id": id, "code": "n += 1; n"})).await?;
+        anyhow::ensure!(
+            v["result"] == json!(i.to_string()),
+            "{}: call {i} saw {v}",
+            who.name
+        );
+    }
+    Ok((id, c))
+}
+
+/// What a principal finds of its sandbox through the proxy: `mine.txt` and, when `var`, the
+/// variable `n`.
+async fn finds(url: &str, who: &Who, id: &str, var: bool) -> anyhow::Result<Value> {
+    let c = connect(url, &who.token).await?;
+    let code = if var {
+        "open('mine.txt').read(), n"
+    } else {
+        "open('mine.txt').read()"
+    };
+    let v = call(&c, "execute_code", json!({"sandbox_id": id, "code": code})).await;
+    let _ = c.cancel().await;
+    v
+}
+
+/// [`finds`], retried while the proxy has not yet seen a restarted replica come back.
+async fn found(url: &str, who: &Who, id: &str, var: bool) -> anyhow::Result<Value> {
+    let mut last = None;
+    for _ in 0..50 {
+        match finds(url, who, id, var).await {
+            Err(e) if e.to_string().contains("lives on replica") => last = Some(e),
+            other => return other,
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("no answer")))
+}
+
+pub async fn run(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<()> {
+    say(&format!(
+        "{REPLICAS} replicas behind haproxy, static tokens and the OpenID provider"
+    ));
+    let mut cluster = Cluster::start(root, bin, home, REPLICAS, true).await?;
+    let result = scenario(&mut cluster).await;
+    cluster.stop().await;
+    result
+}
+
+async fn scenario(cluster: &mut Cluster) -> anyhow::Result<()> {
+    let who = cluster.principals().await?;
+    let url = cluster.proxy_url.clone();
+    let started = Instant::now();
+    let done: Vec<anyhow::Result<(String, Client)>> = futures_util::stream::iter(who.iter())
+        .map(|w| work(url.clone(), w))
+        .buffered(AT_ONCE)
+        .collect()
+        .await;
+    let mut ids = Vec::new();
+    for (w, d) in who.iter().zip(done) {
+        let (id, c) = d.map_err(|e| anyhow::anyhow!("{}: {e}", w.name))?;
+        let _ = c.cancel().await;
+        ids.push(id);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let mut spread: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for (w, id) in who.iter().zip(&ids) {
+        spread.entry(replica_of(id)).or_default().push(&w.name);
+    }
+    say(&format!(
+        "{} principals x {CALLS} calls, every call on its principal's replica, in {secs:.1} s",
+        who.len()
+    ));
+    for (r, names) in &spread {
+        say(&format!(
+            "  {r}: {} principals ({})",
+            names.len(),
+            names.join(" ")
+        ));
+    }
+    anyhow::ensure!(
+        spread.len() > 1,
+        "every principal landed on one replica: {spread:?}"
+    );
+
+    let ok = cluster
+        .counted("mcp_code_sandbox_calls_total{tool=\"execute_code\",outcome=\"ok\"}")
+        .await?;
+    for (r, names) in &spread {
+        let want = (names.len() * CALLS) as f64;
+        anyhow::ensure!(
+            ok.get(r) == Some(&want),
+            "replica {r}'s metrics count {:?} calls, not {want}",
+            ok.get(r)
+        );
+    }
+    say(&format!("/metrics agrees: execute_code ok per replica {ok:?}"));
+
+    // SIGKILL the busiest replica: its principals are told where their sandboxes live, then
+    // find them (files; variables only as of the last save) when it is back.
+    let (victim, names) = spread.iter().max_by_key(|(_, n)| n.len()).expect("a replica");
+    let victim = victim.clone();
+    let v = cluster
+        .nodes
+        .iter()
+        .position(|n| n.name == victim)
+        .expect("known");
+    let theirs: Vec<usize> = (0..who.len())
+        .filter(|&i| names.contains(&who[i].name.as_str()))
+        .collect();
+    cluster.down(v, libc::SIGKILL).await?;
+    let first = &who[theirs[0]];
+    let mut told = None;
+    for _ in 0..50 {
+        match finds(&url, first, &ids[theirs[0]], false).await {
+            Err(e) if e.to_string().contains(&format!("lives on replica {victim}")) => {
+                told = Some(e.to_string());
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    let told =
+        told.ok_or_else(|| anyhow::anyhow!("while {victim} was down, no call said where the sandbox lives"))?;
+    let told = told
+        .split("sandbox '")
+        .nth(1)
+        .map_or(told.as_str(), |t| t.split('"').next().unwrap_or(t));
+    say(&format!(
+        "{victim} killed; its principals are told: sandbox '{told}"
+    ));
+    cluster.up(v).await?;
+    for &i in &theirs {
+        let v = found(&url, &who[i], &ids[i], false).await?;
+        anyhow::ensure!(
+            v["result"] == json!(format!("'{}'", who[i].name)),
+            "{}: {v}",
+            who[i].name
+        );
+    }
+    say(&format!(
+        "{victim} back: its {} principals found their sandboxes and files",
+        theirs.len()
+    ));
+
+    // A rolling restart: every replica in turn, SIGTERM then start; nothing may be lost.
+    for (w, id) in who.iter().zip(&ids) {
+        let c = connect(&url, &w.token).await?;
+        call(&c, "execute_code", json!({"sandbox_id": id, "code": "n = 1000"})).await?;
+        let _ = c.cancel().await;
+    }
+    for i in 0..cluster.nodes.len() {
+        cluster.down(i, libc::SIGTERM).await?;
+        cluster.up(i).await?;
+    }
+    for (w, id) in who.iter().zip(&ids) {
+        let v = found(&url, w, id, true).await?;
+        anyhow::ensure!(
+            v["result"] == json!(format!("('{}', 1000)", w.name)),
+            "{} after the rolling restart: {v}",
+            w.name
+        );
+    }
+    say(&format!(
+        "rolling restart of {} replicas: all {} sandboxes back with their files and variables",
+        cluster.nodes.len(),
+        who.len()
+    ));
+    say("passed");
+    Ok(())
+}
+
+/// Round trips of the `1+1` comparison (interleaved through the proxy and direct).
+const ROUND_TRIPS: usize = 200;
+
+/// `cargo xtask bench --scale`: the proxy's added latency per call (a `1+1` round trip through
+/// haproxy beside the same straight to the replica, interleaved), and calls per second of
+/// 30 principals with one replica and with three behind the proxy.
+pub async fn bench_rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<Row>, String)> {
+    let mut rows = Vec::new();
+    let mut rates = Vec::new();
+    for replicas in [1, REPLICAS] {
+        let cluster = Cluster::start(root, bin, home, replicas, false).await?;
+        let who = cluster.principals().await?;
+        let url = cluster.proxy_url.clone();
+        if replicas == REPLICAS {
+            let (id, via_proxy) = work(url.clone(), &who[0]).await?;
+            let node = &cluster.nodes[cluster
+                .nodes
+                .iter()
+                .position(|n| n.name == replica_of(&id))
+                .expect("known")];
+            let direct = connect(&format!("http://127.0.0.1:{}/mcp", node.port), &who[0].token).await?;
+            let (mut proxied, mut straight) = (Vec::new(), Vec::new());
+            let args = json!({"sandbox_id": id, "code": "1+1"});
+            for _ in 0..ROUND_TRIPS {
+                let t = Instant::now();
+                call(&via_proxy, "execute_code", args.clone()).await?;
+                proxied.push(t.elapsed());
+                let t = Instant::now();
+                call(&direct, "execute_code", args.clone()).await?;
+                straight.push(t.elapsed());
+            }
+            rows.push(Row {
+                what: "`1+1` over HTTP through haproxy (3 replicas, routed by principal)".into(),
+                ours: median(proxied),
+                baseline: Some(("the same, straight to the replica".into(), median(straight))),
+                runs: ROUND_TRIPS,
+            });
+        }
+        let started = Instant::now();
+        let done: Vec<anyhow::Result<(String, Client)>> = futures_util::stream::iter(who.iter())
+            .map(|w| work(url.clone(), w))
+            .buffered(AT_ONCE)
+            .collect()
+            .await;
+        for d in &done {
+            if let Err(e) = d {
+                anyhow::bail!("a principal's calls failed with {replicas} replica(s): {e}");
+            }
+        }
+        let calls = done.len() * (CALLS + 1);
+        rates.push((replicas, calls as f64 / started.elapsed().as_secs_f64()));
+        cluster.stop().await;
+    }
+    let note = rates
+        .iter()
+        .map(|(n, r)| format!("{n} replica(s) behind haproxy: {r:.0} calls/s ({} principals, {AT_ONCE} at once, a sandbox and {} calls each)", STATIC_PRINCIPALS, CALLS + 1))
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok((rows, note))
+}
