@@ -9,13 +9,15 @@ import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
 const WINE_BUNDLE = process.env.WINE_BUNDLE;
 const LINUX_BUNDLE = process.env.LINUX_BUNDLE;
 const WORK = process.env.WINE_WORK;
+// A Windows program holding a file open as antivirus does (tests/windows/holder.c).
+const HOLDER = process.env.WINE_HOLDER;
 const PREFIX = path.join(WORK, "prefix");
 const WINE_ENV = { WINEPREFIX: PREFIX, WINEDEBUG: "-all", WINEDLLOVERRIDES: "mscoree,mshtml=" };
 const LONG = { timeout: 600_000 };
@@ -271,4 +273,43 @@ test("sandboxes come back after a restart and after the process is killed; stdin
   assert.equal(back.result, "['after.txt', 'kept.txt']", "files kept after a kill");
   process.kill(s.transport.pid, "SIGINT");
   assert.ok(await exitOf(s.transport), "Ctrl-C ends the server");
+});
+
+/// Every file under `dir` named `name`.
+function findAll(dir, name) {
+  const found = [];
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory() && !e.isSymbolicLink()) found.push(...findAll(p, name));
+    else if (e.name === name) found.push(p);
+  }
+  return found;
+}
+
+test("a file another program holds open (as antivirus does) is waited out: close still removes the sandbox's folder", LONG, async () => {
+  const home = fs.mkdtempSync(path.join(WORK, "home-held-"));
+  const { client } = await windowsServer(home);
+  const id = (await ok(client, "create_sandbox")).sandbox_id;
+  await ok(client, "execute_code", { sandbox_id: id, code: "open('held.txt', 'w').write('scanned')" });
+  const [file] = findAll(home, "held.txt");
+  assert.ok(file, "the guest's file is on the host");
+  // Held for 1.5 s without FILE_SHARE_DELETE: deleting or renaming it fails until then.
+  const holder = spawn("wine", [HOLDER, win(file), "1500"], { env: { ...process.env, ...WINE_ENV } });
+  const held = await new Promise((resolve) => {
+    let out = "";
+    holder.stdout.on("data", (d) => {
+      out += d;
+      if (out.includes("held")) resolve(true);
+      if (out.includes("error")) resolve(false);
+    });
+    holder.on("exit", () => resolve(out.includes("held")));
+  });
+  assert.ok(held, "the holder holds the file");
+  const blocked = spawnSync("wine", ["cmd", "/c", "del", win(file)], { env: { ...process.env, ...WINE_ENV } });
+  assert.ok(fs.existsSync(file), `another program cannot delete the held file (${blocked.status})`);
+  await ok(client, "close_sandbox", { sandbox_id: id });
+  // Without waiting, the folder would sit in the trash until the next sweep (30 s).
+  const gone = await until(() => findAll(home, "held.txt").length === 0, 8_000);
+  assert.ok(gone, `the held file's sandbox folder was removed: ${findAll(home, "held.txt")}`);
+  await client.close();
 });

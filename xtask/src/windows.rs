@@ -73,20 +73,27 @@ pub fn build(root: &Path) -> anyhow::Result<PathBuf> {
 
 /// `bcryptprimitives.dll` for Wine, built into `dir`.
 fn wine_stand_in(root: &Path, dir: &Path) -> anyhow::Result<()> {
-    let source = root.join("tests/windows/bcryptprimitives.c");
-    let dll = dir.join("bcryptprimitives.dll");
+    mingw(
+        &root.join("tests/windows/bcryptprimitives.c"),
+        &dir.join("bcryptprimitives.dll"),
+        &["-shared", "-O2", "-ladvapi32"],
+    )
+}
+
+/// Builds a test's Windows program from C with MinGW, unless `out` is newer than `source`.
+fn mingw(source: &Path, out: &Path, flags: &[&str]) -> anyhow::Result<()> {
     let fresh = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if fresh(&dll).is_some() && fresh(&dll) >= fresh(&source) {
+    if fresh(out).is_some() && fresh(out) >= fresh(source) {
         return Ok(());
     }
     let ok = Command::new("x86_64-w64-mingw32-gcc")
-        .args(["-shared", "-O2", "-o"])
-        .arg(&dll)
-        .arg(&source)
-        .arg("-ladvapi32")
+        .arg(source)
+        .arg("-o")
+        .arg(out)
+        .args(flags)
         .status()?
         .success();
-    anyhow::ensure!(ok, "building the Wine stand-in {} failed", dll.display());
+    anyhow::ensure!(ok, "building {} for Wine failed", out.display());
     Ok(())
 }
 
@@ -126,6 +133,13 @@ pub fn test(root: &Path, bin: &Path, exe: &Path) -> anyhow::Result<()> {
         exe.with_file_name("bcryptprimitives.dll"),
         wine_dir.join("server/bcryptprimitives.dll"),
     )?;
+    // A program holding a file open as antivirus does (tests/windows/holder.c).
+    let holder = work.join("holder.exe");
+    mingw(
+        &root.join("tests/windows/holder.c"),
+        &holder,
+        &["-municode", "-O2"],
+    )?;
     say("testing the Windows bundle under Wine (tests/ts/wine.test.mjs)");
     let status = Command::new("node")
         .current_dir(&ts)
@@ -133,6 +147,7 @@ pub fn test(root: &Path, bin: &Path, exe: &Path) -> anyhow::Result<()> {
         .env("WINE_BUNDLE", &wine_dir)
         .env("LINUX_BUNDLE", &linux_dir)
         .env("WINE_WORK", &work)
+        .env("WINE_HOLDER", &holder)
         .status()?;
     anyhow::ensure!(
         status.success(),
