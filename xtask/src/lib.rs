@@ -8,6 +8,7 @@ pub mod cross;
 pub mod deploy;
 pub mod docs;
 pub mod idp;
+pub mod image;
 pub mod layers;
 pub mod macos;
 pub mod made_once;

@@ -82,6 +82,12 @@ enum Task {
     Docs,
     /// Write deploy/kubernetes/haproxy.cfg from deploy/haproxy/haproxy.cfg.in.
     Deploy,
+    /// Build the OCI image (buildah, from scratch and the Linux bundle) and dist/*-oci.tar.
+    Image {
+        /// Then start the server inside it (buildah run --isolation chroot) and call it.
+        #[arg(long)]
+        test: bool,
+    },
     /// Three replicas on loopback behind haproxy (static tokens and the OpenID provider):
     /// routing by principal, the spread, metrics, a killed replica, a rolling restart.
     ScaleTest,
@@ -184,6 +190,16 @@ fn main() -> anyhow::Result<()> {
             let bin = release_binary()?;
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(bench::scale::run(&root(), &bin, &settings.home_dir()))?;
+        }
+        Task::Image { test } => {
+            let settings =
+                Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
+            let bin = release_binary()?;
+            let rt = tokio::runtime::Runtime::new()?;
+            rt.block_on(xtask::image::build(&root(), &bin, &settings.home_dir()))?;
+            if test {
+                rt.block_on(xtask::image::test())?;
+            }
         }
         Task::Deploy => {
             let path = root().join(xtask::deploy::KUBERNETES_CONFIG);
