@@ -53,6 +53,22 @@ async fn work(url: String, who: &Who) -> anyhow::Result<(String, Client)> {
     Ok((id, c))
 }
 
+/// Every principal's [`work`], `AT_ONCE` at a time; their sandbox ids, in order.
+async fn everyone(url: &str, who: &[Who]) -> anyhow::Result<Vec<String>> {
+    let done: Vec<anyhow::Result<(String, Client)>> = futures_util::stream::iter(who.iter())
+        .map(|w| work(url.to_string(), w))
+        .buffered(AT_ONCE)
+        .collect()
+        .await;
+    let mut ids = Vec::new();
+    for (w, d) in who.iter().zip(done) {
+        let (id, c) = d.map_err(|e| anyhow::anyhow!("{}: {e}", w.name))?;
+        let _ = c.cancel().await;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
 /// What a principal finds of its sandbox through the proxy: `mine.txt` and, when `var`, the
 /// variable `n`.
 async fn finds(url: &str, who: &Who, id: &str, var: bool) -> anyhow::Result<Value> {
@@ -94,17 +110,7 @@ async fn scenario(cluster: &mut Cluster) -> anyhow::Result<()> {
     let who = cluster.principals().await?;
     let url = cluster.proxy_url.clone();
     let started = Instant::now();
-    let done: Vec<anyhow::Result<(String, Client)>> = futures_util::stream::iter(who.iter())
-        .map(|w| work(url.clone(), w))
-        .buffered(AT_ONCE)
-        .collect()
-        .await;
-    let mut ids = Vec::new();
-    for (w, d) in who.iter().zip(done) {
-        let (id, c) = d.map_err(|e| anyhow::anyhow!("{}: {e}", w.name))?;
-        let _ = c.cancel().await;
-        ids.push(id);
-    }
+    let ids = everyone(&url, &who).await?;
     let secs = started.elapsed().as_secs_f64();
     let mut spread: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for (w, id) in who.iter().zip(&ids) {
@@ -252,16 +258,9 @@ pub async fn bench_rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<
             });
         }
         let started = Instant::now();
-        let done: Vec<anyhow::Result<(String, Client)>> = futures_util::stream::iter(who.iter())
-            .map(|w| work(url.clone(), w))
-            .buffered(AT_ONCE)
-            .collect()
-            .await;
-        for d in &done {
-            if let Err(e) = d {
-                anyhow::bail!("a principal's calls failed with {replicas} replica(s): {e}");
-            }
-        }
+        let done = everyone(&url, &who)
+            .await
+            .map_err(|e| anyhow::anyhow!("with {replicas} replica(s): {e}"))?;
         let calls = done.len() * (CALLS + 1);
         rates.push((replicas, calls as f64 / started.elapsed().as_secs_f64()));
         cluster.stop().await;
