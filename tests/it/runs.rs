@@ -76,14 +76,21 @@ async fn a_three_minute_run_streams_every_line_once_and_ends_with_its_result_and
         .await;
     assert!(err && text.contains(&run), "{text}");
     s.ok("list_files", json!({"sandbox_id": id})).await;
-    // Its output is in the sandbox already.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let log = s
-        .ok(
-            "read_file",
-            json!({"sandbox_id": id, "file_path": format!(".outputs/runs/{run}/stdout.txt")}),
-        )
-        .await;
+    // Its output reaches the sandbox while it runs (within seconds; a loaded machine may
+    // take longer to start the run, so this waits up to a minute rather than a fixed time).
+    let mut log = Value::Null;
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        log = s
+            .ok(
+                "read_file",
+                json!({"sandbox_id": id, "file_path": format!(".outputs/runs/{run}/stdout.txt")}),
+            )
+            .await;
+        if !log["content"].as_str().unwrap_or_default().is_empty() {
+            break;
+        }
+    }
     assert!(
         log["content"]
             .as_str()
