@@ -880,6 +880,11 @@ impl ServerHandler for Fixtures {
         Ok(listed)
     }
 
+    /// The called tool's schema, so its `Mcp-Param-*` headers are checked against the body.
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.real.get_tool(name)
+    }
+
     async fn call_tool(
         &self,
         p: CallToolRequestParams,

@@ -10,8 +10,10 @@
 //! 2. Claude's connectors have been seen sending `MCP-Protocol-Version: 2025-11-25` with
 //!    `_meta` saying 2026-07-28. A revision before 2026-07-28 defines no per-request version,
 //!    so the body's is the only one that means anything: the header is set to it, and the
-//!    `Mcp-Method` and `Mcp-Name` headers that revision asks for are added from the body when
-//!    missing (a client that sent them keeps its own, and a mismatch is still refused).
+//!    `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*` headers that revision asks for are added from
+//!    the body when missing (a client that sent them keeps its own, and a mismatch is still
+//!    refused). Such a client knows nothing of `x-mcp-header`, so without this every call
+//!    naming a sandbox would be refused for want of `Mcp-Param-Sandbox-Id`.
 //!
 //! Nothing else is mended: a header that names 2026-07-28 or later and disagrees with the
 //! body, a version this server does not speak, or a malformed body reach rmcp as they came.
@@ -20,6 +22,8 @@ use axum::body::Body;
 use axum::extract::Request;
 use http::{HeaderValue, Method};
 use serde_json::Value;
+
+use crate::server::HEADER_ARGUMENTS;
 
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const STATELESS: &str = "2026-07-28";
@@ -92,6 +96,23 @@ fn apply(headers: &mut http::HeaderMap, header: &str, message: &Value) {
     {
         headers.insert("mcp-name", v);
     }
+    if method == "tools/call" {
+        mirror_arguments(headers, params.and_then(|p| p.get("arguments")));
+    }
+}
+
+/// The `Mcp-Param-*` headers of the arguments this server's tools mark `x-mcp-header`.
+fn mirror_arguments(headers: &mut http::HeaderMap, arguments: Option<&Value>) {
+    for (argument, header) in HEADER_ARGUMENTS {
+        let name = format!("mcp-param-{}", header.to_ascii_lowercase());
+        let value = arguments.and_then(|a| a.get(argument)).and_then(Value::as_str);
+        if let Some(v) = value.and_then(|v| HeaderValue::from_str(&encoded(v)).ok())
+            && !headers.contains_key(&name)
+            && let Ok(name) = http::HeaderName::from_bytes(name.as_bytes())
+        {
+            headers.insert(name, v);
+        }
+    }
 }
 
 /// The `Mcp-Name` the 2026-07-28 revision asks of a method: a tool's or prompt's name, a
@@ -103,11 +124,16 @@ fn name_of(method: &str, params: Option<&Value>) -> Option<String> {
         "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
         _ => return None,
     };
-    let value = params?.get(key)?.as_str()?;
+    Some(encoded(params?.get(key)?.as_str()?))
+}
+
+/// A header value as the revision encodes it: as it is when plain ASCII, else Base64 inside
+/// `=?base64?...?=`.
+fn encoded(value: &str) -> String {
     let plain = !value.starts_with([' ', '\t'])
         && !value.ends_with([' ', '\t'])
         && value.chars().all(|c| (' '..='~').contains(&c));
-    Some(if plain {
+    if plain {
         value.to_string()
     } else {
         use base64::Engine as _;
@@ -115,7 +141,7 @@ fn name_of(method: &str, params: Option<&Value>) -> Option<String> {
             "=?base64?{}?=",
             base64::engine::general_purpose::STANDARD.encode(value)
         )
-    })
+    }
 }
 
 #[cfg(test)]
@@ -131,12 +157,14 @@ mod tests {
 
     #[test]
     fn only_the_two_shapes_are_mended() {
-        let call = json!({"method": "tools/call", "params": {"name": "execute_code", "_meta": {META_VERSION: "2026-07-28"}}});
+        let call = json!({"method": "tools/call", "params": {"name": "execute_code", "arguments": {"sandbox_id": "sbx-é"}, "_meta": {META_VERSION: "2026-07-28"}}});
         let mut h = headers("2025-11-25");
         apply(&mut h, "2025-11-25", &call);
         assert_eq!(h[VERSION_HEADER], "2026-07-28");
         assert_eq!(h["mcp-method"], "tools/call");
         assert_eq!(h["mcp-name"], "execute_code");
+        assert_eq!(h["mcp-param-sandbox-id"], "=?base64?c2J4LcOp?=");
+        assert!(!h.contains_key("mcp-param-run-id"), "no run_id, no header");
 
         let init = json!({"method": "initialize", "params": {"protocolVersion": "2025-11-25"}});
         let mut h = headers("2026-07-28");

@@ -1,9 +1,35 @@
 //! Tool arguments, with the JSON schemas clients see.
 
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema};
 use serde::Deserialize;
 
 use crate::sandbox::timeouts::{MAX_CALL_SECONDS, MAX_RUN_SECONDS};
+
+/// The `Mcp-Param-*` header a 2026-07-28 client mirrors `sandbox_id` into.
+pub const SANDBOX_ID_HEADER: &str = "Sandbox-Id";
+/// Likewise for `run_id` (a run's id names its sandbox).
+pub const RUN_ID_HEADER: &str = "Run-Id";
+/// Every argument marked `x-mcp-header`, by name, with its header's name; the same in every
+/// tool that takes it.
+pub const HEADER_ARGUMENTS: [(&str, &str); 2] = [("sandbox_id", SANDBOX_ID_HEADER), ("run_id", RUN_ID_HEADER)];
+
+/// Marks `sandbox_id` with `x-mcp-header`, so a proxy in front of replicas can route a call to
+/// the replica its sandbox lives on from a header, without reading the body. The revision
+/// admits the mark only on a property of one primitive type, so the optional id is declared a
+/// plain string (clients that find an invalid mark drop the whole tool); omitting it still
+/// means the default sandbox, and the server still takes a null.
+fn sandbox_id_header(schema: &mut Schema) {
+    mirror_in_header(schema, SANDBOX_ID_HEADER);
+}
+
+fn run_id_header(schema: &mut Schema) {
+    mirror_in_header(schema, RUN_ID_HEADER);
+}
+
+fn mirror_in_header(schema: &mut Schema, name: &str) {
+    schema.insert("type".into(), "string".into());
+    schema.insert("x-mcp-header".into(), name.into());
+}
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct CreateSandboxArgs {
@@ -16,13 +42,15 @@ pub struct CreateSandboxArgs {
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct SandboxIdArgs {
-    /// Which sandbox; omitted (or null) means the one this session created or used last, never an older one (an error if it is closed).
+    /// Which sandbox; omitted means the one this session created or used last, never an older one (an error if it is closed).
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct StatusArgs {
     /// Which sandbox; omitted lists them all, most recently used first.
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
     /// When listing: start at this position (from `next_offset` of the last page).
     pub offset: Option<u64>,
@@ -33,7 +61,8 @@ pub struct ExecuteCodeArgs {
     /// Python source to run. State (variables, imports) persists between calls in the same
     /// sandbox. The value of a final expression is returned as `result`.
     pub code: String,
-    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    /// Which sandbox; omitted means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
     /// Time limit for this call in seconds (default: the sandbox's; at most 300). With
     /// `background`, the run's limit (default and most: the server's CODE_SANDBOX_BACKGROUND_TIMEOUT, 3600 unless set).
@@ -49,6 +78,7 @@ pub struct ExecuteCodeArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct GetRunArgs {
     /// The run, as execute_code with background returned it.
+    #[schemars(transform = run_id_header)]
     pub run_id: String,
     /// Wait up to this many seconds (at most 50) for new output or the end before answering.
     #[schemars(range(min = 0, max = 50))]
@@ -62,6 +92,7 @@ pub struct GetRunArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CancelRunArgs {
     /// The run to stop.
+    #[schemars(transform = run_id_header)]
     pub run_id: String,
 }
 
@@ -78,7 +109,8 @@ pub struct CreateRunCloseArgs {
 pub struct InstallPackageArgs {
     /// A plain package name, like `tabulate`.
     pub package_name: String,
-    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    /// Which sandbox; omitted means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
 }
 
@@ -88,7 +120,8 @@ pub struct ListFilesArgs {
     pub path: Option<String>,
     /// Entries are sorted by name; start at this position (from `next_offset` of the last page).
     pub offset: Option<u64>,
-    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    /// Which sandbox; omitted means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
 }
 
@@ -99,7 +132,8 @@ pub struct ReadFileArgs {
     /// Byte to start at (default 0): a file larger than one result comes in parts, and each
     /// answer's `next_offset` is where the next part starts.
     pub offset: Option<u64>,
-    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    /// Which sandbox; omitted means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
 }
 
@@ -109,7 +143,8 @@ pub struct WriteFileArgs {
     pub file_path: String,
     /// Text to write (UTF-8). The file is replaced atomically.
     pub content: String,
-    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    /// Which sandbox; omitted means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
 }
 
@@ -121,13 +156,15 @@ pub struct UploadFileArgs {
     pub content_base64: Option<String>,
     /// Where to put it in the sandbox (default: the source's file name in /home/user).
     pub destination_path: Option<String>,
-    /// Which sandbox; omitted (or null) means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    /// Which sandbox; omitted means the one this session created or used last (a new one if that is closed or there is none; never an older one).
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct CheckpointArgs {
-    /// Which sandbox; omitted (or null) means the one this session created or used last, never an older one (an error if it is closed).
+    /// Which sandbox; omitted means the one this session created or used last, never an older one (an error if it is closed).
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
     /// A name for the checkpoint (letters, digits, '.', '_', '-'); omitted: checkpoint-1, -2, ...
     pub name: Option<String>,
@@ -137,7 +174,8 @@ pub struct CheckpointArgs {
 pub struct RestoreArgs {
     /// The checkpoint's name, as checkpoint_sandbox returned it (get_sandbox_status lists them).
     pub checkpoint: String,
-    /// Which sandbox; omitted (or null) means the one this session created or used last, never an older one (an error if it is closed). An empty id is an error.
+    /// Which sandbox; omitted means the one this session created or used last, never an older one (an error if it is closed). An empty id is an error.
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
 }
 
@@ -158,7 +196,8 @@ pub struct ReadTableArgs {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct ExportNotebookArgs {
-    /// Which sandbox; omitted (or null) means the one this session created or used last.
+    /// Which sandbox; omitted means the one this session created or used last.
+    #[schemars(transform = sandbox_id_header)]
     pub sandbox_id: Option<String>,
     /// Where to write the notebook, relative to /home/user (default `session.ipynb`).
     pub path: Option<String>,

@@ -34,5 +34,6 @@ mod tools;
 mod upload;
 mod view;
 
+pub use args::HEADER_ARGUMENTS;
 pub use handler::SandboxServer;
 pub use stdio::StdioTransport;

@@ -227,6 +227,25 @@ async fn claudes_clients_quirks_are_accepted_and_nothing_else() {
     .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["result"]["structuredContent"]["result"], "42", "{v}");
+    // ... naming a sandbox, which that revision would also want in `Mcp-Param-Sandbox-Id`.
+    let (status, v) = raw(
+        &r.url,
+        &t,
+        &[("MCP-Protocol-Version", "2025-11-25")],
+        json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call", "params": {"name": "create_sandbox", "arguments": {}, "_meta": meta2026()}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let id = v["result"]["structuredContent"]["sandbox_id"].clone();
+    let (status, v) = raw(
+        &r.url,
+        &t,
+        &[("MCP-Protocol-Version", "2025-11-25")],
+        json!({"jsonrpc": "2.0", "id": 31, "method": "tools/call", "params": {"name": "execute_code", "arguments": {"code": "6 * 8", "sandbox_id": id}, "_meta": meta2026()}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["result"]["structuredContent"]["result"], "48", "{v}");
 
     // Still refused: a 2026 header whose body says otherwise, and a mismatched Mcp-Method.
     let mut later = meta2026();

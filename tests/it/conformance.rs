@@ -124,10 +124,10 @@ async fn the_conformance_server_passes_the_scored_scenarios() {
             ok,
             "the conformance server failed the suite on {revision} (summary above)"
         );
-        // Every scenario passes, the tasks extension's and the pending ones included, but one:
-        // the pending `http-custom-header-server-validation` needs a tool that takes an
-        // argument from an `Mcp-Param-*` header (`x-mcp-header`), which no tool of ours does.
-        let unscored = ["http-custom-header-server-validation"];
+        // Every scenario passes, the tasks extension's and the pending ones included (the
+        // pending `http-custom-header-server-validation` checks `sandbox_id`'s `Mcp-Param-*`
+        // header).
+        let unscored: [&str; 0] = [];
         // The tasks extension is a 2026-07-28 one.
         let must_pass: &[&str] = match revision {
             "2026-07-28" => &["tasks-lifecycle", "tasks-mrtr-composition", "json-schema-2020-12"],

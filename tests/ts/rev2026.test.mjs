@@ -253,3 +253,98 @@ test("http: each principal completes, hears and lists only its own sandboxes", L
     server.kill();
   }
 });
+
+test("http: sandbox_id and run_id travel in Mcp-Param headers a proxy can route by, and a header that disagrees with the body is refused", LONG, async () => {
+  const { server, url, tokens } = await startRemote(BIN, homeSharing(SHARED, "mcs-rev2026-headers-"));
+  try {
+    const sent = [];
+    const { client } = recordingClient();
+    const transport = new StreamableHTTPClientTransport(new URL(url), {
+      requestInit: { headers: { Authorization: `Bearer ${tokens.alice}` } },
+      fetch: (input, init) => {
+        sent.push(Object.fromEntries(new Headers(init?.headers).entries()));
+        return fetch(input, init);
+      },
+    });
+    await client.connect(transport);
+
+    // The SDK drops a tool whose x-mcp-header mark is invalid: every tool the server lists is kept.
+    const raw = await rawCall(url, tokens.alice, { jsonrpc: "2.0", id: 1, method: "tools/list", params: rawMeta() }, {
+      "Mcp-Method": "tools/list",
+    });
+    const listed = raw.body.result.tools;
+    const kept = (await client.listTools()).tools.map((t) => t.name);
+    assert.deepEqual(kept.sort(), listed.map((t) => t.name).sort());
+    const marked = listed.filter((t) => t.inputSchema.properties?.sandbox_id);
+    assert.ok(marked.length >= 10, marked.map((t) => t.name).join());
+    for (const t of marked) {
+      assert.deepEqual(
+        [t.inputSchema.properties.sandbox_id.type, t.inputSchema.properties.sandbox_id["x-mcp-header"]],
+        ["string", "Sandbox-Id"],
+        t.name,
+      );
+    }
+
+    const sb = (await run(client, "x = 1")).sandbox_id;
+    sent.length = 0;
+    await run(client, "x + 1", { args: { sandbox_id: sb } });
+    assert.equal(sent.at(-1)["mcp-param-sandbox-id"], sb, JSON.stringify(sent.at(-1)));
+    const started = await run(client, "print('hi')", { args: { sandbox_id: sb, background: true } });
+    await client.callTool({ name: "get_run", arguments: { run_id: started.run_id, wait_seconds: 5 } });
+    assert.equal(sent.at(-1)["mcp-param-run-id"], started.run_id, JSON.stringify(sent.at(-1)));
+    // Null (as omitted): no header, and the call still runs.
+    sent.length = 0;
+    assert.equal((await run(client, "2 + 2", { args: { sandbox_id: null } })).result, "4");
+    assert.equal(sent.at(-1)["mcp-param-sandbox-id"], undefined);
+
+    // A request whose header names another sandbox than its body: 400, HeaderMismatch, nothing run.
+    const other = "sbx-0123456789abcdef0123456789abcdef";
+    const refused = await rawCall(
+      url,
+      tokens.alice,
+      {
+        jsonrpc: "2.0",
+        id: 2,
+        method: "tools/call",
+        params: { name: "execute_code", arguments: { code: "x = 99", sandbox_id: sb }, ...rawMeta() },
+      },
+      { "Mcp-Method": "tools/call", "Mcp-Name": "execute_code", "Mcp-Param-Sandbox-Id": other },
+    );
+    assert.equal(refused.status, 400, JSON.stringify(refused.body));
+    assert.equal(refused.body.error.code, -32020, JSON.stringify(refused.body));
+    assert.match(refused.body.error.message, /Mcp-Param-Sandbox-Id/);
+    assert.equal((await run(client, "x", { args: { sandbox_id: sb } })).result, "1", "the refused call ran");
+    await client.close();
+  } finally {
+    server.kill();
+  }
+});
+
+/// The `_meta` a stateless 2026-07-28 request carries.
+function rawMeta() {
+  return {
+    _meta: {
+      "io.modelcontextprotocol/protocolVersion": REVISION,
+      "io.modelcontextprotocol/clientCapabilities": {},
+      "io.modelcontextprotocol/clientInfo": { name: "raw", version: "1" },
+    },
+  };
+}
+
+/// One POST as a client of the revision sends it, with headers of the test's choosing.
+async function rawCall(url, token, body, headers) {
+  const r = await fetch(url, {
+    method: "POST",
+    headers: {
+      Authorization: `Bearer ${token}`,
+      "Content-Type": "application/json",
+      Accept: "application/json, text/event-stream",
+      "MCP-Protocol-Version": REVISION,
+      ...headers,
+    },
+    body: JSON.stringify(body),
+  });
+  const text = await r.text();
+  const json = text.startsWith("{") ? text : text.split("\n").find((l) => l.startsWith("data: {"))?.slice(6);
+  return { status: r.status, body: json ? JSON.parse(json) : text };
+}

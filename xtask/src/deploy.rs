@@ -46,7 +46,7 @@ pub fn render(
         .iter()
         .map(|r| {
             format!(
-                "    use-server {0} if {{ req.hdr(mcp-param-sandbox-id) -m beg sbx-{0}- }}",
+                "    use-server {0} if {{ req.hdr(mcp-param-sandbox-id) -m beg sbx-{0}- }} || {{ req.hdr(mcp-param-run-id) -m beg run-sbx-{0}- }}",
                 r.name
             )
         })
