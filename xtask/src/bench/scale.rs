@@ -4,8 +4,9 @@
 //! each must land every call on their own replica and find their sandbox; the spread across
 //! replicas is printed; each replica's `/metrics` must agree with the calls made; a replica
 //! killed with SIGKILL must tell its principals where their sandboxes live while it is down,
-//! and give them back when it returns; a rolling restart (SIGTERM, one replica at a time) must
-//! lose no sandbox, file or variable.
+//! and give them back when it returns; a sandbox on a replica its principal does not hash to is
+//! reached through its `Mcp-Param-Sandbox-Id` header; a rolling restart (SIGTERM, one replica
+//! at a time) must lose no sandbox, file or variable.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -192,6 +193,8 @@ async fn scenario(cluster: &mut Cluster) -> anyhow::Result<()> {
         theirs.len()
     ));
 
+    header_routing(cluster, &who[0], &ids[0]).await?;
+
     // A rolling restart: every replica in turn, SIGTERM then start; nothing may be lost.
     for (w, id) in who.iter().zip(&ids) {
         let c = connect(&url, &w.token).await?;
@@ -217,6 +220,77 @@ async fn scenario(cluster: &mut Cluster) -> anyhow::Result<()> {
     ));
     say("passed");
     Ok(())
+}
+
+/// A sandbox of `who` on a replica its principal does not hash to, as after the replica count
+/// changes: a 2026-07-28 call naming it in `Mcp-Param-Sandbox-Id` reaches that replica through
+/// the proxy and finds it; a 2025-11-25 call (no such header) reaches the principal's own
+/// replica and is told where the sandbox lives.
+async fn header_routing(cluster: &Cluster, who: &Who, home_id: &str) -> anyhow::Result<()> {
+    let home = replica_of(home_id);
+    let elsewhere = cluster
+        .nodes
+        .iter()
+        .find(|n| n.name != home)
+        .ok_or_else(|| anyhow::anyhow!("one replica only"))?;
+    let direct = connect(&format!("http://127.0.0.1:{}/mcp", elsewhere.port), &who.token).await?;
+    let v = call(&direct, "create_sandbox", json!({})).await?;
+    let id = v["sandbox_id"].as_str().unwrap_or_default().to_string();
+    call(&direct, "execute_code", json!({"sandbox_id": id, "code": "where = 'moved'"})).await?;
+    let _ = direct.cancel().await;
+
+    let v = stateless_call(&cluster.proxy_url, &who.token, "execute_code", json!({"sandbox_id": id, "code": "where"}))
+        .await?;
+    anyhow::ensure!(
+        v["result"]["structuredContent"]["result"] == json!("'moved'"),
+        "a call with Mcp-Param-Sandbox-Id {id} did not reach {}: {v}",
+        elsewhere.name
+    );
+    let told = finds(&cluster.proxy_url, who, &id, false).await;
+    anyhow::ensure!(
+        matches!(&told, Err(e) if e.to_string().contains(&format!("lives on replica {}", elsewhere.name))),
+        "a call without the header was not told where {id} lives: {told:?}"
+    );
+    say(&format!(
+        "{}'s sandbox on {} (its principal hashes to {home}): found through Mcp-Param-Sandbox-Id; without it, told where it lives",
+        who.name, elsewhere.name
+    ));
+    Ok(())
+}
+
+/// One stateless 2026-07-28 `tools/call`, with the `Mcp-Param-Sandbox-Id` header that revision's
+/// clients send for the marked argument; the JSON-RPC answer.
+async fn stateless_call(url: &str, token: &str, tool: &str, arguments: Value) -> anyhow::Result<Value> {
+    let id = arguments["sandbox_id"].as_str().unwrap_or_default().to_string();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool,
+        "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "scale-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    }});
+    let text = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", tool)
+        .header("Mcp-Param-Sandbox-Id", id)
+        .json(&body)
+        .send()
+        .await?
+        .text()
+        .await?;
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(str::trim)
+        .find(|l| l.starts_with('{'))
+        .unwrap_or(text.trim());
+    Ok(serde_json::from_str(json)?)
 }
 
 /// Round trips of the `1+1` comparison (interleaved through the proxy and direct).
