@@ -9,7 +9,7 @@ use axum::Router;
 use axum::response::IntoResponse;
 
 use crate::metrics::{Levels, Metrics};
-use crate::sandbox::{Interpreter, SandboxState};
+use crate::sandbox::Interpreter;
 use crate::tenancy::Tenancy;
 
 /// Prometheus' text format, as its scrapers ask for it.
@@ -48,17 +48,11 @@ async fn scrape(
     backend: Arc<dyn Interpreter>,
     tenancy: Arc<Tenancy>,
 ) -> impl IntoResponse {
-    let (mut live, mut suspended) = (0, 0);
-    for s in backend.list().await {
-        match s.state {
-            SandboxState::Paused => suspended += 1,
-            _ => live += 1,
-        }
-    }
+    let sandboxes = backend.census().map_or_else(Vec::new, |c| c.by_state());
     let (used, total) = backend.memory_budget().unwrap_or((0, 0));
     let (running, waiting) = tenancy.call_load();
     let levels = Levels {
-        sandboxes: vec![("live", live), ("suspended", suspended)],
+        sandboxes,
         memory_used_bytes: used,
         memory_total_bytes: total,
         calls_running: running as u64,

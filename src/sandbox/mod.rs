@@ -3,6 +3,7 @@
 //! backend plugs in by implementing them and adding a line to [`crate::app::backend`].
 
 pub mod call_scope;
+pub mod census;
 pub mod events;
 mod guest_services;
 pub mod last_use;
@@ -100,6 +101,11 @@ pub trait Interpreter: Send + Sync {
     /// Bytes of the interpreters' memory budget in use and in all, where this process holds
     /// the interpreters (for the metrics).
     fn memory_budget(&self) -> Option<(u64, u64)> {
+        None
+    }
+
+    /// The sandboxes by state, where this process keeps them (for the metrics).
+    fn census(&self) -> Option<census::Census> {
         None
     }
 

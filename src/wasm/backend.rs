@@ -373,6 +373,10 @@ impl Interpreter for WasmBackend {
         Some((self.ctx.memory.used(), self.ctx.memory.limit()))
     }
 
+    fn census(&self) -> Option<crate::sandbox::census::Census> {
+        Some(self.ctx.registry.census())
+    }
+
     fn join_disk_group(&self, id: &str, group: &str, limit_bytes: u64) {
         if let Err(e) = self.ctx.registry.join_disk_group(id, group, limit_bytes) {
             tracing::debug!("sandbox {id} joins no disk budget: {e}");

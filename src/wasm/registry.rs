@@ -15,6 +15,7 @@ use super::removals::{Removals, remove_dirs};
 use crate::disk_quota::{DiskQuota, tree_cost};
 use crate::lock::Locked;
 use crate::runtime::Layout;
+use crate::sandbox::census::Census;
 use crate::sandbox::events;
 use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::retention::{Gone, Why};
@@ -270,6 +271,10 @@ impl Registry {
         let mut all = self.all();
         all.sort_by_cached_key(|sb| sb.idle_for());
         all
+    }
+
+    pub fn census(&self) -> Census {
+        Census::of(self.all().iter().map(|sb| (sb.is_live(), sb.used_here())))
     }
 
     /// The sandboxes this process created or used, most recently used first.

@@ -254,3 +254,106 @@ async fn metrics_are_served_apart_from_mcp_and_agree_with_the_calls_made() {
     assert_eq!(on_mcp.status().as_u16(), 404);
     let _ = r.terminate().await;
 }
+
+/// One scrape: its text, and its samples as the official client parses them.
+async fn scrape(url: &str) -> (String, serde_json::Map<String, Value>) {
+    let body = http()
+        .get(url)
+        .send()
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("body");
+    let m = parsed(&body);
+    (body, m)
+}
+
+fn sandboxes(m: &serde_json::Map<String, Value>, state: &str) -> Option<f64> {
+    sample(m, "mcp_code_sandbox_sandboxes", &[("state", state)])
+}
+
+/// Sandboxes are counted live, suspended (saved by this process) and kept (saved before a
+/// restart, not used since), as an operator sizing replicas needs them.
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_count_sandboxes_live_suspended_and_kept_across_a_restart() {
+    let home = common::private_home();
+    let envs = [
+        ("CODE_SANDBOX_METRICS_LISTEN", "127.0.0.1:0"),
+        ("CODE_SANDBOX_MAX_SANDBOXES", "1"),
+        ("CODE_SANDBOX_PERSIST", "true"),
+    ];
+    let r = Remote::start_in(home.clone(), &["alice"], &envs).await;
+    let alice = r.client("alice").await;
+    let first = alice.create().await;
+    alice.run_ok(&first, "x = 1").await;
+    // One live interpreter at most: the second sandbox suspends the first.
+    let second = alice.create().await;
+    alice.run_ok(&second, "y = 2").await;
+    let (body, m) = scrape(&metrics_url(&r)).await;
+    assert_eq!(sandboxes(&m, "live"), Some(1.0), "{body}");
+    assert_eq!(sandboxes(&m, "suspended"), Some(1.0), "{body}");
+    assert_eq!(sandboxes(&m, "kept"), Some(0.0), "{body}");
+    let _ = r.terminate().await;
+
+    let r = Remote::start_in(home, &["alice"], &envs).await;
+    let (body, m) = scrape(&metrics_url(&r)).await;
+    assert_eq!(sandboxes(&m, "kept"), Some(2.0), "both kept over the restart: {body}");
+    assert_eq!(sandboxes(&m, "live"), Some(0.0), "{body}");
+    let alice = r.client("alice").await;
+    assert_eq!(alice.run_ok(&first, "x").await["result"], "1");
+    let (body, m) = scrape(&metrics_url(&r)).await;
+    assert_eq!(sandboxes(&m, "live"), Some(1.0), "{body}");
+    assert_eq!(sandboxes(&m, "kept"), Some(1.0), "{body}");
+    let _ = r.terminate().await;
+}
+
+/// OAuth refusals by reason, and calls by principal only when the operator asks for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_count_oauth_refusals_by_reason_and_label_principals_when_asked() {
+    use crate::oauth::{Idp, attempt, server};
+    common::ensure_runtime();
+    let idp = Idp::start().await;
+    let remote = server(
+        &idp,
+        &["ci"],
+        "",
+        &[
+            ("CODE_SANDBOX_OAUTH_SCOPES", "mcp"),
+            ("CODE_SANDBOX_METRICS_LISTEN", "127.0.0.1:0"),
+            ("CODE_SANDBOX_METRICS_PRINCIPALS", "true"),
+        ],
+    )
+    .await;
+    let url = remote.url.clone();
+    let other = idp.token("agent-a", "http://127.0.0.1:1/mcp", "mcp").await;
+    assert_eq!(attempt(&url, Some(&other)).await.0, 401);
+    let forged = idp
+        .mint(json!({"sub": "agent-a", "aud": url, "scope": "mcp"}), "RS256", "stranger")
+        .await;
+    assert_eq!(attempt(&url, Some(&forged)).await.0, 401);
+    let narrow = idp.token("agent-noscope", &url, "other").await;
+    assert_eq!(attempt(&url, Some(&narrow)).await.0, 403);
+    let good = idp.token("agent-a", &url, "mcp").await;
+    let agent = remote.client_with_token(&good).await;
+    let sb = agent.create().await;
+    agent.run_ok(&sb, "1 + 1").await;
+    let ci = remote.client("ci").await;
+    ci.create().await;
+
+    let (body, m) = scrape(&metrics_url(&remote)).await;
+    let refusals = |reason| sample(&m, "mcp_code_sandbox_oauth_refusals_total", &[("reason", reason)]);
+    assert_eq!(refusals("invalid_token"), Some(2.0), "{body}");
+    assert_eq!(refusals("insufficient_scope"), Some(1.0), "{body}");
+    let by = |principal| {
+        sample(
+            &m,
+            "mcp_code_sandbox_calls_total",
+            &[("tool", "create_sandbox"), ("outcome", "ok"), ("principal", principal)],
+        )
+    };
+    assert_eq!(by("agent-a"), Some(1.0), "{body}");
+    assert_eq!(by("ci"), Some(1.0), "{body}");
+    assert!(!body.contains(&good), "a token never appears in the metrics");
+    let _ = remote.terminate().await;
+}

@@ -152,6 +152,8 @@ fn commit(ctr: &str, tree: &Path) -> anyhow::Result<()> {
         ctr,
     ])?;
     buildah(&["commit", "--rm=false", ctr, &name()])?;
+    // The image this one replaced keeps no name: drop it, or each build keeps another copy.
+    let _ = buildah(&["rmi", "--prune"]);
     Ok(())
 }
 
