@@ -42,7 +42,20 @@ mod tests {
 
     #[test]
     fn a_live_sandbox_is_live_whoever_used_it_and_a_saved_one_is_kept_until_used_here() {
-        let c = Census::of([(true, true), (true, false), (false, true), (false, false), (false, false)]);
-        assert_eq!(c, Census { live: 2, suspended: 1, kept: 2 });
+        let c = Census::of([
+            (true, true),
+            (true, false),
+            (false, true),
+            (false, false),
+            (false, false),
+        ]);
+        assert_eq!(
+            c,
+            Census {
+                live: 2,
+                suspended: 1,
+                kept: 2
+            }
+        );
     }
 }

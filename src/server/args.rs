@@ -11,7 +11,8 @@ pub const SANDBOX_ID_HEADER: &str = "Sandbox-Id";
 pub const RUN_ID_HEADER: &str = "Run-Id";
 /// Every argument marked `x-mcp-header`, by name, with its header's name; the same in every
 /// tool that takes it.
-pub const HEADER_ARGUMENTS: [(&str, &str); 2] = [("sandbox_id", SANDBOX_ID_HEADER), ("run_id", RUN_ID_HEADER)];
+pub const HEADER_ARGUMENTS: [(&str, &str); 2] =
+    [("sandbox_id", SANDBOX_ID_HEADER), ("run_id", RUN_ID_HEADER)];
 
 /// Marks `sandbox_id` with `x-mcp-header`, so a proxy in front of replicas can route a call to
 /// the replica its sandbox lives on from a header, without reading the body. The revision

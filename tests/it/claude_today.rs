@@ -168,16 +168,9 @@ async fn raw(
     let resp = r.json(&body).send().await.expect("POST /mcp");
     let status = resp.status().as_u16();
     let text = resp.text().await.unwrap_or_default();
-    // An SSE answer carries the message on its `data:` line.
-    let json = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .find(|l| l.starts_with('{'))
-        .unwrap_or(text.trim());
     (
         status,
-        serde_json::from_str(json).unwrap_or(serde_json::Value::Null),
+        serde_json::from_str(xtask::answer::message(&text)).unwrap_or(serde_json::Value::Null),
     )
 }
 

@@ -195,15 +195,7 @@ async fn metrics_are_served_apart_from_mcp_and_agree_with_the_calls_made() {
     let params = rmcp::model::CallToolRequestParams::new("made_up_tool_name_1234".to_string());
     assert!(alice.client.call_tool(params).await.is_err());
 
-    let body = http()
-        .get(&url)
-        .send()
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("body");
-    let m = parsed(&body);
+    let (body, m) = scrape(&url).await;
     let calls = |tool: &str, outcome: &str| {
         sample(
             &m,
@@ -298,7 +290,11 @@ async fn metrics_count_sandboxes_live_suspended_and_kept_across_a_restart() {
 
     let r = Remote::start_in(home, &["alice"], &envs).await;
     let (body, m) = scrape(&metrics_url(&r)).await;
-    assert_eq!(sandboxes(&m, "kept"), Some(2.0), "both kept over the restart: {body}");
+    assert_eq!(
+        sandboxes(&m, "kept"),
+        Some(2.0),
+        "both kept over the restart: {body}"
+    );
     assert_eq!(sandboxes(&m, "live"), Some(0.0), "{body}");
     let alice = r.client("alice").await;
     assert_eq!(alice.run_ok(&first, "x").await["result"], "1");
@@ -329,7 +325,11 @@ async fn metrics_count_oauth_refusals_by_reason_and_label_principals_when_asked(
     let other = idp.token("agent-a", "http://127.0.0.1:1/mcp", "mcp").await;
     assert_eq!(attempt(&url, Some(&other)).await.0, 401);
     let forged = idp
-        .mint(json!({"sub": "agent-a", "aud": url, "scope": "mcp"}), "RS256", "stranger")
+        .mint(
+            json!({"sub": "agent-a", "aud": url, "scope": "mcp"}),
+            "RS256",
+            "stranger",
+        )
         .await;
     assert_eq!(attempt(&url, Some(&forged)).await.0, 401);
     let narrow = idp.token("agent-noscope", &url, "other").await;
@@ -349,7 +349,11 @@ async fn metrics_count_oauth_refusals_by_reason_and_label_principals_when_asked(
         sample(
             &m,
             "mcp_code_sandbox_calls_total",
-            &[("tool", "create_sandbox"), ("outcome", "ok"), ("principal", principal)],
+            &[
+                ("tool", "create_sandbox"),
+                ("outcome", "ok"),
+                ("principal", principal),
+            ],
         )
     };
     assert_eq!(by("agent-a"), Some(1.0), "{body}");

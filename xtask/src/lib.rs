@@ -3,6 +3,7 @@
 //! need through the same code the `cargo xtask` commands run.
 
 pub mod advisories;
+pub mod answer;
 pub mod bundle;
 pub mod cross;
 pub mod deploy;

@@ -236,11 +236,21 @@ async fn header_routing(cluster: &Cluster, who: &Who, home_id: &str) -> anyhow::
     let direct = connect(&format!("http://127.0.0.1:{}/mcp", elsewhere.port), &who.token).await?;
     let v = call(&direct, "create_sandbox", json!({})).await?;
     let id = v["sandbox_id"].as_str().unwrap_or_default().to_string();
-    call(&direct, "execute_code", json!({"sandbox_id": id, "code": "where = 'moved'"})).await?;
+    call(
+        &direct,
+        "execute_code",
+        json!({"sandbox_id": id, "code": "where = 'moved'"}),
+    )
+    .await?;
     let _ = direct.cancel().await;
 
-    let v = stateless_call(&cluster.proxy_url, &who.token, "execute_code", json!({"sandbox_id": id, "code": "where"}))
-        .await?;
+    let v = stateless_call(
+        &cluster.proxy_url,
+        &who.token,
+        "execute_code",
+        json!({"sandbox_id": id, "code": "where"}),
+    )
+    .await?;
     anyhow::ensure!(
         v["result"]["structuredContent"]["result"] == json!("'moved'"),
         "a call with Mcp-Param-Sandbox-Id {id} did not reach {}: {v}",
@@ -284,13 +294,7 @@ async fn stateless_call(url: &str, token: &str, tool: &str, arguments: Value) ->
         .await?
         .text()
         .await?;
-    let json = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .map(str::trim)
-        .find(|l| l.starts_with('{'))
-        .unwrap_or(text.trim());
-    Ok(serde_json::from_str(json)?)
+    Ok(serde_json::from_str(xtask::answer::message(&text))?)
 }
 
 /// Round trips of the `1+1` comparison (interleaved through the proxy and direct).
