@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::remote_harness::{Remote, http};
+use crate::remote_harness::{Remote, http, initialize, post};
 
 const HEX: &str = "0123456789abcdef0123456789abcdef";
 
@@ -112,6 +112,15 @@ async fn readyz_says_ready_then_503_at_once_on_sigterm_while_a_running_call_fini
         .await
         .expect("/healthz answers while draining");
     assert_eq!(health.status().as_u16(), 200);
+    // New work is turned away with a hint to retry (the proxy sends the retry elsewhere).
+    let turned = post(&r.url, Some(r.token("alice")), &initialize())
+        .send()
+        .await
+        .expect("an answer while draining");
+    assert_eq!(turned.status().as_u16(), 503);
+    assert_eq!(turned.headers()["retry-after"], "5");
+    let said = turned.text().await.unwrap_or_default();
+    assert!(said.contains("try again in a moment"), "{said}");
     let (err, v, text) = slow.await.expect("the call's task");
     assert!(!err, "the running call finished: {text}");
     assert_eq!(v["result"], "'done'");
