@@ -106,13 +106,18 @@ impl Remote {
             let mut lines = BufReader::new(stderr).lines();
             let mut tx = Some(tx);
             while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(url) = line.split("serving MCP at ").nth(1)
+                eprintln!("[server] {line}");
+                let url = line
+                    .split("serving MCP at ")
+                    .nth(1)
+                    .map(|u| u.split_whitespace().next().unwrap_or("").to_string());
+                // Into the log first: a test that reads the log once started finds this line.
+                sink.lock().unwrap().push(line);
+                if let Some(url) = url
                     && let Some(tx) = tx.take()
                 {
-                    let _ = tx.send(url.split_whitespace().next().unwrap_or("").to_string());
+                    let _ = tx.send(url);
                 }
-                eprintln!("[server] {line}");
-                sink.lock().unwrap().push(line);
             }
         });
         let url = tokio::time::timeout(Duration::from_secs(60), rx)
