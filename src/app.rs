@@ -11,7 +11,13 @@ use crate::sandbox::{Interpreter, SandboxError};
 
 pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxError> {
     match settings.interpreter_type {
-        Backend::Wasm => Ok(Arc::new(crate::wasm::WasmBackend::new(settings)?)),
+        Backend::Wasm => {
+            let leave = match settings.transport {
+                Transport::Stdio => crate::tenancy::remote_owned(settings.home_dir().join("owners.json")),
+                Transport::Http => Default::default(),
+            };
+            Ok(Arc::new(crate::wasm::WasmBackend::new(settings, &leave)?))
+        }
         Backend::E2b => {
             if settings.package_index_url().is_some() {
                 tracing::warn!(

@@ -13,6 +13,7 @@ pub mod disk_quota;
 pub mod downstream;
 pub mod e2b;
 pub mod egress;
+pub mod file_marks;
 pub mod guest_names;
 pub mod host_open;
 pub mod host_retry;

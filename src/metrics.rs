@@ -233,12 +233,28 @@ pub fn call(tool: &str, known: bool, outcome: CallOutcome, principal: &str, seco
         ("outcome", outcome.label().to_string()),
     ];
     if m.per_principal {
-        labels.push(("principal", principal.to_string()));
+        labels.push(("principal", label_value(principal)));
     }
     m.calls.get_or_create(&labels).inc();
     m.durations
         .get_or_create(&vec![("tool", tool.to_string())])
         .observe(seconds);
+}
+
+/// A name as a label value: the encoder writes values as they are, and a principal's name
+/// (an OAuth claim) may hold `"`, `\\`, `}` or a newline, which would forge samples or break
+/// every scrape. Bytes outside a plain set are percent-encoded (so no two names meet), and a
+/// name is cut at 128 bytes.
+fn label_value(name: &str) -> String {
+    let mut out = String::new();
+    for b in name.bytes().take(128) {
+        if b.is_ascii_alphanumeric() || b"-_.@+:".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Records a call refused by a principal's quota.
@@ -307,5 +323,24 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn a_principals_name_never_escapes_its_label() {
+        let m = Metrics::new(true);
+        let forged = "x\"} 1\nmcp_code_sandbox_calls_total{tool=\"forged\\";
+        let labels = vec![("principal", label_value(forged))];
+        m.calls.get_or_create(&labels).inc();
+        let text = m.render(&Levels::default());
+        assert!(!text.contains("forged\""), "{text}");
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("mcp_code_sandbox_calls_total{"))
+            .expect("the sample");
+        assert_eq!(
+            line,
+            "mcp_code_sandbox_calls_total{principal=\"x%22%7D%201%0Amcp_code_sandbox_calls_total%7Btool%3D%22forged%5C\"} 1"
+        );
+        assert_eq!(label_value("alice@example.com"), "alice@example.com");
     }
 }

@@ -53,16 +53,9 @@ pub fn load(file: &Path) -> Result<Vec<Secret>, SecretsError> {
         file: shown.clone(),
         source,
     })?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = meta.permissions().mode() & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(SecretsError::Open { file: shown, mode });
-        }
+    if let Some(mode) = crate::file_marks::mode(&meta).filter(|m| m & 0o077 != 0) {
+        return Err(SecretsError::Open { file: shown, mode });
     }
-    #[cfg(not(unix))]
-    let _ = meta;
     let text = std::fs::read_to_string(file).map_err(|source| SecretsError::Unreadable {
         file: shown.clone(),
         source,

@@ -16,6 +16,9 @@ use crate::tenancy::{Principal, Quota};
 pub struct Auth {
     /// `None`: no tokens file.
     pub book: Option<TokenBook>,
+    /// Started token-less on loopback: the machine's local user is served until the tokens
+    /// file exists, and never after.
+    pub open_until_tokens: bool,
     pub oauth: Option<Arc<OAuth>>,
     /// The principal of a server with neither tokens nor OAuth (loopback only).
     pub local: Principal,
@@ -51,7 +54,11 @@ impl Auth {
         headers: &HeaderMap,
         from: Option<std::net::IpAddr>,
     ) -> Result<Principal, Denied> {
-        if self.book.is_none() && self.oauth.is_none() {
+        let tokenless = match &self.book {
+            None => true,
+            Some(book) => self.open_until_tokens && !book.exists(),
+        };
+        if tokenless && self.oauth.is_none() {
             return Ok(self.local.clone());
         }
         let token = bearer(headers).ok_or(Denied::NoToken)?;

@@ -38,10 +38,28 @@ pub struct Limits {
     pub max_connections: usize,
 }
 
-/// Put in a response's extensions by the guard when it authenticated the request: the
-/// connection that carried it leaves probation, counted as this principal's.
-#[derive(Clone, Debug)]
-pub struct ProvenBy(pub Arc<str>);
+/// In each request's extensions: the guard calls it once the request is authenticated, and
+/// the connection that carries it leaves probation then, counted as this principal's. At
+/// once, not when the answer starts: a call that runs for minutes, or a body sent slowly,
+/// holds its connection for that long, and probation must never cut it.
+#[derive(Clone)]
+pub struct Prover {
+    table: Arc<Mutex<ConnTable>>,
+    id: u64,
+    shares: Shares,
+}
+
+impl Prover {
+    pub fn prove(&self, who: &Arc<str>) {
+        let evicted = self.table.locked().prove(self.id, who, self.shares);
+        if evicted.count > 0 {
+            tracing::warn!(
+                "closing the oldest connection of a principal past its share of {} connections",
+                self.shares.per_principal
+            );
+        }
+    }
+}
 
 /// The client's address, in each request's extensions (introspection takes turns by it).
 #[derive(Clone, Copy, Debug)]
@@ -101,23 +119,15 @@ pub async fn serve<L>(
         } else if evicted.count == 0 {
             warned = false;
         }
-        // The connection leaves probation with its first answer to an authenticated request.
-        let proven = table.clone();
+        // The connection leaves probation with its first authenticated request.
+        let prover = Prover {
+            table: table.clone(),
+            id,
+            shares,
+        };
         let service = TowerToHyperService::new(
             tower::ServiceBuilder::new()
-                .map_request(tag_client(addr.ip()))
-                .map_response(move |r: axum::response::Response| {
-                    if let Some(ProvenBy(who)) = r.extensions().get::<ProvenBy>() {
-                        let evicted = proven.locked().prove(id, who, shares);
-                        if evicted.count > 0 {
-                            tracing::warn!(
-                                "closing the oldest connection of a principal past its share of {} connections",
-                                shares.per_principal
-                            );
-                        }
-                    }
-                    r
-                })
+                .map_request(tag_client(addr.ip(), prover))
                 .service(app.clone()),
         );
         let conn = builder
@@ -187,10 +197,11 @@ async fn room(
         .ok()
 }
 
-/// Puts the client's address into each request.
-fn tag_client<B>(ip: IpAddr) -> impl Fn(http::Request<B>) -> http::Request<B> + Clone {
+/// Puts the client's address, and its connection's prover, into each request.
+fn tag_client<B>(ip: IpAddr, prover: Prover) -> impl Fn(http::Request<B>) -> http::Request<B> + Clone {
     move |mut r| {
         r.extensions_mut().insert(ClientAddr(ip));
+        r.extensions_mut().insert(prover.clone());
         r
     }
 }

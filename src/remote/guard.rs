@@ -17,7 +17,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use super::auth::{Auth, plain};
-use super::conns::{ClientAddr, ProvenBy};
+use super::conns::{ClientAddr, Prover};
 use crate::lock::Locked;
 use crate::tenancy::Principal;
 
@@ -276,6 +276,9 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
     {
         return refused;
     }
+    if let Some(prover) = req.extensions().get::<Prover>() {
+        prover.prove(&who.name);
+    }
     req.extensions_mut().insert(who.clone());
     // Claude's clients as they are: see `quirks`. After authentication, so no stranger makes
     // the server read a body it would refuse.
@@ -298,7 +301,6 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
         (Some(id), _) if deleting && response.status().is_success() => guard.unbind(id),
         _ => {}
     }
-    response.extensions_mut().insert(ProvenBy(who.name.clone()));
     response
 }
 
@@ -316,6 +318,7 @@ mod tests {
         Guard::new(
             Auth {
                 book: None,
+                open_until_tokens: false,
                 oauth: None,
                 local: Principal {
                     name: "local".into(),
@@ -402,6 +405,7 @@ mod credentials {
         let guard = Arc::new(Guard::new(
             Auth {
                 book: Some(super::super::tokens::TokenBook::open(file, q)),
+                open_until_tokens: false,
                 oauth: None,
                 local,
                 defaults: q,

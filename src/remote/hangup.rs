@@ -68,6 +68,16 @@ impl InFlight {
         Some(Running(self.clone(), key))
     }
 
+    /// Counts in a request that belongs to no session: its key is its own, so no two collide.
+    fn enter_stateless(self: &Arc<Self>) -> Running {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        // Session ids are never empty, so this key names no session's request.
+        let key = (String::new(), SEQ.fetch_add(1, Ordering::Relaxed).to_string());
+        self.ids.locked().insert(key.clone());
+        self.running.fetch_add(1, Ordering::SeqCst);
+        Running(self.clone(), key)
+    }
+
     pub fn count(&self) -> usize {
         self.running.load(Ordering::SeqCst)
     }
@@ -88,14 +98,16 @@ impl InFlight {
 pub type Watch = (Arc<LocalSessionManager>, Arc<InFlight>);
 
 pub async fn watch(State((sessions, in_flight)): State<Watch>, req: Request, next: Next) -> Response {
+    if req.method() != http::Method::POST {
+        return next.run(req).await;
+    }
+    // A 2026-07-28 client sends no session: its calls are counted all the same, so a drain
+    // waits for them, but only a session's own calls can be cancelled in it.
     let session = req
         .headers()
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let Some(session) = session.filter(|_| req.method() == http::Method::POST) else {
-        return next.run(req).await;
-    };
     let (parts, body) = req.into_parts();
     // rmcp buffers the body too, under the same limit; a body over it gets rmcp's 413.
     let bytes = match axum::body::to_bytes(body, crate::config::MAX_REQUEST_BYTES).await {
@@ -116,7 +128,11 @@ pub async fn watch(State((sessions, in_flight)): State<Watch>, req: Request, nex
     let Some((id, is_tool_call)) = request else {
         return next.run(Request::from_parts(parts, Body::from(bytes))).await;
     };
-    let Some(running) = in_flight.enter(&session, &id) else {
+    let entered = match &session {
+        Some(session) => in_flight.enter(session, &id),
+        None => Some(in_flight.enter_stateless()),
+    };
+    let Some(running) = entered else {
         let answer = serde_json::json!({
             "jsonrpc": "2.0",
             "id": id,
@@ -136,7 +152,9 @@ pub async fn watch(State((sessions, in_flight)): State<Watch>, req: Request, nex
     let (parts, body) = response.into_parts();
     let watched = Watched {
         inner: body,
-        on_hangup: is_tool_call.then(|| (sessions, session, id.clone())),
+        on_hangup: session
+            .filter(|_| is_tool_call)
+            .map(|session| (sessions, session, id.clone())),
         id,
         running: Some(running),
     };

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::response::IntoResponse;
 
+use super::conns::{self, Limits};
 use crate::metrics::{Levels, Metrics};
 use crate::sandbox::Interpreter;
 use crate::tenancy::Tenancy;
@@ -15,12 +16,17 @@ use crate::tenancy::Tenancy;
 /// Prometheus' text format, as its scrapers ask for it.
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Binds `addr` and serves `/metrics` there until the process ends.
+/// Connections the metrics port holds at once: a scraper or two, and room for a person with
+/// curl. Its own cap, so a flood there never takes the descriptors the MCP port needs.
+const MAX_CONNECTIONS: usize = 16;
+
+/// Binds `addr` and serves `/metrics` there until the process ends, with the MCP listener's
+/// header and body times (`timeouts`) and a connection cap of its own.
 pub async fn start(
     addr: &str,
+    timeouts: Limits,
     metrics: &'static Metrics,
-    backend: Arc<dyn Interpreter>,
-    tenancy: Arc<Tenancy>,
+    (backend, tenancy): (Arc<dyn Interpreter>, Arc<Tenancy>),
 ) -> std::io::Result<std::net::SocketAddr> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
@@ -35,11 +41,12 @@ pub async fn start(
                 "not found: metrics are at /metrics\n",
             )
         });
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!("the metrics server stopped: {e}");
-        }
-    });
+    let limits = Limits {
+        max_connections: MAX_CONNECTIONS,
+        ..timeouts
+    };
+    let app = conns::with_body_timeout(app, limits);
+    tokio::spawn(conns::serve(listener, app, limits, std::future::pending()));
     Ok(local)
 }
 

@@ -14,6 +14,7 @@ pub mod home_lock;
 mod metrics_http;
 pub mod oauth;
 mod quirks;
+mod route_headers;
 mod tls;
 pub mod tokens;
 
@@ -52,6 +53,10 @@ pub enum RemoteError {
         "the tokens file {0} holds no token, and the server never serves without tokens while a tokens file exists; add one with `mcp-code-sandbox token add NAME` (with CODE_SANDBOX_TOKENS set to that file if it is not the home's), delete the file to serve loopback only, or sign users in with OAuth (CODE_SANDBOX_OAUTH_ISSUER)"
     )]
     NoTokens(String),
+    #[error(
+        "the tokens file {0} may be written by other users (mode {1:o}), who could give themselves a token; run `chmod 600 {0}`, then start again"
+    )]
+    TokensOpen(String, u32),
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
     #[error(transparent)]
@@ -119,12 +124,20 @@ pub async fn serve(
     let book = match &tokens {
         Some(file) => {
             let book = TokenBook::open(file.clone(), defaults);
+            if let Some(mode) = book.open_to_others() {
+                return Err(RemoteError::TokensOpen(file.display().to_string(), mode));
+            }
             if book.has_no_token() && oauth.is_none() {
                 return Err(RemoteError::NoTokens(file.display().to_string()));
             }
             Some(book)
         }
-        None if oauth.is_some() || addrs.iter().all(|a| a.ip().is_loopback()) => None,
+        None if oauth.is_some() => None,
+        // Loopback without tokens: the home's tokens file is watched all the same, and from
+        // the moment `token add` makes it nothing is served without a token.
+        None if addrs.iter().all(|a| a.ip().is_loopback()) => {
+            Some(TokenBook::open(settings.tokens_file(), defaults))
+        }
         None => return Err(RemoteError::OpenWithoutTokens(settings.listen.clone())),
     };
     let tcp = tokio::net::TcpListener::bind(&addrs[..])
@@ -155,6 +168,7 @@ pub async fn serve(
     let guard = Arc::new(Guard::new(
         auth::Auth {
             book,
+            open_until_tokens: tokens.is_none() && oauth.is_none(),
             oauth: oauth.clone(),
             local,
             defaults,
@@ -177,9 +191,14 @@ pub async fn serve(
         settings.default_memory_mb,
         settings.team.replica.clone(),
     );
+    let limits = conns::Limits {
+        header_read: Duration::from_secs(settings.http_header_timeout_seconds.max(1)),
+        body_read: Duration::from_secs(settings.http_body_timeout_seconds.max(1)),
+        max_connections: settings.http_max_connections,
+    };
     if let Some(addr) = &settings.team.metrics_listen {
         let metrics = crate::metrics::install(settings.team.metrics_principals);
-        let at = metrics_http::start(addr, metrics, backend.clone(), tenancy.clone())
+        let at = metrics_http::start(addr, limits, metrics, (backend.clone(), tenancy.clone()))
             .await
             .map_err(|e| RemoteError::Listen(addr.clone(), e))?;
         // Read by scripts and tests, like the MCP address below.
@@ -189,6 +208,7 @@ pub async fn serve(
     let template = SandboxServer::remote(backend.clone(), settings.clone(), tenancy)
         .with_code_mode(code_mode.clone())
         .with_network(network);
+    let declared: route_headers::Declared = Arc::new(template.header_arguments());
     let sessions = Arc::new(LocalSessionManager::default());
     guard.watch_sessions(sessions.clone());
     let stop = CancellationToken::new();
@@ -204,6 +224,11 @@ pub async fn serve(
         .layer(axum::middleware::from_fn_with_state(
             (sessions, in_flight.clone()),
             hangup::watch,
+        ))
+        // After the guard, which mends a client's quirks (adding headers from the body).
+        .layer(axum::middleware::from_fn_with_state(
+            declared,
+            route_headers::check,
         ))
         .layer(axum::middleware::from_fn_with_state(guard.clone(), guard::check))
         // Liveness for process supervisors and load balancers: says nothing about sandboxes.
@@ -268,11 +293,6 @@ pub async fn serve(
             // Ends every session (and any call still running).
             stop.cancel();
         }
-    };
-    let limits = conns::Limits {
-        header_read: Duration::from_secs(settings.http_header_timeout_seconds.max(1)),
-        body_read: Duration::from_secs(settings.http_body_timeout_seconds.max(1)),
-        max_connections: settings.http_max_connections,
     };
     let app = conns::with_body_timeout(app, limits);
     let serving = async {

@@ -2,12 +2,15 @@
 //! [disk_mb=N] [mcp=...] [hosts=...]`; `NAME - ...` (a dash for the hash) gives quotas to an
 //! OAuth principal, which signs in at its IdP and has no token here. Only hashes are on disk; a presented token is hashed and compared with every
 //! line in constant time. The file is read again whenever it changes, so a token added or
-//! removed with `mcp-code-sandbox token` takes effect at the next request, without a restart.
+//! removed with `mcp-code-sandbox token` takes effect at the next request, without a restart:
+//! a change is seen by its size, times and inode, and (for a copy that keeps all of those)
+//! by its content, compared at most a second later. A file others may write is refused whole:
+//! whoever can write it can give themselves a token.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use rand::RngCore as _;
 use sha2::{Digest, Sha256};
@@ -65,14 +68,40 @@ pub struct TokenBook {
 }
 
 struct Loaded {
-    /// (modified, length) of the file when it was read; `None`: not there.
-    stamp: Option<(SystemTime, u64)>,
+    /// The file's stamp when it was read; `None`: not there.
+    stamp: Option<Stamp>,
+    /// SHA-256 of the text read, to notice a change no stamp shows.
+    digest: [u8; 32],
+    /// When the content was last compared.
+    compared: Instant,
     entries: Vec<Entry>,
 }
 
-fn stamp(file: &Path) -> Option<(SystemTime, u64)> {
+/// How often the content is compared when the stamp says nothing changed.
+const COMPARE_EVERY: Duration = Duration::from_secs(1);
+
+/// What a `stat` says of the file (through a link: the file it leads to).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    modified: Option<SystemTime>,
+    len: u64,
+    marks: (u64, i64, i64),
+    mode: Option<u32>,
+}
+
+fn stamp(file: &Path) -> Option<Stamp> {
     let m = std::fs::metadata(file).ok()?;
-    Some((m.modified().ok()?, m.len()))
+    Some(Stamp {
+        modified: m.modified().ok(),
+        len: m.len(),
+        marks: crate::file_marks::change_marks(&m),
+        mode: crate::file_marks::mode(&m),
+    })
+}
+
+/// The mode of a tokens file that users other than its owner may write, if it is one.
+fn open_to_others(stamp: Option<Stamp>) -> Option<u32> {
+    stamp.and_then(|s| s.mode).filter(|m| m & 0o022 != 0)
 }
 
 fn valid_name(name: &str) -> bool {
@@ -177,6 +206,8 @@ impl TokenBook {
             defaults,
             loaded: Mutex::new(Loaded {
                 stamp: None,
+                digest: [0; 32],
+                compared: Instant::now(),
                 entries: Vec::new(),
             }),
         };
@@ -203,15 +234,30 @@ impl TokenBook {
         l.entries.iter().find(|e| e.name == name).map(Entry::principal)
     }
 
-    /// Re-reads the file if it changed since the last read (one `stat` per request).
+    /// Whether the file is there now: while it is, nothing is served without a token.
+    pub fn exists(&self) -> bool {
+        self.refresh();
+        self.loaded.locked().stamp.is_some()
+    }
+
+    /// The file's mode when users other than its owner may write it (then no token works).
+    pub fn open_to_others(&self) -> Option<u32> {
+        self.refresh();
+        open_to_others(self.loaded.locked().stamp)
+    }
+
+    /// Re-reads the file if it changed since the last read: one `stat` per request, and the
+    /// content compared at most once a second.
     fn refresh(&self) {
         let now = stamp(&self.file);
         let mut l = self.loaded.locked();
-        if now == l.stamp && now.is_some() {
+        let changed = now != l.stamp;
+        if !changed && now.is_some() && l.compared.elapsed() < COMPARE_EVERY {
             return;
         }
-        l.entries = match std::fs::read_to_string(&self.file) {
-            Ok(text) => parse(&text, self.defaults, &self.file),
+        l.compared = Instant::now();
+        let text = match std::fs::read_to_string(&self.file) {
+            Ok(text) => text,
             Err(e) => {
                 // A removed file revokes every token rather than keeping stale ones alive.
                 if now.is_some() || l.stamp.is_some() {
@@ -220,10 +266,26 @@ impl TokenBook {
                         self.file.display()
                     );
                 }
-                Vec::new()
+                (l.stamp, l.digest, l.entries) = (now, [0; 32], Vec::new());
+                return;
             }
         };
-        l.stamp = now;
+        let digest: [u8; 32] = Sha256::digest(text.as_bytes()).into();
+        if !changed && digest == l.digest {
+            return;
+        }
+        l.entries = match open_to_others(now) {
+            Some(mode) => {
+                tracing::error!(
+                    "the tokens file {} may be written by other users (mode {mode:o}): no token is accepted until you run `chmod 600 {}`",
+                    self.file.display(),
+                    self.file.display()
+                );
+                Vec::new()
+            }
+            None => parse(&text, self.defaults, &self.file),
+        };
+        (l.stamp, l.digest) = (now, digest);
     }
 
     /// The principal whose token this is. Every line is compared, in constant time, so the
@@ -285,18 +347,37 @@ pub fn add(file: &Path, name: &str) -> Result<String, TokenError> {
     }
     let token = new_token();
     let hash = hex::encode(Sha256::digest(token.as_bytes()));
-    let mut opts = std::fs::OpenOptions::new();
-    opts.create(true).append(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(0o600);
+    let mut f = open_private(file, false).map_err(io("open", file))?;
+    // A file edited by hand may lack its last newline: the new line must not join it.
+    let joins = std::fs::read(file)
+        .map_err(io("read", file))?
+        .last()
+        .is_some_and(|b| *b != b'\n');
+    if joins {
+        writeln!(f).map_err(io("write", file))?;
     }
-    let mut f = opts.open(file).map_err(io("open", file))?;
     writeln!(f, "{name} {hash}")
         .and_then(|_| f.sync_all())
         .map_err(io("write", file))?;
     Ok(token)
+}
+
+/// Opens a tokens file (new ones readable by their owner only): for appending, or truncated.
+fn open_private(file: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.create(true);
+    if truncate {
+        opts.write(true).truncate(true);
+    } else {
+        opts.append(true);
+    }
+    crate::file_marks::owner_only(&mut opts).open(file)
+}
+
+/// A new file for the rewritten list, readable by its owner only.
+fn private_file(file: &Path) -> std::io::Result<std::fs::File> {
+    let _ = std::fs::remove_file(file);
+    open_private(file, true)
 }
 
 pub fn list(file: &Path) -> Result<Vec<String>, TokenError> {
@@ -324,7 +405,8 @@ pub fn remove(file: &Path, name: &str) -> Result<(), TokenError> {
     let tmp = file.with_extension("tmp");
     let mut body = kept.join("\n");
     body.push('\n');
-    std::fs::write(&tmp, body)
+    private_file(&tmp)
+        .and_then(|mut f| f.write_all(body.as_bytes()).and_then(|_| f.sync_all()))
         .and_then(|_| std::fs::rename(&tmp, file))
         .map_err(io("rewrite", file))
 }

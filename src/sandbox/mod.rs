@@ -55,6 +55,13 @@ pub trait Interpreter: Send + Sync {
     /// before calls, so it must not wait on a remote service).
     fn usage(&self, id: &str) -> Result<Usage, SandboxError>;
 
+    /// Whether `id` still exists for this backend, held here or by another server sharing its
+    /// storage: ownership records are dropped only for sandboxes that are gone, since a
+    /// server that cannot hold a sandbox right now would otherwise give it to no one.
+    fn exists(&self, id: &str) -> bool {
+        self.usage(id).is_ok()
+    }
+
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError>;
 
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError>;

@@ -68,6 +68,30 @@ impl SandboxServer {
         }
     }
 
+    /// Each tool's arguments marked `x-mcp-header`, as (header name in lower case, argument):
+    /// what a proxy may route by, and so what the remote server holds to the body.
+    pub fn header_arguments(&self) -> std::collections::HashMap<String, Vec<(String, String)>> {
+        let mut by_tool = std::collections::HashMap::new();
+        for tool in self.tool_router.list_all() {
+            let marked: Vec<(String, String)> = tool
+                .input_schema
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .into_iter()
+                .flatten()
+                .filter_map(|(argument, schema)| {
+                    let header = schema.get("x-mcp-header")?.as_str()?;
+                    Some((
+                        format!("mcp-param-{}", header.to_ascii_lowercase()),
+                        argument.clone(),
+                    ))
+                })
+                .collect();
+            by_tool.insert(tool.name.to_string(), marked);
+        }
+        by_tool
+    }
+
     /// The server for remote mode: each call sees only its principal's sandboxes, and host
     /// uploads are off unless the operator turned them on.
     pub fn remote(backend: Arc<dyn Interpreter>, settings: Arc<Settings>, tenancy: Arc<Tenancy>) -> Self {

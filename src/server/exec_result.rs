@@ -6,6 +6,8 @@
 //! connection at 10 MiB, and Claude Code cuts results at 25,000 tokens, so the model-facing
 //! text is capped well below the byte budget: each stream at about 20,000 characters.
 
+use std::time::Instant;
+
 use base64::Engine as _;
 use rmcp::model::{CallToolResult, ContentBlock, Resource};
 
@@ -22,6 +24,9 @@ pub const INLINE_CHARS: usize = 20_000;
 const INLINE_VALUE_CHARS: usize = 2_000;
 /// Bytes kept back for the JSON-RPC envelope, links and notes added after measuring.
 const RESERVE: usize = 16 << 10;
+/// Longest a result's figures are decoded and shrunk; figures still undecoded then are saved
+/// as files, not shown, so a call of 50 large figures costs seconds of server CPU, not minutes.
+const DECODE_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 /// Folder in the workspace that holds what did not fit.
 pub const OVERFLOW_DIR: &str = ".outputs";
 
@@ -44,12 +49,13 @@ pub struct Overflow {
 }
 
 /// A figure as it came from the backend. It is decoded only when it must be resized (its
-/// header says it is larger than [`MAX_SIDE`], or it does not fit as it is), and then once.
+/// header says it is larger than [`MAX_SIDE`], or it does not fit as it is), then once, and
+/// only its PNG at the usual size is kept: one full-size picture is in memory at a time.
 pub struct RawFigure {
     pub image: Image,
     /// The long side its PNG header gives, when it has one.
     header_side: Option<u32>,
-    decoded: std::sync::OnceLock<Option<Figure>>,
+    usual: std::sync::OnceLock<Option<Vec<u8>>>,
 }
 
 impl RawFigure {
@@ -58,15 +64,27 @@ impl RawFigure {
         RawFigure {
             image,
             header_side,
-            decoded: std::sync::OnceLock::new(),
+            usual: std::sync::OnceLock::new(),
         }
     }
 
-    /// The decoded picture; CPU work, so callers run it off the async threads.
-    fn decoded(&self) -> Option<&Figure> {
-        self.decoded
-            .get_or_init(|| Figure::decode(&self.image.data).ok())
-            .as_ref()
+    /// The figure re-encoded at its usual size, or `None` when it cannot be decoded within
+    /// the bounds; CPU work, so callers run it off the async threads.
+    fn usual(&self, until: Instant) -> Option<&[u8]> {
+        if self.usual.get().is_none() && Instant::now() > until {
+            return None;
+        }
+        self.usual
+            .get_or_init(|| {
+                let f = Figure::decode(&self.image.data).ok()?;
+                f.encode(MAX_SIDE).ok()
+            })
+            .as_deref()
+    }
+
+    /// The usual-size figure decoded again (at most [`MAX_SIDE`] a side: cheap) to be shrunk.
+    fn shrinkable(&self, until: Instant) -> Option<Figure> {
+        Figure::decode(self.usual(until)?).ok()
     }
 
     /// The PNG as the guest drew it, when it can be shown unchanged: a PNG no larger than
@@ -74,6 +92,25 @@ impl RawFigure {
     fn as_drawn(&self, fits: impl Fn(&[u8]) -> bool) -> Option<Vec<u8>> {
         (self.header_side.is_some_and(|s| s <= MAX_SIDE) && fits(&self.image.data))
             .then(|| self.image.data.clone())
+    }
+
+    /// The PNG shown for this figure within `room`, and whether it is smaller than usual. The
+    /// first figure always comes inline, shrunk if need be; the others at their usual size
+    /// or not at all.
+    fn shown(&self, room: usize, first: bool, until: Instant) -> Option<(Vec<u8>, bool)> {
+        let fits = |png: &[u8]| b64_len(png.len()) + 64 <= room;
+        if let Some(png) = self.as_drawn(fits) {
+            return Some((png, false));
+        }
+        if first {
+            let f = self.shrinkable(until)?;
+            let usual = f.long_side();
+            let (png, side) = f.fit(room.saturating_sub(64) / 4 * 3).ok().flatten()?;
+            return Some((png, side < usual));
+        }
+        self.usual(until)
+            .filter(|png| fits(png))
+            .map(|png| (png.to_vec(), false))
     }
 }
 
@@ -150,16 +187,17 @@ pub fn shape(
 ) -> Shaped {
     // Caps shrink only if a pathological result (say, text that is all escapes) still does
     // not fit at the usual ones.
+    let until = Instant::now() + DECODE_TIME;
     let mut last = None;
     for chars in [INLINE_CHARS, 8_000, 2_000, 500] {
-        let shaped = shape_with(&sandbox_id, &ex, &figures, &notes, keep, budget, chars);
+        let shaped = shape_with(&sandbox_id, &ex, &figures, &notes, keep, (budget, chars), until);
         if size_of(&shaped.result) <= budget {
             return shaped;
         }
         last = Some(shaped);
     }
     let mut shaped =
-        last.unwrap_or_else(|| shape_with(&sandbox_id, &ex, &figures, &notes, keep, budget, 500));
+        last.unwrap_or_else(|| shape_with(&sandbox_id, &ex, &figures, &notes, keep, (budget, 500), until));
     // Nothing is left to cut but the figures.
     shaped.result.content.retain(|c| c.as_image().is_none());
     shaped
@@ -203,8 +241,8 @@ fn shape_with(
     figures: &[RawFigure],
     notes: &[String],
     keep: &Keep,
-    budget: usize,
-    chars: usize,
+    (budget, chars): (usize, usize),
+    until: Instant,
 ) -> Shaped {
     let mut spill = Spill {
         keep,
@@ -259,33 +297,11 @@ fn shape_with(
     // Figures get what the text leaves, less room for the links and the note about them.
     let base = size_of(&build(&res, Vec::new()));
     let mut room = budget.saturating_sub(base + RESERVE + 400 * figures.len());
-    let mut inline: Vec<(Vec<u8>, String)> = Vec::new();
+    let mut inline: Vec<Vec<u8>> = Vec::new();
     let mut saved_figures = Vec::new();
     for (k, fig) in figures.iter().enumerate() {
         let name = format!("figure-{}.png", k + 1);
-        let fits = |png: &[u8], room: usize| b64_len(png.len()) + 64 <= room;
-        // (PNG shown, whether it is smaller than the figure at its usual size)
-        let shown: Option<(Vec<u8>, bool)> = match fig.as_drawn(|png| fits(png, room)) {
-            Some(png) => Some((png, false)),
-            None => match fig.decoded() {
-                Some(f) if inline.is_empty() => {
-                    // The first figure always comes inline, shrunk if need be.
-                    let usual = f.long_side().min(MAX_SIDE);
-                    f.fit(room.saturating_sub(64) / 4 * 3)
-                        .ok()
-                        .flatten()
-                        .map(|(png, side)| (png, side < usual))
-                }
-                Some(f) => f
-                    .encode(f.long_side().min(MAX_SIDE))
-                    .ok()
-                    .filter(|png| fits(png, room))
-                    .map(|png| (png, false)),
-                None => Some(fig.image.data.clone())
-                    .filter(|png| fits(png, room))
-                    .map(|png| (png, false)),
-            },
-        };
+        let shown = fig.shown(room, inline.is_empty(), until);
         match shown {
             Some((png, shrunk)) => {
                 room = room.saturating_sub(b64_len(png.len()) + 64);
@@ -299,12 +315,7 @@ fn shape_with(
                         ));
                     }
                 }
-                let mime = if fig.header_side.is_some() || fig.decoded().is_some() {
-                    "image/png".to_string()
-                } else {
-                    fig.image.mime_type.clone()
-                };
-                inline.push((png, mime));
+                inline.push(png);
             }
             None => saved_figures.push((k + 1, spill.save(&name, fig.image.data.clone(), "image/png"))),
         }
@@ -349,7 +360,7 @@ fn shape_with(
     }
     let mut content: Vec<ContentBlock> = inline
         .into_iter()
-        .map(|(png, mime)| ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(png), mime))
+        .map(|png| ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(png), "image/png"))
         .collect();
     content.extend(links);
     Shaped {

@@ -6,7 +6,9 @@
 
 use std::io::Cursor;
 
-use image::{DynamicImage, ImageFormat, ImageReader, Limits};
+use image::{DynamicImage, ImageBuffer};
+
+use crate::sandbox::png::{self as png_header, NotAFigure};
 
 /// Longest side of an inline figure.
 pub const MAX_SIDE: u32 = 1568;
@@ -14,14 +16,28 @@ pub const MAX_SIDE: u32 = 1568;
 /// what a figure is (a noisy heat map needs this small to fit Claude's limits); smaller shows
 /// nothing.
 const MIN_SIDE: u32 = 96;
-/// Largest picture decoded at all (a PNG header may claim anything).
-const MAX_DECODE_SIDE: u32 = 16_384;
-const MAX_DECODE_BYTES: u64 = 512 << 20;
+/// Most pixels decoded for one figure (6000 x 4000; 96 MiB as RGBA). A PNG compresses a flat
+/// picture a thousandfold, so its header, not its size, says what decoding costs: a 300 KB
+/// black square of 16384 px would take 1 GiB. A larger figure is kept as a file, not shown.
+const MAX_DECODE_PIXELS: u64 = 24_000_000;
+/// What the decoder may allocate besides the picture (its rows and chunk buffers).
+const DECODER_SLACK: usize = 4 << 20;
+
+/// Figures decoded at once in the whole process. Decoding is where shaping a result spends
+/// memory, and many calls may end together: two at a time bounds it (about 2 x 96 MiB) however
+/// many sandboxes draw. Held across the blocking work, so callers acquire it before.
+pub static DECODING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
 
 #[derive(Debug, thiserror::Error)]
 pub enum FigureError {
+    #[error("{0}")]
+    Header(#[from] NotAFigure),
+    #[error("it is {0}x{1} pixels, more than the {MAX_DECODE_PIXELS} pixels a figure may have to be shrunk")]
+    TooLarge(u32, u32),
     #[error("it is not a PNG image that can be read: {0}")]
-    Decode(#[source] image::ImageError),
+    Decode(#[from] png::DecodingError),
+    #[error("it is not a PNG image that can be read: its pixels do not match its header")]
+    Shape,
     #[error("it could not be encoded as PNG: {0}")]
     Encode(#[source] png::EncodingError),
 }
@@ -29,41 +45,64 @@ pub enum FigureError {
 /// The long side a PNG's header gives (its IHDR chunk), without decoding it; `None` for bytes
 /// that do not start as a PNG does.
 pub fn png_long_side(png: &[u8]) -> Option<u32> {
-    const SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
-    if png.len() < 24 || &png[..8] != SIGNATURE || &png[12..16] != b"IHDR" {
-        return None;
-    }
-    let be = |b: &[u8]| u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
-    Some(be(&png[16..20]).max(be(&png[20..24])))
+    png_header::check(png).ok().map(|(w, h)| w.max(h))
 }
 
-/// A decoded figure, ready to be encoded at any size at most its own.
+/// A decoded figure at most [`MAX_SIDE`] on its long side, ready to be encoded at any size at
+/// most that. The full-size pixels are dropped as soon as they are shrunk.
 pub struct Figure {
     image: DynamicImage,
+    /// The long side of the picture as drawn.
+    drawn_side: u32,
 }
 
 impl Figure {
+    /// Decodes a PNG within a bound fixed before anything is inflated; ancillary chunks
+    /// (colour profiles, text) are skipped, since a 1x1 picture may carry a profile that
+    /// inflates to hundreds of MiB and nothing here uses one.
     pub fn decode(png: &[u8]) -> Result<Figure, FigureError> {
-        let mut limits = Limits::default();
-        limits.max_image_width = Some(MAX_DECODE_SIDE);
-        limits.max_image_height = Some(MAX_DECODE_SIDE);
-        limits.max_alloc = Some(MAX_DECODE_BYTES);
-        let mut reader = ImageReader::with_format(Cursor::new(png), ImageFormat::Png);
-        reader.limits(limits);
-        let image = reader.decode().map_err(FigureError::Decode)?;
-        Ok(Figure { image })
+        let (w, h) = png_header::check(png)?;
+        if u64::from(w) * u64::from(h) > MAX_DECODE_PIXELS {
+            return Err(FigureError::TooLarge(w, h));
+        }
+        let limits = png::Limits {
+            bytes: (MAX_DECODE_PIXELS * 4) as usize + DECODER_SLACK,
+        };
+        let mut decoder = png::Decoder::new_with_limits(Cursor::new(png), limits);
+        decoder.set_ignore_iccp_chunk(true);
+        decoder.set_ignore_text_chunk(true);
+        decoder.set_transformations(png::Transformations::normalize_to_color8());
+        let mut reader = decoder.read_info()?;
+        let size = reader.output_buffer_size().ok_or(FigureError::Shape)?;
+        let mut buf = vec![0; size];
+        let info = reader.next_frame(&mut buf)?;
+        buf.truncate(info.buffer_size());
+        let image = pixels(info.width, info.height, info.color_type, buf)?;
+        let drawn_side = w.max(h);
+        // Area sampling in integers: no float copy of the full-size picture.
+        let image = if drawn_side > MAX_SIDE {
+            image.thumbnail(MAX_SIDE, MAX_SIDE)
+        } else {
+            image
+        };
+        Ok(Figure { image, drawn_side })
     }
 
+    /// The long side of the picture as it was drawn.
     pub fn long_side(&self) -> u32 {
+        self.drawn_side
+    }
+
+    /// The long side it is shown at, at most.
+    fn shown_side(&self) -> u32 {
         self.image.width().max(self.image.height())
     }
 
-    /// PNG bytes with the long side at most `side` (never enlarged).
-    /// The figure as a PNG with a palette, its long side at most `side`. A plot's flat colours
-    /// and anti-aliased edges survive a palette of 256 colours at a third of the bytes or
-    /// less, so figures fit Claude's result limits at their usual size.
+    /// The figure as a PNG with a palette, its long side at most `side` (never enlarged). A
+    /// plot's flat colours and anti-aliased edges survive a palette of 256 colours at a third
+    /// of the bytes or less, so figures fit Claude's result limits at their usual size.
     pub fn encode(&self, side: u32) -> Result<Vec<u8>, FigureError> {
-        let img = if self.long_side() > side {
+        let img = if self.shown_side() > side {
             // Triangle (bilinear) keeps lines and text legible at a fraction of Lanczos' cost.
             self.image
                 .resize(side, side, image::imageops::FilterType::Triangle)
@@ -77,7 +116,7 @@ impl Figure {
     /// The largest rendering (long side at most [`MAX_SIDE`], shrinking down to [`MIN_SIDE`])
     /// whose PNG is at most `budget` bytes, if any is, with its long side.
     pub fn fit(&self, budget: usize) -> Result<Option<(Vec<u8>, u32)>, FigureError> {
-        let mut side = self.long_side().min(MAX_SIDE);
+        let mut side = self.shown_side();
         loop {
             let png = self.encode(side)?;
             if png.len() <= budget {
@@ -91,6 +130,19 @@ impl Figure {
             side = ((side as f64 * ratio) as u32).max(MIN_SIDE);
         }
     }
+}
+
+/// Decoded 8-bit pixels as an image of their colour type.
+fn pixels(w: u32, h: u32, color: png::ColorType, buf: Vec<u8>) -> Result<DynamicImage, FigureError> {
+    let image = match color {
+        png::ColorType::Grayscale => ImageBuffer::from_raw(w, h, buf).map(DynamicImage::ImageLuma8),
+        png::ColorType::GrayscaleAlpha => ImageBuffer::from_raw(w, h, buf).map(DynamicImage::ImageLumaA8),
+        png::ColorType::Rgb => ImageBuffer::from_raw(w, h, buf).map(DynamicImage::ImageRgb8),
+        png::ColorType::Rgba => ImageBuffer::from_raw(w, h, buf).map(DynamicImage::ImageRgba8),
+        // Expanded away by the decoder's transformations.
+        png::ColorType::Indexed => None,
+    };
+    image.ok_or(FigureError::Shape)
 }
 
 /// Colours as a palette and each pixel's index in it: exact when the picture has at most 256
@@ -149,6 +201,7 @@ fn indexed_png(img: &image::RgbaImage) -> Result<Vec<u8>, FigureError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use image::ImageFormat;
 
     fn png(w: u32, h: u32, noisy: bool) -> Vec<u8> {
         let mut img = image::RgbImage::new(w, h);
@@ -212,5 +265,61 @@ mod tests {
         bomb[16..20].copy_from_slice(&100_000u32.to_be_bytes());
         bomb[20..24].copy_from_slice(&100_000u32.to_be_bytes());
         assert!(Figure::decode(&bomb).is_err());
+    }
+
+    /// A valid PNG of `w` x `h` black RGBA pixels at 16 bits, written row by row so the test
+    /// never holds the picture, with `extra` chunks before the pixels.
+    fn black(w: u32, h: u32, extra: &[(png::chunk::ChunkType, Vec<u8>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgba);
+        enc.set_depth(png::BitDepth::Sixteen);
+        enc.set_compression(png::Compression::Fast);
+        let mut writer = enc.write_header().unwrap();
+        for (kind, data) in extra {
+            writer.write_chunk(*kind, data).unwrap();
+        }
+        let mut stream = writer.stream_writer().unwrap();
+        let row = vec![0u8; w as usize * 8];
+        for _ in 0..h {
+            std::io::Write::write_all(&mut stream, &row).unwrap();
+        }
+        stream.finish().unwrap();
+        writer.finish().unwrap();
+        out
+    }
+
+    #[test]
+    fn a_huge_flat_picture_is_refused_from_its_header_before_anything_is_inflated() {
+        let mut square = black(64, 64, &[]);
+        // The header now claims 16384 x 16384 (1 GiB as RGBA): refused by arithmetic alone.
+        square[16..20].copy_from_slice(&16_384u32.to_be_bytes());
+        square[20..24].copy_from_slice(&16_384u32.to_be_bytes());
+        let err = Figure::decode(&square).err().expect("refused");
+        assert!(matches!(err, FigureError::TooLarge(16_384, 16_384)), "{err}");
+    }
+
+    #[test]
+    fn large_sixteen_bit_figures_are_kept_only_at_the_shown_size() {
+        let f = Figure::decode(&black(5000, 2500, &[])).unwrap();
+        assert_eq!(f.long_side(), 5000, "the drawn size is remembered");
+        assert_eq!((f.image.width(), f.image.height()), (1568, 784));
+        assert_eq!(f.image.color().bytes_per_pixel(), 4, "16 bits are stripped to 8");
+    }
+
+    #[test]
+    fn a_colour_profile_bomb_is_skipped_not_inflated() {
+        // An iCCP chunk whose profile inflates to 128 MiB of zeros, past the decoder's whole
+        // allowance: decoding succeeds only because the chunk is never inflated.
+        let mut profile = b"bomb\0\0".to_vec();
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![0u8; 1 << 20];
+        for _ in 0..128 {
+            std::io::Write::write_all(&mut z, &zeros).unwrap();
+        }
+        profile.extend(z.finish().unwrap());
+        let png = black(1, 1, &[(png::chunk::iCCP, profile)]);
+        let f = Figure::decode(&png).expect("decoded without its profile");
+        assert_eq!(f.long_side(), 1);
     }
 }

@@ -19,6 +19,13 @@ pub struct LocalView {
     owners: Owners,
 }
 
+/// Sandboxes a remote-mode server on this home gave to its principals: a stdio server leaves
+/// them where they are, so the remote server finds them at its next start (taking one over
+/// would hold it from its owner for as long as the stdio server runs).
+pub fn remote_owned(owners_file: PathBuf) -> std::collections::HashSet<String> {
+    Owners::load(Some(owners_file)).remote_owned()
+}
+
 impl LocalView {
     /// `owners_file`: the ownership a remote-mode server keeps in the same home.
     pub fn wrap(inner: Arc<dyn Interpreter>, owners_file: PathBuf) -> Arc<dyn Interpreter> {

@@ -14,5 +14,5 @@ mod shared;
 mod view;
 
 pub use gate::{Admitted, FairGate, Refused};
-pub use local::LocalView;
+pub use local::{LocalView, remote_owned};
 pub use shared::{Principal, Quota, Tenancy};

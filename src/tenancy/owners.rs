@@ -47,6 +47,15 @@ impl Owners {
         self.entries.locked()
     }
 
+    /// Sandboxes given to a principal other than the machine's local user.
+    pub fn remote_owned(&self) -> std::collections::HashSet<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, p)| &**p != super::names::LOCAL)
+            .map(|(s, _)| s.clone())
+            .collect()
+    }
+
     pub fn owner_of(&self, id: &str) -> Option<Arc<str>> {
         self.lock().iter().find(|(s, _)| s == id).map(|(_, p)| p.clone())
     }

@@ -74,7 +74,8 @@ impl Tenancy {
     ) -> Arc<Self> {
         let owners = Owners::load(owners_file);
         // Sandboxes that did not survive the restart (closed, expired) leave the list.
-        owners.retain(|id| inner.usage(id).is_ok());
+        // One another server on this home holds right now is kept, and stays its owner's.
+        owners.retain(|id| inner.exists(id));
         Arc::new(Tenancy {
             inner,
             owners,

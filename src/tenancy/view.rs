@@ -255,7 +255,7 @@ impl Interpreter for View {
     async fn close(&self, id: &str) -> Result<(), SandboxError> {
         self.check(id)?;
         let r = self.t.inner.close(id).await;
-        self.t.owners.retain(|s| self.t.inner.usage(s).is_ok());
+        self.t.owners.retain(|s| self.t.inner.exists(s));
         r
     }
 

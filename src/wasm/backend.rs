@@ -44,8 +44,12 @@ pub struct WasmBackend {
 }
 
 impl WasmBackend {
-    /// Sets up the backend and starts installing the runtime in the background.
-    pub fn new(settings: Arc<Settings>) -> Result<Self, SandboxError> {
+    /// Sets up the backend and starts installing the runtime in the background. Kept
+    /// sandboxes are taken over but for those in `leave` (another server's to take).
+    pub fn new(
+        settings: Arc<Settings>,
+        leave: &std::collections::HashSet<String>,
+    ) -> Result<Self, SandboxError> {
         let layout = Layout::new(settings.home_dir());
         let persist = settings
             .persist
@@ -55,7 +59,9 @@ impl WasmBackend {
         let total = settings
             .total_memory_mb
             .map_or_else(vm::half_of_machine, |mb| mb.saturating_mul(1 << 20));
-        recovery::recover(&registry, &|kept| clamp_kept(&settings, total, kept));
+        recovery::recover(&registry, &|kept| clamp_kept(&settings, total, kept), &|id| {
+            leave.contains(id)
+        });
         registry.empty_stale_trash();
         let keep_bytes = settings.keep_bytes();
         tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
@@ -229,6 +235,10 @@ impl Interpreter for WasmBackend {
             live: sb.is_live(),
             disk_bytes: sb.quota.used(),
         })
+    }
+
+    fn exists(&self, id: &str) -> bool {
+        self.ctx.registry.is_open(id) || self.ctx.registry.folder_exists(id)
     }
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {

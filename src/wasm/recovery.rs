@@ -12,14 +12,15 @@ use crate::sandbox::retention::Why;
 /// Lists or removes every sandbox folder no running server owns.
 ///
 /// `clamp` bounds the limits read from a kept sandbox's metadata to what a request could have
-/// asked for: that file is on disk, where it could have been edited.
-pub fn recover(registry: &Registry, clamp: &dyn Fn(Limits) -> Limits) {
+/// asked for: that file is on disk, where it could have been edited. Sandboxes `leave` names
+/// are neither taken over nor removed: they belong to another server's principals.
+pub fn recover(registry: &Registry, clamp: &dyn Fn(Limits) -> Limits, leave: &dyn Fn(&str) -> bool) {
     let Ok(rd) = std::fs::read_dir(registry.layout().sandboxes_dir()) else {
         return;
     };
     for entry in rd.flatten() {
         let id = entry.file_name().to_string_lossy().into_owned();
-        if !id.starts_with("sbx-") || registry.is_open(&id) {
+        if !id.starts_with("sbx-") || registry.is_open(&id) || leave(&id) {
             continue;
         }
         let dirs = Dirs::of(registry.layout(), &id);

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::common::{self, LOG_TO, Server};
 use crate::oauth::attempt;
-use crate::remote_harness::Remote;
+use crate::remote_harness::{Remote, meta2026, raw};
 
 /// Item 8: `token add` writes the home's tokens file, and a server started afterwards serves
 /// with it, without CODE_SANDBOX_TOKENS; emptied, the file still keeps the server closed.
@@ -148,38 +148,6 @@ fn a_missing_pip_is_said_once_as_the_guide_quotes_it() {
     let guide = std::fs::read_to_string(common::repo_root().join("docs/troubleshooting.md")).unwrap();
     assert!(guide.contains(&quoted), "the guide quotes another message");
     let _ = std::fs::remove_dir_all(home);
-}
-
-/// A raw POST to `/mcp` with exactly these headers; the status and the body's JSON-RPC message.
-async fn raw(
-    url: &str,
-    token: &str,
-    headers: &[(&str, &str)],
-    body: serde_json::Value,
-) -> (u16, serde_json::Value) {
-    let mut r = crate::remote_harness::http()
-        .post(url)
-        .bearer_auth(token)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream");
-    for (k, v) in headers {
-        r = r.header(*k, *v);
-    }
-    let resp = r.json(&body).send().await.expect("POST /mcp");
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap_or_default();
-    (
-        status,
-        serde_json::from_str(xtask::answer::message(&text)).unwrap_or(serde_json::Value::Null),
-    )
-}
-
-fn meta2026() -> serde_json::Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "claude", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}
-    })
 }
 
 /// Item 1: the two requests Claude's clients send today that a strict server refuses, as they

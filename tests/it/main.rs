@@ -37,6 +37,7 @@ mod progress;
 mod protocol;
 mod red_team;
 mod red_team_auth;
+mod red_team_server;
 mod remote;
 mod remote_harness;
 mod runs;

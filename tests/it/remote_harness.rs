@@ -250,3 +250,35 @@ pub async fn raw_session(url: &str, token: &str) -> String {
     assert!(r.status().is_success(), "initialized: {}", r.status());
     sid
 }
+
+/// A raw POST to `/mcp` with exactly these headers; the status and the body's JSON-RPC message.
+pub async fn raw(
+    url: &str,
+    token: &str,
+    headers: &[(&str, &str)],
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let mut r = http()
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (k, v) in headers {
+        r = r.header(*k, *v);
+    }
+    let resp = r.json(&body).send().await.expect("POST /mcp");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(xtask::answer::message(&text)).unwrap_or(serde_json::Value::Null),
+    )
+}
+
+pub fn meta2026() -> serde_json::Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "claude", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}
+    })
+}

@@ -128,7 +128,7 @@ async fn readyz_says_ready_then_503_at_once_on_sigterm_while_a_running_call_fini
 }
 
 /// The metrics address the server printed at start.
-fn metrics_url(r: &Remote) -> String {
+pub fn metrics_url(r: &Remote) -> String {
     let log = r.log_text();
     let at = log
         .split("serving metrics at ")

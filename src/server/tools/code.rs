@@ -17,6 +17,7 @@ use crate::server::SandboxServer;
 use crate::server::args::*;
 use crate::server::calls::acted_on;
 use crate::server::exec_result::{Keep, OVERFLOW_DIR, RawFigure, shape};
+use crate::server::figures;
 use crate::server::outputs::*;
 use crate::server::reply::{add_note, fail, ok, parse};
 use crate::server::runs::Run;
@@ -152,8 +153,14 @@ impl SandboxServer {
         };
         let images = std::mem::take(&mut ex.images);
         let sid = id.clone();
-        // Decoding and re-encoding figures is CPU work: off the protocol's threads.
+        // Decoding and re-encoding figures is CPU work: off the protocol's threads, and within
+        // the process's bound on figures decoded at once (shape bounds the time it spends).
+        let permit = match images.is_empty() {
+            true => None,
+            false => figures::DECODING.acquire().await.ok(),
+        };
         let shaped = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
             let figures = images.into_iter().map(RawFigure::new).collect();
             shape(sid, ex, figures, notes, &keep, budget)
         })

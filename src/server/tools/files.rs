@@ -4,7 +4,7 @@ use base64::Engine as _;
 
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{FileKind, SandboxError};
-use crate::server::{file_part, upload};
+use crate::server::{figures, file_part, upload};
 
 use super::shared::page_of;
 use rmcp::model::JsonObject;
@@ -97,13 +97,25 @@ impl SandboxServer {
                 bytes.len()
             )));
         }
-        let ask = file_part::Ask {
-            sandbox_id: &id,
-            path: &path.relative(),
-            offset,
-            budget: self.settings.result_budget(),
+        let budget = self.settings.result_budget();
+        // A picture too large to send is decoded and shrunk: CPU and memory, so off the
+        // protocol's threads and within the process's bound on figures decoded at once.
+        let permit = match figures::png_long_side(&bytes) {
+            Some(_) => figures::DECODING.acquire().await.ok(),
+            None => None,
         };
-        Ok(file_part::reply(&ask, &bytes))
+        let answer = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let ask = file_part::Ask {
+                sandbox_id: &id,
+                path: &path.relative(),
+                offset,
+                budget,
+            };
+            file_part::reply(&ask, &bytes)
+        })
+        .await;
+        Ok(answer.unwrap_or_else(|e| fail(format!("the file could not be prepared: {e}"))))
     }
 
     #[tool(
