@@ -33,6 +33,8 @@ pub enum Denied {
     BadToken,
     OAuth(Refusal),
     NotAllowed(String),
+    /// A sign-in named like a static token's principal.
+    StaticName(String),
 }
 
 /// The bearer token of `Authorization`, if it has one.
@@ -82,17 +84,20 @@ impl Auth {
             return Err(Denied::NotAllowed(verified.principal));
         }
         // A tokens-file line of the same name gives its quotas, servers and hosts: the
-        // operator who wrote `alice@example.com - sandboxes=2` means this user.
-        Ok(self
-            .book
-            .as_ref()
-            .and_then(|b| b.named(&verified.principal))
-            .unwrap_or_else(|| Principal {
-                name: verified.principal.as_str().into(),
-                quota: self.defaults,
-                mcp_servers: Arc::from([]),
-                hosts: None,
-            }))
+        // operator who wrote `alice@example.com - sandboxes=2` means this user. A line with a
+        // token is another principal, whose sandboxes a sign-in must never reach.
+        let line = match &self.book {
+            Some(b) => b
+                .named(&verified.principal)
+                .map_err(|_| Denied::StaticName(verified.principal.clone()))?,
+            None => None,
+        };
+        Ok(line.unwrap_or_else(|| Principal {
+            name: verified.principal.as_str().into(),
+            quota: self.defaults,
+            mcp_servers: Arc::from([]),
+            hosts: None,
+        }))
     }
 
     /// `Bearer` challenge parameters (RFC 6750 §3, RFC 9728 §5.1).
@@ -142,6 +147,12 @@ impl Auth {
                     .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
                 resp
             }
+            Denied::StaticName(name) => plain(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "'{name}' is the name of a principal with a static token on this server, so a sign-in cannot be it; ask the server's operator to rename that tokens line, or to name sign-ins by another claim (CODE_SANDBOX_OAUTH_PRINCIPAL_CLAIM)"
+                ),
+            ),
             Denied::NotAllowed(name) => plain(
                 StatusCode::FORBIDDEN,
                 &format!(

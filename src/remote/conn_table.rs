@@ -19,6 +19,9 @@ pub struct Shares {
     pub unproven_per_address: usize,
     /// Proven connections of one principal.
     pub per_principal: usize,
+    /// Proven connections in all: the rest is a reserve that new principals, health checks
+    /// and sign-ins always find, however many principals hold their shares.
+    pub proven: usize,
 }
 
 impl Shares {
@@ -31,6 +34,7 @@ impl Shares {
             unproven: quarter,
             unproven_per_address: (quarter / 2).max(1),
             per_principal: quarter,
+            proven: max_connections.saturating_sub(quarter).max(1),
         }
     }
 }
@@ -64,7 +68,7 @@ impl ConnTable {
         {
             evicted.count += 1;
         }
-        while self.unproven(|_| true) >= shares.unproven && self.close_oldest(|c| c.proven_by.is_none()) {
+        while self.unproven(|_| true) >= shares.unproven && self.make_room(addr) {
             evicted.count += 1;
         }
         let id = self.next;
@@ -97,7 +101,28 @@ impl ConnTable {
         {
             evicted.count += 1;
         }
+        // Past the proven connections' part, the principal holding most gives one up.
+        while self.count(|c| c.proven_by.is_some()) > shares.proven {
+            let Some(heaviest) = self.heaviest(|c| c.proven_by.clone()) else {
+                break;
+            };
+            if !self.close_oldest_but(id, |c| c.proven_by.as_ref() == Some(&heaviest)) {
+                break;
+            }
+            evicted.count += 1;
+        }
         evicted
+    }
+
+    /// The key (address or principal) holding the most connections of those `key_of` keys.
+    fn heaviest<K: Ord + Clone>(&self, key_of: impl Fn(&Conn) -> Option<K>) -> Option<K> {
+        let mut counts: BTreeMap<K, usize> = BTreeMap::new();
+        for c in self.conns.values() {
+            if let Some(k) = key_of(c) {
+                *counts.entry(k).or_default() += 1;
+            }
+        }
+        counts.into_iter().max_by_key(|(_, n)| *n).map(|(k, _)| k)
     }
 
     /// Probation is over: closes the connection if nothing on it was authenticated. Whether it
@@ -118,10 +143,21 @@ impl ConnTable {
         self.conns.remove(&id);
     }
 
-    /// Closes the oldest unproven connection, to make room for a new one when every
-    /// connection is taken. Whether there was one.
-    pub fn make_room(&mut self) -> bool {
-        self.close_oldest(|c| c.proven_by.is_none())
+    /// Closes the oldest unproven connection of the address holding most of them (the
+    /// newcomer's own when it holds as many), to make room for a connection from `newcomer`:
+    /// a client churning connections loses its own, never another's that is about to send
+    /// its request. Whether there was one.
+    pub fn make_room(&mut self, newcomer: IpAddr) -> bool {
+        let Some(heaviest) = self.heaviest(|c| c.proven_by.is_none().then_some(c.addr)) else {
+            return false;
+        };
+        let most = self.unproven(|c| c.addr == heaviest);
+        let target = if self.unproven(|c| c.addr == newcomer) >= most {
+            newcomer
+        } else {
+            heaviest
+        };
+        self.close_oldest(|c| c.proven_by.is_none() && c.addr == target)
     }
 
     fn count(&self, which: impl Fn(&Conn) -> bool) -> usize {
@@ -190,6 +226,39 @@ mod tests {
         assert!(!bob_conn.is_cancelled());
         assert_eq!(mine.iter().filter(|c| !c.is_cancelled()).count(), 2);
         assert!(!mine[4].is_cancelled(), "the newest stays");
+    }
+
+    #[test]
+    fn churn_from_one_address_never_closes_anothers_new_connection() {
+        let shares = Shares::of(16); // 4 unproven, 2 per address
+        let mut t = ConnTable::default();
+        for round in 0..20 {
+            let (_, mine, _) = t.admit(ip("10.0.2.9"), shares);
+            for k in 0..3 {
+                t.admit(ip(&format!("10.0.1.{k}")), shares);
+                t.admit(ip(&format!("10.0.1.{k}")), shares);
+            }
+            assert!(!mine.is_cancelled(), "round {round}");
+        }
+    }
+
+    #[test]
+    fn a_reserve_stays_for_new_principals_however_many_hold_their_share() {
+        let shares = Shares::of(16); // 4 per principal, 12 proven in all
+        let mut t = ConnTable::default();
+        for who in ["a", "b", "c", "d"] {
+            let who: Arc<str> = Arc::from(who);
+            for _ in 0..4 {
+                let (id, _, _) = t.admit(ip("10.0.0.1"), shares);
+                t.prove(id, &who, shares);
+            }
+        }
+        assert_eq!(t.count(|c| c.proven_by.is_some()), 12);
+        assert_eq!(t.count(|_| true), 12, "four left for newcomers");
+        let (e, e_close, _) = t.admit(ip("10.0.0.5"), shares);
+        t.prove(e, &Arc::from("e"), shares);
+        assert!(!e_close.is_cancelled(), "a fifth principal gets in");
+        assert_eq!(t.count(|c| c.proven_by.is_some()), 12);
     }
 
     #[test]

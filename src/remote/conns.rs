@@ -96,7 +96,7 @@ pub async fn serve<L>(
             c = listener.accept() => c,
             _ = &mut shutdown => break,
         };
-        let Some(permit) = room(&open, &table).await else {
+        let Some(permit) = room(&open, &table, addr.ip()).await else {
             if !warned {
                 tracing::warn!(
                     "closing new connections: {} are open, all proven (CODE_SANDBOX_HTTP_MAX_CONNECTIONS)",
@@ -184,11 +184,12 @@ fn builder(limits: Limits) -> Builder<TokioExecutor> {
 async fn room(
     open: &Arc<tokio::sync::Semaphore>,
     table: &Mutex<ConnTable>,
+    newcomer: IpAddr,
 ) -> Option<tokio::sync::OwnedSemaphorePermit> {
     if let Ok(p) = open.clone().try_acquire_owned() {
         return Some(p);
     }
-    if !table.locked().make_room() {
+    if !table.locked().make_room(newcomer) {
         return None;
     }
     tokio::time::timeout(ROOM_WAIT, open.clone().acquire_owned())

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -17,6 +18,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use super::auth::{Auth, plain};
+use super::body_budget::{BodyBudget, BodyRefusal, Held, HoldWhile};
 use super::conns::{ClientAddr, Prover};
 use crate::lock::Locked;
 use crate::tenancy::Principal;
@@ -42,6 +44,8 @@ pub struct Guard {
     /// Sessions one principal, and all together, may have open.
     caps: SessionCaps,
     draining: AtomicBool,
+    /// Request bodies in flight.
+    bodies: BodyBudget,
 }
 
 /// How many MCP sessions may be open at once.
@@ -83,6 +87,7 @@ impl Guard {
             live: std::sync::OnceLock::new(),
             caps,
             draining: AtomicBool::new(false),
+            bodies: BodyBudget::default(),
         }
     }
 
@@ -280,6 +285,10 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
         prover.prove(&who.name);
     }
     req.extensions_mut().insert(who.clone());
+    let (req, held) = match read_body(&guard.bodies, &who.name, req).await {
+        Ok(read) => read,
+        Err(refused) => return refused,
+    };
     // Claude's clients as they are: see `quirks`. After authentication, so no stranger makes
     // the server read a body it would refuse.
     let req = match super::quirks::mend(req, crate::config::MAX_REQUEST_BYTES).await {
@@ -301,7 +310,48 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
         (Some(id), _) if deleting && response.status().is_success() => guard.unbind(id),
         _ => {}
     }
-    response
+    match held {
+        Some(held) => {
+            let (parts, body) = response.into_parts();
+            let body = HoldWhile {
+                inner: body,
+                held: Some(held),
+            };
+            Response::from_parts(parts, Body::new(body))
+        }
+        None => response,
+    }
+}
+
+/// A POST's body read once within the bodies' budget (later readers take the same bytes), and
+/// the room it holds; the refusal when it is too large or no room comes.
+async fn read_body(
+    budget: &BodyBudget,
+    who: &Arc<str>,
+    req: Request,
+) -> Result<(Request, Option<Held>), Response> {
+    if req.method() != http::Method::POST {
+        return Ok((req, None));
+    }
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    match budget
+        .read(who, body, crate::config::MAX_REQUEST_BYTES, declared)
+        .await
+    {
+        Ok((bytes, held)) => Ok((Request::from_parts(parts, Body::from(bytes)), Some(held))),
+        Err(e @ BodyRefusal::TooLarge(_)) => Err(plain(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string())),
+        Err(e @ BodyRefusal::Busy) => {
+            let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            Err(r)
+        }
+    }
 }
 
 #[cfg(test)]

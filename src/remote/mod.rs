@@ -6,6 +6,7 @@
 //! sessions each get a [`SandboxServer`] that acts through its caller's [`Tenancy`] view.
 
 mod auth;
+mod body_budget;
 mod conn_table;
 mod conns;
 mod guard;

@@ -40,6 +40,10 @@ pub enum TokenError {
     },
 }
 
+/// A sign-in's name is a static token's principal.
+#[derive(Debug)]
+pub struct StaticName;
+
 struct Entry {
     name: String,
     /// `None`: an OAuth principal's line, which no bearer token matches.
@@ -227,11 +231,16 @@ impl TokenBook {
         self.loaded.locked().entries.iter().all(|e| e.hash.is_none())
     }
 
-    /// The principal of the line named `name`, token or not (an OAuth principal's quotas).
-    pub fn named(&self, name: &str) -> Option<Principal> {
+    /// The principal of the OAuth line (`NAME - ...`) named `name`: its quotas, servers and
+    /// hosts. `Err` when a line with a token has that name: a sign-in is never that
+    /// principal, whatever name its identity provider let the user choose.
+    pub fn named(&self, name: &str) -> Result<Option<Principal>, StaticName> {
         self.refresh();
         let l = self.loaded.locked();
-        l.entries.iter().find(|e| e.name == name).map(Entry::principal)
+        match l.entries.iter().find(|e| e.name == name) {
+            Some(e) if e.hash.is_some() => Err(StaticName),
+            found => Ok(found.map(Entry::principal)),
+        }
     }
 
     /// Whether the file is there now: while it is, nothing is served without a token.

@@ -87,6 +87,7 @@ async fn figures_past_every_bound_cost_the_server_bounded_memory() {
         )
         .await;
     let grown = peak_mib(pid).saturating_sub(before);
+    eprintln!("twelve huge figures: the server's peak grew by {grown} MiB");
     let text = common::text_of(&r);
     assert_eq!(r.is_error, Some(false), "{text}");
     let v = r.structured_content.clone().expect("structured");
@@ -158,6 +159,7 @@ async fn reading_crafted_pictures_never_blocks_the_server() {
     }
     assert!(slowest < Duration::from_secs(3), "/healthz took {slowest:?}");
     let grown = peak_mib(pid).saturating_sub(before);
+    eprintln!("four crafted pictures read: peak +{grown} MiB, /healthz at most {slowest:?}");
     assert!(grown < 1024, "reading four pictures grew the peak by {grown} MiB");
     r.terminate().await;
     let _ = std::fs::remove_dir_all(dir);
@@ -561,5 +563,256 @@ async fn a_revocation_that_keeps_size_and_time_is_obeyed() {
     );
     assert_eq!(status_with(&r, Some(&new)).await, 200, "the new token is refused");
     assert_eq!(status_with(&r, Some(r.token("alice"))).await, 200);
+    r.terminate().await;
+}
+
+/// Item 7 (directly; `cargo xtask scale-test` does the same through haproxy): a routing header
+/// the body does not back is refused in every revision, before any tool runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn routing_headers_the_body_does_not_back_are_refused() {
+    let r = Remote::start(&["alice"], &[("CODE_SANDBOX_REPLICA", "r1")]).await;
+    let token = r.token("alice").to_string();
+    let forged = "sbx-r2-00000000000000000000000000000000";
+    let v1 = [
+        ("MCP-Protocol-Version", "2025-11-25"),
+        ("Mcp-Param-Sandbox-Id", forged),
+    ];
+    let (status, v) = raw(
+        &r.url,
+        &token,
+        &v1,
+        stateless_call(1, "create_sandbox", json!({})),
+    )
+    .await;
+    assert_eq!(status, 400, "create_sandbox with a sandbox header: {v}");
+    assert_eq!(v["error"]["code"], -32020, "{v}");
+    let (status, v) = raw(&r.url, &token, &v1, crate::remote_harness::initialize()).await;
+    assert_eq!(status, 400, "initialize with a sandbox header: {v}");
+    let sid = crate::remote_harness::raw_session(&r.url, &token).await;
+    let session = [("mcp-session-id", sid.as_str()), ("Mcp-Param-Sandbox-Id", forged)];
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "create_sandbox", "arguments": {}}});
+    let (status, v) = raw(&r.url, &token, &session, call).await;
+    assert_eq!(
+        status, 400,
+        "a 2025-11-25 session call with a sandbox header: {v}"
+    );
+    let (_, listed) = raw(
+        &r.url,
+        &token,
+        &[("mcp-session-id", sid.as_str())],
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+               "params": {"name": "get_sandbox_status", "arguments": {}}}),
+    )
+    .await;
+    assert_eq!(
+        listed["result"]["structuredContent"]["sandboxes"],
+        json!([]),
+        "a refused call made a sandbox: {listed}"
+    );
+    r.terminate().await;
+}
+
+/// Item 14: eight 100 MiB uploads at once (four principals, two each) grow the server's peak
+/// memory by less than 1.5 GiB: bodies in flight are bounded in all and per principal, and
+/// each is read once. Every upload lands whole.
+#[tokio::test(flavor = "multi_thread")]
+async fn eight_large_uploads_at_once_cost_bounded_memory() {
+    use base64::Engine as _;
+    let names = ["ann", "ben", "cat", "dan"];
+    let r = Remote::start(&names, &[]).await;
+    let size = 100usize << 20;
+    let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    let b64 = std::sync::Arc::new(base64::engine::general_purpose::STANDARD.encode(&data));
+    drop(data);
+    let mut targets = Vec::new();
+    for name in names {
+        let client = std::sync::Arc::new(r.client(name).await);
+        for _ in 0..2 {
+            let id = client.create().await;
+            targets.push((client.clone(), id));
+        }
+    }
+    let before = peak_mib(r.pid());
+    let mut uploads = Vec::new();
+    for (k, (client, id)) in targets.iter().enumerate() {
+        let (client, id, b64) = (client.clone(), id.clone(), b64.clone());
+        uploads.push(tokio::spawn(async move {
+            client
+                .call_json(
+                    "upload_file",
+                    json!({"sandbox_id": id, "content_base64": *b64, "destination_path": format!("big-{k}.bin")}),
+                )
+                .await
+        }));
+    }
+    for u in uploads {
+        let (err, _, text) = u.await.unwrap();
+        assert!(!err, "{text}");
+    }
+    let grown = peak_mib(r.pid()).saturating_sub(before);
+    eprintln!("eight 100 MiB uploads: the server's peak grew by {grown} MiB");
+    assert!(grown < 1536, "eight 100 MiB uploads grew the peak by {grown} MiB");
+    let (client, id) = &targets[7];
+    let v = client
+        .run_ok(
+            id,
+            "import os, zlib; p = 'big-7.bin'; (os.path.getsize(p), zlib.crc32(open(p, 'rb').read()))",
+        )
+        .await;
+    let crc = {
+        let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        crc32(&data)
+    };
+    assert_eq!(v["result"], format!("({size}, {crc})"), "{v}");
+    r.terminate().await;
+}
+
+/// CRC-32 (IEEE), as Python's zlib.crc32 computes it.
+fn crc32(data: &[u8]) -> u32 {
+    let mut z = flate2::Crc::new();
+    z.update(data);
+    z.sum()
+}
+
+/// Items 8 and 15, with the real OpenID provider: a sign-in whose name holds `"`, `}` and `\`
+/// is counted under its own escaped label and every scrape still parses (by the official
+/// Python client); a sign-in named like a static token's principal is refused, not that
+/// principal.
+#[tokio::test(flavor = "multi_thread")]
+async fn oauth_names_neither_forge_metrics_nor_take_a_static_principal() {
+    common::ensure_runtime();
+    let idp = crate::oauth::Idp::start().await;
+    let envs = [
+        ("CODE_SANDBOX_METRICS_LISTEN", "127.0.0.1:0"),
+        ("CODE_SANDBOX_METRICS_PRINCIPALS", "true"),
+    ];
+    let remote = crate::oauth::server(&idp, &["agent-a"], "", &envs).await;
+    let url = remote.url.clone();
+    let named = |sub: &str| json!({"sub": sub, "aud": url, "scope": "mcp"});
+    let twin = idp.mint(named("agent-a"), "RS256", "idp").await;
+    let (status, _, body) = crate::oauth::attempt(&url, Some(&twin)).await;
+    assert_eq!(status, 403, "a sign-in took the static principal agent-a: {body}");
+    assert!(
+        body.contains("agent-a") && body.contains("static token"),
+        "{body}"
+    );
+    // The static token itself still works.
+    let (status, _, body) = crate::oauth::attempt(&url, Some(remote.token("agent-a"))).await;
+    assert_eq!(status, 200, "{body}");
+
+    let forger = r#"x"} 1 mcp_code_sandbox_calls_total{tool="forged\"#;
+    let token = idp.mint(named(forger), "RS256", "idp").await;
+    let client = remote.client_with_token(&token).await;
+    client.create().await;
+    let text = crate::remote_harness::http()
+        .get(crate::team_server::metrics_url(&remote))
+        .send()
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("body");
+    let m = crate::team_server::parsed(&text);
+    assert!(
+        crate::team_server::sample(&m, "mcp_code_sandbox_calls_total", &[("tool", "forged")]).is_none(),
+        "a forged sample: {text}"
+    );
+    let escaped = "x%22%7D%201%20mcp_code_sandbox_calls_total%7Btool%3D%22forged%5C";
+    let counted = crate::team_server::sample(
+        &m,
+        "mcp_code_sandbox_calls_total",
+        &[("tool", "create_sandbox"), ("principal", escaped)],
+    );
+    assert_eq!(counted, Some(1.0), "{text}");
+    remote.terminate().await;
+}
+
+/// Item 13: with 16 connections, four principals each holding their share of proven
+/// keep-alive connections leave room for a fifth principal and for `/healthz`; and a churn of
+/// unauthenticated connections from one address (127.0.0.2) never costs another address's
+/// new connections their call.
+#[tokio::test(flavor = "multi_thread")]
+async fn connection_shares_keep_a_reserve_and_churn_costs_only_the_churner() {
+    let names = ["pa", "pb", "pc", "pd", "pe"];
+    let envs = [("CODE_SANDBOX_HTTP_MAX_CONNECTIONS", "16")];
+    let r = Remote::start(&names, &envs).await;
+    let fresh = || {
+        reqwest::Client::builder()
+            .pool_max_idle_per_host(1)
+            .build()
+            .expect("a client")
+    };
+    let mut held = Vec::new();
+    for name in &names[..4] {
+        for _ in 0..4 {
+            let client = fresh();
+            let resp = client
+                .post(&r.url)
+                .bearer_auth(r.token(name))
+                .header("accept", "application/json, text/event-stream")
+                .json(&crate::remote_harness::initialize())
+                .send()
+                .await
+                .expect("initialize");
+            assert_eq!(resp.status(), 200);
+            let _ = resp.bytes().await;
+            held.push(client);
+        }
+    }
+    assert_eq!(
+        status_with(&r, Some(r.token("pe"))).await,
+        200,
+        "a fifth principal"
+    );
+    let health = fresh()
+        .get(format!("http://{}/healthz", r.addr()))
+        .send()
+        .await
+        .expect("/healthz while every share is held");
+    assert_eq!(health.status(), 200);
+    drop(held);
+
+    let addr: std::net::SocketAddr = r.addr().parse().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churn = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let mut open = std::collections::VecDeque::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+                if let Ok(mut tcp) = socket.connect(addr).await {
+                    let _ = tcp.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n").await;
+                    open.push_back(tcp);
+                }
+                if open.len() > 40 {
+                    open.pop_front();
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut answered = 0;
+    for _ in 0..20 {
+        let resp = fresh()
+            .post(&r.url)
+            .bearer_auth(r.token("pa"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&crate::remote_harness::initialize())
+            .send()
+            .await;
+        if let Ok(resp) = resp
+            && resp.status() == 200
+            && resp.bytes().await.is_ok()
+        {
+            answered += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = churn.await;
+    assert_eq!(answered, 20, "calls from another address lost to the churn");
     r.terminate().await;
 }

@@ -140,7 +140,7 @@ pub fn metrics_url(r: &Remote) -> String {
 
 /// `text` parsed by the official Prometheus client library for Python (its OpenMetrics
 /// parser, which is strict): sample name → [(labels, value)].
-fn parsed(text: &str) -> serde_json::Map<String, Value> {
+pub fn parsed(text: &str) -> serde_json::Map<String, Value> {
     let dir = common::repo_root().join("tests/prometheus");
     let venv = xtask::pyvenv::ensure(&dir, &|m| common::progress(m)).unwrap_or_else(|e| panic!("{e}"));
     let file = std::env::temp_dir().join(format!("metrics-{}.txt", uuid::Uuid::new_v4().simple()));
@@ -169,7 +169,7 @@ print(json.dumps(out))
 }
 
 /// The value of sample `name` whose labels include all of `want`.
-fn sample(m: &serde_json::Map<String, Value>, name: &str, want: &[(&str, &str)]) -> Option<f64> {
+pub fn sample(m: &serde_json::Map<String, Value>, name: &str, want: &[(&str, &str)]) -> Option<f64> {
     m.get(name)?.as_array()?.iter().find_map(|s| {
         let labels = s[0].as_object()?;
         want.iter()

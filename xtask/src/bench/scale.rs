@@ -194,6 +194,7 @@ async fn scenario(cluster: &mut Cluster) -> anyhow::Result<()> {
     ));
 
     header_routing(cluster, &who[0], &ids[0]).await?;
+    header_refusals(cluster, &who[1], &ids[1]).await?;
 
     // A rolling restart: every replica in turn, SIGTERM then start; nothing may be lost.
     for (w, id) in who.iter().zip(&ids) {
@@ -268,10 +269,69 @@ async fn header_routing(cluster: &Cluster, who: &Who, home_id: &str) -> anyhow::
     Ok(())
 }
 
+/// A principal cannot pick its replica with a routing header the body does not back: through
+/// the proxy, a `create_sandbox` or an `initialize` carrying `Mcp-Param-Sandbox-Id` that names
+/// another replica, and a call whose header names another sandbox than its body, are refused
+/// with 400 before any tool runs (else each principal could hold its quota once per replica).
+async fn header_refusals(cluster: &Cluster, who: &Who, home_id: &str) -> anyhow::Result<()> {
+    let home = replica_of(home_id);
+    let other = cluster
+        .nodes
+        .iter()
+        .find(|n| n.name != home)
+        .ok_or_else(|| anyhow::anyhow!("one replica only"))?;
+    let forged = format!("sbx-{}-00000000000000000000000000000000", other.name);
+    let url = &cluster.proxy_url;
+    let (status, v) = stateless_raw(url, &who.token, "create_sandbox", json!({}), &forged).await?;
+    anyhow::ensure!(
+        status == 400,
+        "create_sandbox routed by a forged header: {status} {v}"
+    );
+    let (status, v) = stateless_raw(
+        url,
+        &who.token,
+        "execute_code",
+        json!({"sandbox_id": home_id, "code": "1"}),
+        &forged,
+    )
+    .await?;
+    anyhow::ensure!(status == 400, "a header naming another sandbox: {status} {v}");
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "scale-test", "version": "1"}}});
+    let status = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(&who.token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Param-Sandbox-Id", &forged)
+        .json(&init)
+        .send()
+        .await?
+        .status();
+    anyhow::ensure!(status == 400, "initialize routed by a forged header: {status}");
+    say(&format!(
+        "{}'s forged Mcp-Param-Sandbox-Id naming {}: create_sandbox, initialize and a mismatched call refused with 400",
+        who.name, other.name
+    ));
+    Ok(())
+}
+
 /// One stateless 2026-07-28 `tools/call`, with the `Mcp-Param-Sandbox-Id` header that revision's
 /// clients send for the marked argument; the JSON-RPC answer.
 async fn stateless_call(url: &str, token: &str, tool: &str, arguments: Value) -> anyhow::Result<Value> {
     let id = arguments["sandbox_id"].as_str().unwrap_or_default().to_string();
+    Ok(stateless_raw(url, token, tool, arguments, &id).await?.1)
+}
+
+/// A stateless 2026-07-28 `tools/call` with this `Mcp-Param-Sandbox-Id`: the HTTP status and
+/// the JSON-RPC answer.
+async fn stateless_raw(
+    url: &str,
+    token: &str,
+    tool: &str,
+    arguments: Value,
+    id: &str,
+) -> anyhow::Result<(u16, Value)> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": tool,
         "arguments": arguments,
@@ -281,7 +341,7 @@ async fn stateless_call(url: &str, token: &str, tool: &str, arguments: Value) ->
             "io.modelcontextprotocol/clientCapabilities": {},
         },
     }});
-    let text = reqwest::Client::new()
+    let resp = reqwest::Client::new()
         .post(url)
         .bearer_auth(token)
         .header("Accept", "application/json, text/event-stream")
@@ -291,10 +351,13 @@ async fn stateless_call(url: &str, token: &str, tool: &str, arguments: Value) ->
         .header("Mcp-Param-Sandbox-Id", id)
         .json(&body)
         .send()
-        .await?
-        .text()
         .await?;
-    Ok(serde_json::from_str(xtask::answer::message(&text))?)
+    let status = resp.status().as_u16();
+    let text = resp.text().await?;
+    Ok((
+        status,
+        serde_json::from_str(xtask::answer::message(&text)).unwrap_or(Value::Null),
+    ))
 }
 
 /// Round trips of the `1+1` comparison (interleaved through the proxy and direct).
