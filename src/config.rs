@@ -12,7 +12,7 @@ mod team;
 use clap::{Parser, Subcommand, ValueEnum};
 
 pub use oauth::OAuthSettings;
-pub use team::TeamSettings;
+pub use team::{IpRange, TeamSettings};
 
 /// How MCP reaches the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

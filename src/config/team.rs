@@ -26,8 +26,96 @@ pub struct TeamSettings {
     /// Kubernetes keep the pod's termination grace period longer than this plus 15 s.
     #[arg(long, env = "CODE_SANDBOX_DRAIN_SECONDS", default_value_t = 10)]
     pub drain_seconds: u64,
+
+    /// Proxies in front of this server that send the PROXY protocol (haproxy's
+    /// `send-proxy-v2`), as addresses or CIDR ranges, comma-separated. A connection from one
+    /// may start with a PROXY header, and the client it names is the address that the limits
+    /// per address count (connections on probation, token introspection); without it every
+    /// client behind the proxy shares one. List only the proxies: a listed peer can claim any
+    /// address. Plain HTTP from the proxy only (TLS ends there).
+    #[arg(long = "trusted-proxy", env = "CODE_SANDBOX_TRUSTED_PROXIES", value_delimiter = ',', value_parser = ip_range)]
+    pub trusted_proxies: Vec<IpRange>,
+}
+
+/// An address or a CIDR range of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpRange {
+    network: std::net::IpAddr,
+    prefix: u8,
+}
+
+impl IpRange {
+    pub fn contains(&self, ip: std::net::IpAddr) -> bool {
+        use std::net::IpAddr::{V4, V6};
+        // An IPv4 client may reach a dual-stack socket as ::ffff:a.b.c.d.
+        let ip = match ip {
+            V6(v6) => v6.to_ipv4_mapped().map_or(ip, V4),
+            v4 => v4,
+        };
+        let (net, ip, bits) = match (self.network, ip) {
+            (V4(n), V4(i)) => (u128::from(n.to_bits()), u128::from(i.to_bits()), 32),
+            (V6(n), V6(i)) => (n.to_bits(), i.to_bits(), 128),
+            _ => return false,
+        };
+        let shift = bits - u32::from(self.prefix);
+        shift >= bits || (net >> shift) == (ip >> shift)
+    }
+}
+
+impl std::str::FromStr for IpRange {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        ip_range(text)
+    }
+}
+
+fn ip_range(text: &str) -> Result<IpRange, String> {
+    let text = text.trim();
+    let bad = || format!("'{text}' is not an address or a CIDR range such as 10.0.0.0/8 or fd00::/8");
+    let (addr, prefix) = match text.split_once('/') {
+        Some((a, p)) => (a, Some(p.parse::<u8>().map_err(|_| bad())?)),
+        None => (text, None),
+    };
+    let network: std::net::IpAddr = addr.parse().map_err(|_| bad())?;
+    let max = if network.is_ipv4() { 32 } else { 128 };
+    let prefix = prefix.unwrap_or(max);
+    if prefix > max {
+        return Err(bad());
+    }
+    Ok(IpRange { network, prefix })
 }
 
 fn replica_name(name: &str) -> Result<String, String> {
     crate::sandbox::replica::valid_name(name).map(|()| name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_hold_what_they_say() {
+        let r = ip_range("10.1.0.0/16").unwrap();
+        assert!(r.contains("10.1.200.3".parse().unwrap()));
+        assert!(!r.contains("10.2.0.1".parse().unwrap()));
+        assert!(r.contains("::ffff:10.1.0.9".parse().unwrap()), "IPv4-mapped");
+        let one = ip_range("127.0.0.1").unwrap();
+        assert!(one.contains("127.0.0.1".parse().unwrap()));
+        assert!(!one.contains("127.0.0.2".parse().unwrap()));
+        assert!(
+            ip_range("0.0.0.0/0")
+                .unwrap()
+                .contains("8.8.8.8".parse().unwrap())
+        );
+        assert!(ip_range("fd00::/8").unwrap().contains("fd12::1".parse().unwrap()));
+        assert!(
+            !ip_range("fd00::/8")
+                .unwrap()
+                .contains("10.0.0.1".parse().unwrap())
+        );
+        for bad in ["10.0.0.0/33", "nonsense", "10.0.0.0/x", "::/129"] {
+            assert!(ip_range(bad).is_err(), "{bad}");
+        }
+    }
 }

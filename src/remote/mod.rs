@@ -14,6 +14,7 @@ mod hangup;
 pub mod home_lock;
 mod metrics_http;
 pub mod oauth;
+mod proxy_protocol;
 mod quirks;
 mod route_headers;
 mod tls;
@@ -302,6 +303,11 @@ pub async fn serve(
                 let config = tls::server_config(cert, key)?;
                 let listener = tls::TlsListener::new(tcp, config).map_err(RemoteError::Serve)?;
                 conns::serve(listener, app, limits, drained).await;
+            }
+            _ if !settings.team.trusted_proxies.is_empty() => {
+                let listener =
+                    proxy_protocol::ProxiedListener::new(tcp, settings.team.trusted_proxies.clone());
+                conns::serve(listener.tap_io(no_delay), app, limits, drained).await
             }
             _ => conns::serve(tcp.tap_io(no_delay), app, limits, drained).await,
         }

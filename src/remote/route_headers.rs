@@ -53,7 +53,8 @@ fn backed(declared: &Declared, headers: &[(String, String)], message: &Value) ->
     let tool = (message.get("method").and_then(Value::as_str) == Some("tools/call"))
         .then(|| message.pointer("/params/name").and_then(Value::as_str))
         .flatten();
-    for (header, value) in headers {
+    for (name, value) in headers {
+        let header = &shown(name);
         let Some(tool) = tool else {
             return Err(format!(
                 "the {header} header is for tool calls only; send it only with a tools/call that names the same value"
@@ -61,7 +62,7 @@ fn backed(declared: &Declared, headers: &[(String, String)], message: &Value) ->
         };
         let Some(argument) = declared
             .get(tool)
-            .and_then(|marked| marked.iter().find(|(h, _)| h == header))
+            .and_then(|marked| marked.iter().find(|(h, _)| h == name))
             .map(|(_, argument)| argument)
         else {
             return Err(format!(
@@ -79,6 +80,20 @@ fn backed(declared: &Declared, headers: &[(String, String)], message: &Value) ->
         }
     }
     Ok(())
+}
+
+/// A header's name as the revision spells it (`Mcp-Param-Sandbox-Id`), for messages.
+fn shown(lower: &str) -> String {
+    lower
+        .split('-')
+        .map(|part| {
+            let mut c = part.chars();
+            c.next()
+                .map(|first| first.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join("-")
 }
 
 /// A header's value as the revision encodes it: plain, or `=?base64?...?=`.
@@ -138,7 +153,8 @@ mod tests {
         let run = call("execute_code", json!({"sandbox_id": "sbx-r1-a", "code": "1"}));
         assert!(backed(&d, &header("sbx-r1-a"), &run).is_ok());
         assert!(backed(&d, &header("=?base64?c2J4LXIxLWE=?="), &run).is_ok());
-        assert!(backed(&d, &header("sbx-r2-a"), &run).is_err(), "another replica");
+        let err = backed(&d, &header("sbx-r2-a"), &run).unwrap_err();
+        assert!(err.contains("Mcp-Param-Sandbox-Id"), "{err}");
         let default = call("execute_code", json!({"code": "1"}));
         assert!(
             backed(&d, &header("sbx-r2-a"), &default).is_err(),

@@ -613,9 +613,10 @@ async fn routing_headers_the_body_does_not_back_are_refused() {
     r.terminate().await;
 }
 
-/// Item 14: eight 100 MiB uploads at once (four principals, two each) grow the server's peak
-/// memory by less than 1.5 GiB: bodies in flight are bounded in all and per principal, and
-/// each is read once. Every upload lands whole.
+/// Item 14: eight 100 MiB uploads at once (four principals, two each, a session and a
+/// connection each, as separate clients send them) grow the server's peak memory by less than
+/// 1.5 GiB: bodies in flight are bounded in all and per principal, and each is read once.
+/// Every upload lands whole.
 #[tokio::test(flavor = "multi_thread")]
 async fn eight_large_uploads_at_once_cost_bounded_memory() {
     use base64::Engine as _;
@@ -623,48 +624,67 @@ async fn eight_large_uploads_at_once_cost_bounded_memory() {
     let r = Remote::start(&names, &[]).await;
     let size = 100usize << 20;
     let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-    let b64 = std::sync::Arc::new(base64::engine::general_purpose::STANDARD.encode(&data));
+    let crc = crc32(&data);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&data);
     drop(data);
     let mut targets = Vec::new();
     for name in names {
-        let client = std::sync::Arc::new(r.client(name).await);
-        for _ in 0..2 {
-            let id = client.create().await;
-            targets.push((client.clone(), id));
+        let token = r.token(name).to_string();
+        for k in 0..2 {
+            let sid = crate::remote_harness::raw_session(&r.url, &token).await;
+            let session = [("mcp-session-id", sid.as_str())];
+            let create = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                "params": {"name": "create_sandbox", "arguments": {}}});
+            let (status, v) = raw(&r.url, &token, &session, create).await;
+            assert_eq!(status, 200, "{v}");
+            let id = v["result"]["structuredContent"]["sandbox_id"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": "upload_file",
+                "arguments": {"sandbox_id": id, "content_base64": b64, "destination_path": format!("big-{k}.bin")}}});
+            targets.push((token.clone(), sid, id, body.to_string()));
         }
     }
+    drop(b64);
     let before = peak_mib(r.pid());
     let mut uploads = Vec::new();
-    for (k, (client, id)) in targets.iter().enumerate() {
-        let (client, id, b64) = (client.clone(), id.clone(), b64.clone());
+    for (token, sid, _, body) in &targets {
+        let post = reqwest::Client::new()
+            .post(&r.url)
+            .bearer_auth(token)
+            .header("mcp-session-id", sid)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.clone());
         uploads.push(tokio::spawn(async move {
-            client
-                .call_json(
-                    "upload_file",
-                    json!({"sandbox_id": id, "content_base64": *b64, "destination_path": format!("big-{k}.bin")}),
-                )
-                .await
+            let resp = post.send().await.expect("the upload is sent");
+            (resp.status().as_u16(), resp.text().await.unwrap_or_default())
         }));
     }
     for u in uploads {
-        let (err, _, text) = u.await.unwrap();
-        assert!(!err, "{text}");
+        let (status, text) = u.await.unwrap();
+        assert_eq!(status, 200, "{text}");
+        assert!(
+            text.contains("\"isError\":false"),
+            "{}",
+            &text[..text.len().min(400)]
+        );
     }
     let grown = peak_mib(r.pid()).saturating_sub(before);
     eprintln!("eight 100 MiB uploads: the server's peak grew by {grown} MiB");
     assert!(grown < 1536, "eight 100 MiB uploads grew the peak by {grown} MiB");
-    let (client, id) = &targets[7];
-    let v = client
-        .run_ok(
-            id,
-            "import os, zlib; p = 'big-7.bin'; (os.path.getsize(p), zlib.crc32(open(p, 'rb').read()))",
-        )
-        .await;
-    let crc = {
-        let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-        crc32(&data)
-    };
-    assert_eq!(v["result"], format!("({size}, {crc})"), "{v}");
+    let (token, sid, id, _) = &targets[7];
+    let check = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "execute_code",
+        "arguments": {"sandbox_id": id, "code": "import os, zlib; p = 'big-1.bin'; (os.path.getsize(p), zlib.crc32(open(p, 'rb').read()))"}}});
+    let (_, v) = raw(&r.url, token, &[("mcp-session-id", sid.as_str())], check).await;
+    assert_eq!(
+        v["result"]["structuredContent"]["result"],
+        format!("({size}, {crc})"),
+        "{v}"
+    );
     r.terminate().await;
 }
 
