@@ -61,9 +61,7 @@ impl Prover {
     }
 }
 
-/// The client's address, in each request's extensions (introspection takes turns by it).
-#[derive(Clone, Copy, Debug)]
-pub struct ClientAddr(pub IpAddr);
+pub use crate::server::ClientAddr;
 
 /// How long a new connection may wait for an unproven one to close and make room.
 const ROOM_WAIT: Duration = Duration::from_secs(1);

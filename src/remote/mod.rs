@@ -59,6 +59,10 @@ pub enum RemoteError {
         "the tokens file {0} may be written by other users (mode {1:o}), who could give themselves a token; run `chmod 600 {0}`, then start again"
     )]
     TokensOpen(String, u32),
+    #[error(
+        "CODE_SANDBOX_TRUSTED_PROXIES is for plain HTTP from a proxy that ends TLS itself; with CODE_SANDBOX_TLS_CERT set, unset one of them"
+    )]
+    ProxiedTls,
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
     #[error(transparent)]
@@ -122,6 +126,9 @@ pub async fn serve(
         crate::tls_roots::load(settings.ca_file.as_deref())?,
     )?;
     // `token add` writes `<home>/tokens`: a server started after it serves with those tokens.
+    if settings.tls_cert.is_some() && !settings.team.trusted_proxies.is_empty() {
+        return Err(RemoteError::ProxiedTls);
+    }
     let tokens = settings.tokens_in_use();
     let book = match &tokens {
         Some(file) => {

@@ -24,6 +24,20 @@ use crate::tenancy::Principal;
 /// How a call ended, for its log line and the metrics.
 pub use crate::metrics::CallOutcome as Outcome;
 
+/// The client's address, in each HTTP request's extensions: the peer's, or the one a trusted
+/// proxy's PROXY header names. Limits per address count it, and each call's log line says it.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub std::net::IpAddr);
+
+/// The client's address the HTTP layer attached to the request, if any.
+fn client_of(context: &RequestContext<RoleServer>) -> Option<std::net::IpAddr> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<ClientAddr>())
+        .map(|c| c.0)
+}
+
 /// The principal the HTTP layer attached to the request, if any.
 pub fn principal_of(context: &RequestContext<RoleServer>) -> Option<Principal> {
     principal_in(&context.extensions)
@@ -106,6 +120,7 @@ impl SandboxServer {
             .and_then(|v| v.as_str())
             .map(str::to_string);
         let who = principal_of(&context);
+        let client = client_of(&context).map_or_else(|| "-".to_string(), |ip| ip.to_string());
         let remote = who.as_ref().map(|p| p.name.clone());
         let principal = remote
             .clone()
@@ -170,6 +185,7 @@ impl SandboxServer {
         tracing::info!(
             target: "mcp_code_sandbox::call",
             principal = %Field(&principal),
+            client = %client,
             tool = %Field(&tool),
             sandbox = %Field(sandbox.as_deref().unwrap_or("-")),
             duration_ms = started.elapsed().as_millis() as u64,

@@ -35,5 +35,6 @@ mod upload;
 mod view;
 
 pub use args::HEADER_ARGUMENTS;
+pub use calls::ClientAddr;
 pub use handler::SandboxServer;
 pub use stdio::StdioTransport;

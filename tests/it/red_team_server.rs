@@ -836,3 +836,110 @@ async fn connection_shares_keep_a_reserve_and_churn_costs_only_the_churner() {
     assert_eq!(answered, 20, "calls from another address lost to the churn");
     r.terminate().await;
 }
+
+/// haproxy on `port` in front of `replica`, from the project's template (PROXY headers
+/// included); its process (killed on drop) and its `/mcp` URL.
+#[cfg(target_os = "linux")]
+fn proxy_in_front(replica: &Remote, port: u16) -> (tokio::process::Child, String) {
+    let config = xtask::deploy::render(
+        &common::repo_root(),
+        xtask::deploy::Site::Loopback,
+        &format!("127.0.0.1:{port}"),
+        "sub",
+        &[xtask::deploy::Replica {
+            name: "r0".into(),
+            address: replica.addr(),
+        }],
+    )
+    .expect("the template renders");
+    let file = replica.home.join("haproxy.cfg");
+    std::fs::write(&file, config).unwrap();
+    let child = tokio::process::Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("haproxy (Debian's haproxy package) starts");
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// A client whose connections come from `source` (a loopback address of its own).
+fn client_from(source: &str) -> reqwest::Client {
+    crate::remote_harness::http();
+    reqwest::Client::builder()
+        .local_address(source.parse::<std::net::IpAddr>().ok())
+        .build()
+        .expect("a client")
+}
+
+/// Item 16, through haproxy: the replica counts and logs the client behind the proxy (its
+/// PROXY header), not the proxy; a client that is not a listed proxy cannot claim an address
+/// with a header of its own.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread")]
+async fn behind_the_proxy_each_client_is_its_own_address() {
+    let port = common::free_port();
+    let r = Remote::start(
+        &["alice"],
+        &[
+            ("CODE_SANDBOX_TRUSTED_PROXIES", "127.0.0.1"),
+            ("CODE_SANDBOX_ALLOWED_HOSTS", &format!("127.0.0.1:{port}")),
+        ],
+    )
+    .await;
+    let (_haproxy, proxied) = proxy_in_front(&r, port);
+    let token = r.token("alice").to_string();
+    let call = |id: u64| stateless_call(id, "create_run_close", json!({"code": "6 * 7"}));
+    let header = [("MCP-Protocol-Version", "2025-11-25")];
+    for (source, url) in [("127.0.0.2", proxied.as_str()), ("127.0.0.3", r.url.as_str())] {
+        let resp = client_from(source)
+            .post(url)
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header(header[0].0, header[0].1)
+            .body(call(1).to_string())
+            .send()
+            .await
+            .expect("a call");
+        assert_eq!(
+            resp.status(),
+            200,
+            "{source} via {url}: {}",
+            resp.text().await.unwrap_or_default()
+        );
+        let _ = resp.text().await;
+    }
+    let log = r.log_text();
+    assert!(
+        log.contains("client=127.0.0.2"),
+        "the proxied call was not logged as 127.0.0.2: {log}"
+    );
+    assert!(log.contains("client=127.0.0.3"), "the direct call: {log}");
+    // A PROXY header from a peer that is not listed is junk, never an address.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.4:0".parse().unwrap()).unwrap();
+    let mut tcp = socket.connect(r.addr().parse().unwrap()).await.unwrap();
+    tcp.write_all(b"PROXY TCP4 192.0.2.66 10.0.0.1 5000 8765\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(!answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        !r.log_text().contains("192.0.2.66"),
+        "an unlisted peer claimed an address"
+    );
+    r.terminate().await;
+}

@@ -74,6 +74,8 @@ impl Cluster {
             ("CODE_SANDBOX_MEMORY_MB".into(), "128".into()),
             ("CODE_SANDBOX_PRINCIPAL_MEMORY_MB".into(), "1024".into()),
             ("CODE_SANDBOX_DRAIN_SECONDS".into(), "20".into()),
+            // haproxy sends each client's address in a PROXY header.
+            ("CODE_SANDBOX_TRUSTED_PROXIES".into(), "127.0.0.1".into()),
             ("RUST_LOG".into(), "warn".into()),
         ];
         let idp = if oauth {
