@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::child::MAX_DEPTH;
 use super::gateway::{Allowed, Gateway};
-use super::link::{Called, Standing};
+use super::link::{Called, Link, Standing};
 use crate::lock::Locked;
 use crate::sandbox::call_scope::{self, CallScope};
 use crate::sandbox::{GuestServices, Refusal, ToolCall, answer_by};
@@ -130,6 +130,40 @@ impl CallTools {
         args: Option<Value>,
         deadline: Instant,
     ) -> Result<Vec<u8>, Refusal> {
+        let link = self.admitted(server, tool, deadline).await?;
+        let (args, sent) = arguments(server, tool, args)?;
+        self.spend_one()?;
+        let started = Instant::now();
+        let outcome = self
+            .progress(server, tool, link.call(tool, args, answer_by(deadline)))
+            .await;
+        let (answer, received, ok) = self.answered(server, tool, outcome);
+        let duration_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(
+            target: "mcp_code_sandbox::downstream",
+            server = %server,
+            tool = %tool,
+            duration_ms,
+            ok,
+            bytes = (sent + received) as u64,
+            outcome = answer.as_ref().err().map_or("ok", |r| r.kind),
+            "downstream call"
+        );
+        self.log.locked().push(ToolCall {
+            server: server.to_string(),
+            tool: tool.to_string(),
+            duration_ms,
+            ok,
+            bytes: (sent + received) as u64,
+        });
+        answer
+    }
+
+    /// The link to `server` when this code may call its `tool`: the server is known, this
+    /// caller may use it, the user's rules allow the tool, and the server lists it (a name
+    /// the server did not list never leaves the host: a server that looks names up loosely
+    /// would otherwise run a tool under a spelling no rule was written for).
+    async fn admitted(&self, server: &str, tool: &str, deadline: Instant) -> Result<Arc<Link>, Refusal> {
         let Some(link) = self.gateway.link(server) else {
             let names: Vec<&str> = self
                 .gateway
@@ -160,8 +194,6 @@ impl CallTools {
                 ),
             ));
         }
-        // A name the server did not list never leaves the host: a server that looks names up
-        // loosely would otherwise run a tool under a spelling no rule was written for.
         let listed = match link.session(answer_by(deadline)).await {
             Ok((_, tools)) => tools,
             Err(down) => return Err(Refusal::new("down", down)),
@@ -169,140 +201,64 @@ impl CallTools {
         if !listed.iter().any(|t| t.name == tool) {
             return Err(unlisted(server, tool, &listed, &link.policy));
         }
-        let args = match args {
-            None => serde_json::Map::new(),
-            Some(Value::Object(m)) => m,
-            Some(_) => {
-                return Err(Refusal::new(
-                    "invalid_arguments",
-                    "a tool's arguments are keywords (a JSON object)",
-                ));
-            }
-        };
-        let sent = serde_json::to_vec(&args).map(|v| v.len()).unwrap_or(usize::MAX);
-        if sent > MAX_BYTES {
-            return Err(Refusal::new(
-                "too_large",
-                format!(
-                    "the arguments for {server}.{tool} are {sent} bytes, over the {MAX_BYTES} bytes code mode carries; pass less (a path, an id) instead"
-                ),
-            ));
-        }
-        if self
-            .left
+        Ok(link.clone())
+    }
+
+    /// Takes one of this execute_code call's tool calls (CODE_SANDBOX_MCP_CALLS).
+    fn spend_one(&self) -> Result<(), Refusal> {
+        self.left
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_err()
-        {
-            return Err(Refusal::new(
-                "budget_exceeded",
-                format!(
-                    "this execute_code call made its {} tool calls (CODE_SANDBOX_MCP_CALLS); make more in the next call, or do more per call",
-                    self.gateway.max_calls
-                ),
-            ));
-        }
-        let started = Instant::now();
-        let outcome = self
-            .progress(server, tool, link.call(tool, args, answer_by(deadline)))
-            .await;
-        let (answer, received, ok) = match outcome {
-            Err(down) => (Err(Refusal::new("down", down)), 0, false),
-            Ok(Err(Called::Timeout)) => (
-                Err(Refusal::new(
-                    "timeout",
+            .map(|_| ())
+            .map_err(|_| {
+                Refusal::new(
+                    "budget_exceeded",
                     format!(
-                        "{server}.{tool} did not answer within this execute_code call's time limit; it was cancelled (ask for less, or give the call a longer timeout_seconds)"
+                        "this execute_code call made its {} tool calls (CODE_SANDBOX_MCP_CALLS); make more in the next call, or do more per call",
+                        self.gateway.max_calls
                     ),
-                )),
-                0,
-                false,
-            ),
-            Ok(Err(Called::TooLarge)) => (
-                Err(Refusal::new(
-                    "too_large",
-                    format!(
-                        "the result of {server}.{tool} is over {} bytes, more than code mode reads from a server (and over the {MAX_BYTES} bytes it carries into the sandbox); ask the tool for less (a filter, a page, a narrower query)",
-                        super::link::MAX_MESSAGE
-                    ),
-                )),
-                0,
-                false,
-            ),
-            Ok(Err(Called::TooDeep)) => {
-                tracing::warn!(target: "mcp_code_sandbox::downstream", server = %server, tool = %tool, "the answer is nested deeper than {MAX_DEPTH} levels and was not decoded");
+                )
+            })
+    }
+
+    /// What the guest gets for a downstream call's outcome: the frame or the refusal, the
+    /// bytes received, and whether the tool succeeded.
+    fn answered(
+        &self,
+        server: &str,
+        tool: &str,
+        outcome: Result<Result<rmcp::model::CallToolResult, Called>, String>,
+    ) -> (Result<Vec<u8>, Refusal>, usize, bool) {
+        let refused = |kind, why: String| (Err(Refusal::new(kind, why)), 0, false);
+        let result = match outcome {
+            Err(down) => return refused("down", down),
+            Ok(Err(called)) => return refused_call(server, tool, called),
+            Ok(Ok(result)) => result,
+        };
+        let ok = result.is_error != Some(true);
+        match serde_json::to_vec(&result) {
+            Ok(body) if body.len() > MAX_BYTES => {
+                let n = body.len();
                 (
                     Err(Refusal::new(
-                        "protocol",
+                        "too_large",
                         format!(
-                            "the answer of {server}.{tool} is JSON nested deeper than {MAX_DEPTH} levels, which cannot be decoded; ask the tool for a flatter result"
+                            "the result of {server}.{tool} is {n} bytes, over the {MAX_BYTES} bytes code mode carries into the sandbox; ask the tool for less (a filter, a page, a narrower query)"
                         ),
                     )),
-                    0,
+                    n,
                     false,
                 )
             }
-            Ok(Err(Called::Refused(why))) => (
-                Err(Refusal::new("tool_error", format!("{server}.{tool}: {why}"))),
-                0,
-                false,
-            ),
-            Ok(Err(Called::Protocol(why))) => (
-                Err(Refusal::new("protocol", format!("{server}.{tool}: {why}"))),
-                0,
-                false,
-            ),
-            Ok(Ok(result)) => {
-                let ok = result.is_error != Some(true);
-                match serde_json::to_vec(&result) {
-                    Ok(body) if body.len() > MAX_BYTES => {
-                        let n = body.len();
-                        (
-                            Err(Refusal::new(
-                                "too_large",
-                                format!(
-                                    "the result of {server}.{tool} is {n} bytes, over the {MAX_BYTES} bytes code mode carries into the sandbox; ask the tool for less (a filter, a page, a narrower query)"
-                                ),
-                            )),
-                            n,
-                            false,
-                        )
-                    }
-                    Ok(body) => {
-                        let n = body.len();
-                        let mut frame =
-                            format!(r#"{{"ok":true,"version":{},"result":"#, self.gateway.version())
-                                .into_bytes();
-                        frame.extend_from_slice(&body);
-                        frame.push(b'}');
-                        (Ok(frame), n, ok)
-                    }
-                    Err(e) => (
-                        Err(Refusal::new("protocol", format!("{server}.{tool}: {e}"))),
-                        0,
-                        false,
-                    ),
-                }
+            Ok(body) => {
+                let n = body.len();
+                let mut frame =
+                    format!(r#"{{"ok":true,"version":{},"result":"#, self.gateway.version()).into_bytes();
+                frame.extend_from_slice(&body);
+                frame.push(b'}');
+                (Ok(frame), n, ok)
             }
-        };
-        let duration_ms = started.elapsed().as_millis() as u64;
-        tracing::info!(
-            target: "mcp_code_sandbox::downstream",
-            server = %server,
-            tool = %tool,
-            duration_ms,
-            ok,
-            bytes = (sent + received) as u64,
-            outcome = answer.as_ref().err().map_or("ok", |r| r.kind),
-            "downstream call"
-        );
-        self.log.locked().push(ToolCall {
-            server: server.to_string(),
-            tool: tool.to_string(),
-            duration_ms,
-            ok,
-            bytes: (sent + received) as u64,
-        });
-        answer
+            Err(e) => refused("protocol", format!("{server}.{tool}: {e}")),
+        }
     }
 
     /// Runs `call`, telling a client that listens which tool the code is waiting for.
@@ -324,6 +280,66 @@ impl CallTools {
             }
         }
     }
+}
+
+/// A tool's arguments as the server takes them (a JSON object), and their size, within what
+/// code mode carries.
+fn arguments(
+    server: &str,
+    tool: &str,
+    args: Option<Value>,
+) -> Result<(serde_json::Map<String, Value>, usize), Refusal> {
+    let args = match args {
+        None => serde_json::Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(Refusal::new(
+                "invalid_arguments",
+                "a tool's arguments are keywords (a JSON object)",
+            ));
+        }
+    };
+    let sent = serde_json::to_vec(&args).map(|v| v.len()).unwrap_or(usize::MAX);
+    if sent > MAX_BYTES {
+        return Err(Refusal::new(
+            "too_large",
+            format!(
+                "the arguments for {server}.{tool} are {sent} bytes, over the {MAX_BYTES} bytes code mode carries; pass less (a path, an id) instead"
+            ),
+        ));
+    }
+    Ok((args, sent))
+}
+
+/// The refusal for a call that reached the server but brought no result.
+fn refused_call(server: &str, tool: &str, called: Called) -> (Result<Vec<u8>, Refusal>, usize, bool) {
+    let (kind, why) = match called {
+        Called::Timeout => (
+            "timeout",
+            format!(
+                "{server}.{tool} did not answer within this execute_code call's time limit; it was cancelled (ask for less, or give the call a longer timeout_seconds)"
+            ),
+        ),
+        Called::TooLarge => (
+            "too_large",
+            format!(
+                "the result of {server}.{tool} is over {} bytes, more than code mode reads from a server (and over the {MAX_BYTES} bytes it carries into the sandbox); ask the tool for less (a filter, a page, a narrower query)",
+                super::link::MAX_MESSAGE
+            ),
+        ),
+        Called::TooDeep => {
+            tracing::warn!(target: "mcp_code_sandbox::downstream", server = %server, tool = %tool, "the answer is nested deeper than {MAX_DEPTH} levels and was not decoded");
+            (
+                "protocol",
+                format!(
+                    "the answer of {server}.{tool} is JSON nested deeper than {MAX_DEPTH} levels, which cannot be decoded; ask the tool for a flatter result"
+                ),
+            )
+        }
+        Called::Refused(why) => ("tool_error", format!("{server}.{tool}: {why}")),
+        Called::Protocol(why) => ("protocol", format!("{server}.{tool}: {why}")),
+    };
+    (Err(Refusal::new(kind, why)), 0, false)
 }
 
 /// The refusal for a tool name `server` did not list, naming the permitted tools closest to it.

@@ -112,76 +112,38 @@ pub async fn serve(
     network: Option<Arc<crate::egress::NetPolicy>>,
     quit: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), RemoteError> {
+    if settings.tls_cert.is_some() && !settings.team.trusted_proxies.is_empty() {
+        return Err(RemoteError::ProxiedTls);
+    }
     let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&settings.listen)
         .await
         .map_err(|e| RemoteError::Listen(settings.listen.clone(), e))?
         .collect();
-    let defaults = Quota {
-        sandboxes: settings.principal_sandboxes,
-        memory_mb: settings.principal_memory_mb,
-        disk_mb: settings.principal_disk_mb,
-    };
     let oauth = oauth::OAuth::from_settings(
         &settings.oauth,
         crate::tls_roots::load(settings.ca_file.as_deref())?,
     )?;
-    // `token add` writes `<home>/tokens`: a server started after it serves with those tokens.
-    if settings.tls_cert.is_some() && !settings.team.trusted_proxies.is_empty() {
-        return Err(RemoteError::ProxiedTls);
-    }
-    let tokens = settings.tokens_in_use();
-    let book = match &tokens {
-        Some(file) => {
-            let book = TokenBook::open(file.clone(), defaults);
-            if let Some(mode) = book.open_to_others() {
-                return Err(RemoteError::TokensOpen(file.display().to_string(), mode));
-            }
-            if book.has_no_token() && oauth.is_none() {
-                return Err(RemoteError::NoTokens(file.display().to_string()));
-            }
-            Some(book)
-        }
-        None if oauth.is_some() => None,
-        // Loopback without tokens: the home's tokens file is watched all the same, and from
-        // the moment `token add` makes it nothing is served without a token.
-        None if addrs.iter().all(|a| a.ip().is_loopback()) => {
-            Some(TokenBook::open(settings.tokens_file(), defaults))
-        }
-        None => return Err(RemoteError::OpenWithoutTokens(settings.listen.clone())),
-    };
+    let (book, tokens) = token_book(&settings, &addrs, oauth.is_some())?;
     let tcp = tokio::net::TcpListener::bind(&addrs[..])
         .await
         .map_err(|e| RemoteError::Listen(settings.listen.clone(), e))?;
     let local_addr = tcp
         .local_addr()
         .map_err(|e| RemoteError::Listen(settings.listen.clone(), e))?;
-
-    // Without tokens there is one user, the machine's: the server-wide limits are theirs.
-    let local = Principal {
-        name: crate::tenancy::names::LOCAL.into(),
-        quota: Quota {
-            sandboxes: settings.max_sandboxes,
-            memory_mb: u64::MAX,
-            disk_mb: u64::MAX,
-        },
-        // Code mode needs a tokens line naming the servers (`mcp=`): any local process can
-        // reach a tokenless server, and the servers run with this machine's credentials.
-        mcp_servers: Arc::from([]),
-        hosts: None,
-    };
     let principals = book.as_ref().map_or(1, TokenBook::principals);
     if let Some(o) = &oauth {
         let o = o.clone();
         tokio::spawn(async move { o.warm().await });
     }
+    let auth = auth::Auth {
+        book,
+        open_until_tokens: tokens.is_none() && oauth.is_none(),
+        oauth: oauth.clone(),
+        local: local_principal(&settings),
+        defaults: principal_defaults(&settings),
+    };
     let guard = Arc::new(Guard::new(
-        auth::Auth {
-            book,
-            open_until_tokens: tokens.is_none() && oauth.is_none(),
-            oauth: oauth.clone(),
-            local,
-            defaults,
-        },
+        auth,
         local_addr,
         &settings.allowed_hosts,
         &settings.allowed_origins,
@@ -217,21 +179,129 @@ pub async fn serve(
     let template = SandboxServer::remote(backend.clone(), settings.clone(), tenancy)
         .with_code_mode(code_mode.clone())
         .with_network(network);
+    let stop = CancellationToken::new();
+    let parts = Parts {
+        guard: guard.clone(),
+        in_flight: in_flight.clone(),
+        stop: stop.clone(),
+        backend: backend.clone(),
+    };
+    let app = conns::with_body_timeout(router(template, &parts, oauth.as_ref()), limits);
+    // The one line scripts and tests read to learn the address (port 0 picks one).
+    eprintln!(
+        "mcp-code-sandbox: serving MCP at {}://{local_addr}/mcp ({} backend, {})",
+        if settings.tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        },
+        backend.backend(),
+        match (&oauth, principals) {
+            (Some(o), _) => format!("OAuth: tokens of {}", o.resource.issuer_text),
+            _ if tokens.is_none() => "no tokens: loopback only".to_string(),
+            (None, 1) => "1 principal".to_string(),
+            (None, n) => format!("{n} principals"),
+        }
+    );
+    let drained = drain_after(quit, parts, Duration::from_secs(settings.team.drain_seconds));
+    // Once sessions are ended, a client that still holds its connection open gets a few
+    // seconds before it is dropped, so shutdown cannot hang on it.
+    let served = tokio::select! {
+        r = listen(&settings, tcp, app, limits, drained) => r,
+        _ = async { stop.cancelled().await; tokio::time::sleep(LINGER).await } => {
+            tracing::warn!("dropping connections still open {LINGER:?} after shutdown");
+            Ok(())
+        }
+    };
+    backend.shutdown().await;
+    if let Some(g) = &code_mode {
+        g.shutdown();
+    }
+    served
+}
+
+/// What the routes, and the drain, share.
+struct Parts {
+    guard: Arc<Guard>,
+    in_flight: Arc<InFlight>,
+    /// Ends every session (and any call still running).
+    stop: CancellationToken,
+    backend: Arc<dyn Interpreter>,
+}
+
+/// A principal's quotas when its tokens line (or sign-in) names none.
+fn principal_defaults(settings: &Settings) -> Quota {
+    Quota {
+        sandboxes: settings.principal_sandboxes,
+        memory_mb: settings.principal_memory_mb,
+        disk_mb: settings.principal_disk_mb,
+    }
+}
+
+/// Without tokens there is one user, the machine's: the server-wide limits are theirs.
+fn local_principal(settings: &Settings) -> Principal {
+    Principal {
+        name: crate::tenancy::names::LOCAL.into(),
+        quota: Quota {
+            sandboxes: settings.max_sandboxes,
+            memory_mb: u64::MAX,
+            disk_mb: u64::MAX,
+        },
+        // Code mode needs a tokens line naming the servers (`mcp=`): any local process can
+        // reach a tokenless server, and the servers run with this machine's credentials.
+        mcp_servers: Arc::from([]),
+        hosts: None,
+    }
+}
+
+/// The tokens the server serves with, and the file they came from (`None`: started without
+/// one). `token add` writes `<home>/tokens`: a server started after it serves with those.
+fn token_book(
+    settings: &Settings,
+    addrs: &[SocketAddr],
+    oauth: bool,
+) -> Result<(Option<TokenBook>, Option<std::path::PathBuf>), RemoteError> {
+    let defaults = principal_defaults(settings);
+    let tokens = settings.tokens_in_use();
+    let book = match &tokens {
+        Some(file) => {
+            let book = TokenBook::open(file.clone(), defaults);
+            if let Some(mode) = book.open_to_others() {
+                return Err(RemoteError::TokensOpen(file.display().to_string(), mode));
+            }
+            if book.has_no_token() && !oauth {
+                return Err(RemoteError::NoTokens(file.display().to_string()));
+            }
+            Some(book)
+        }
+        None if oauth => None,
+        // Loopback without tokens: the home's tokens file is watched all the same, and from
+        // the moment `token add` makes it nothing is served without a token.
+        None if addrs.iter().all(|a| a.ip().is_loopback()) => {
+            Some(TokenBook::open(settings.tokens_file(), defaults))
+        }
+        None => return Err(RemoteError::OpenWithoutTokens(settings.listen.clone())),
+    };
+    Ok((book, tokens))
+}
+
+/// The routes: `/mcp` behind the guard, the routing-header check and the hang-up watcher;
+/// the health routes; where to sign in.
+fn router(template: SandboxServer, parts: &Parts, oauth: Option<&Arc<oauth::OAuth>>) -> Router {
     let declared: route_headers::Declared = Arc::new(template.header_arguments());
     let sessions = Arc::new(LocalSessionManager::default());
-    guard.watch_sessions(sessions.clone());
-    let stop = CancellationToken::new();
+    parts.guard.watch_sessions(sessions.clone());
     let config = StreamableHttpServerConfig::default()
         // Host and Origin are checked by the guard, with the names this server listens on.
         .disable_allowed_hosts()
         .disable_allowed_origins()
         .with_max_request_body_bytes(MAX_REQUEST_BYTES)
-        .with_cancellation_token(stop.clone());
+        .with_cancellation_token(parts.stop.clone());
     let mcp = StreamableHttpService::new(move || Ok(template.for_new_session()), sessions.clone(), config);
     let app = Router::new()
         .route_service("/mcp", mcp)
         .layer(axum::middleware::from_fn_with_state(
-            (sessions, in_flight.clone()),
+            (sessions, parts.in_flight.clone()),
             hangup::watch,
         ))
         // After the guard, which mends a client's quirks (adding headers from the body).
@@ -239,12 +309,15 @@ pub async fn serve(
             declared,
             route_headers::check,
         ))
-        .layer(axum::middleware::from_fn_with_state(guard.clone(), guard::check))
+        .layer(axum::middleware::from_fn_with_state(
+            parts.guard.clone(),
+            guard::check,
+        ))
         // Liveness for process supervisors and load balancers: says nothing about sandboxes.
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
-        .route("/readyz", readyz(guard.clone(), backend.clone()));
+        .route("/readyz", readyz(parts.guard.clone(), parts.backend.clone()));
     // Where to sign in (RFC 9728): public, for clients that have no token yet.
-    let app = match &oauth {
+    let app = match oauth {
         Some(o) => app
             .route(
                 "/.well-known/oauth-protected-resource",
@@ -256,82 +329,60 @@ pub async fn serve(
             ),
         None => app,
     };
-    let app = app.fallback(|| async {
+    app.fallback(|| async {
         (
             http::StatusCode::NOT_FOUND,
             "not found: the MCP endpoint of this server is /mcp\n",
         )
-    });
+    })
+}
 
-    let scheme = if settings.tls_cert.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    // The one line scripts and tests read to learn the address (port 0 picks one).
-    eprintln!(
-        "mcp-code-sandbox: serving MCP at {scheme}://{local_addr}/mcp ({} backend, {})",
-        backend.backend(),
-        match (&oauth, principals) {
-            (Some(o), _) => format!("OAuth: tokens of {}", o.resource.issuer_text),
-            _ if tokens.is_none() => "no tokens: loopback only".to_string(),
-            (None, 1) => "1 principal".to_string(),
-            (None, n) => format!("{n} principals"),
-        }
-    );
-
-    let drain = Duration::from_secs(settings.team.drain_seconds);
-    let drained = {
-        let (guard, in_flight, stop) = (guard.clone(), in_flight.clone(), stop.clone());
-        let backend = backend.clone();
-        async move {
-            quit.await;
-            tracing::info!(
-                "shutting down: no new requests; letting {} running call(s) finish",
+/// Once `quit` resolves: no new requests, running calls get `drain` to answer (then they are
+/// stopped and answer that the server is shutting down), then every session ends.
+fn drain_after(
+    quit: impl std::future::Future<Output = ()> + Send + 'static,
+    parts: Parts,
+    drain: Duration,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    async move {
+        quit.await;
+        let in_flight = &parts.in_flight;
+        tracing::info!(
+            "shutting down: no new requests; letting {} running call(s) finish",
+            in_flight.count()
+        );
+        parts.guard.drain();
+        if tokio::time::timeout(drain, in_flight.idle()).await.is_err() {
+            tracing::warn!(
+                "stopping {} call(s) still running after {drain:?}; each answers that the server is shutting down",
                 in_flight.count()
             );
-            guard.drain();
-            if tokio::time::timeout(drain, in_flight.idle()).await.is_err() {
-                tracing::warn!(
-                    "stopping {} call(s) still running after {drain:?}; each answers that the server is shutting down",
-                    in_flight.count()
-                );
-                backend.stop_running();
-                let _ = tokio::time::timeout(ANSWER_GRACE, in_flight.idle()).await;
-            }
-            // Ends every session (and any call still running).
-            stop.cancel();
+            parts.backend.stop_running();
+            let _ = tokio::time::timeout(ANSWER_GRACE, in_flight.idle()).await;
         }
-    };
-    let app = conns::with_body_timeout(app, limits);
-    let serving = async {
-        match (&settings.tls_cert, &settings.tls_key) {
-            (Some(cert), Some(key)) => {
-                let config = tls::server_config(cert, key)?;
-                let listener = tls::TlsListener::new(tcp, config).map_err(RemoteError::Serve)?;
-                conns::serve(listener, app, limits, drained).await;
-            }
-            _ if !settings.team.trusted_proxies.is_empty() => {
-                let listener =
-                    proxy_protocol::ProxiedListener::new(tcp, settings.team.trusted_proxies.clone());
-                conns::serve(listener.tap_io(no_delay), app, limits, drained).await
-            }
-            _ => conns::serve(tcp.tap_io(no_delay), app, limits, drained).await,
-        }
-        Ok::<(), RemoteError>(())
-    };
-    // Once sessions are ended, a client that still holds its connection open gets a few
-    // seconds before it is dropped, so shutdown cannot hang on it.
-    let served = tokio::select! {
-        r = serving => r,
-        _ = async { stop.cancelled().await; tokio::time::sleep(LINGER).await } => {
-            tracing::warn!("dropping connections still open {LINGER:?} after shutdown");
-            Ok(())
-        }
-    };
-    backend.shutdown().await;
-    if let Some(g) = &code_mode {
-        g.shutdown();
+        parts.stop.cancel();
     }
-    served
+}
+
+/// Serves `app` on `tcp` (TLS, or behind trusted proxies, as the settings say) until drained.
+async fn listen(
+    settings: &Settings,
+    tcp: tokio::net::TcpListener,
+    app: Router,
+    limits: conns::Limits,
+    drained: impl std::future::Future<Output = ()>,
+) -> Result<(), RemoteError> {
+    match (&settings.tls_cert, &settings.tls_key) {
+        (Some(cert), Some(key)) => {
+            let config = tls::server_config(cert, key)?;
+            let listener = tls::TlsListener::new(tcp, config).map_err(RemoteError::Serve)?;
+            conns::serve(listener, app, limits, drained).await;
+        }
+        _ if !settings.team.trusted_proxies.is_empty() => {
+            let listener = proxy_protocol::ProxiedListener::new(tcp, settings.team.trusted_proxies.clone());
+            conns::serve(listener.tap_io(no_delay), app, limits, drained).await
+        }
+        _ => conns::serve(tcp.tap_io(no_delay), app, limits, drained).await,
+    }
+    Ok(())
 }

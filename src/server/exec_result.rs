@@ -248,12 +248,39 @@ fn shape_with(
         keep,
         files: Vec::new(),
     };
-    let stdout = cap_stream(&ex.stdout, "stdout", chars, &mut spill);
-    let stderr = cap_stream(&ex.stderr, "stderr", chars, &mut spill);
-    let result = ex
-        .result
-        .as_ref()
-        .map(|r| cap_stream(r, "result", chars, &mut spill));
+    let mut res = text_part(sandbox_id, ex, notes, &mut spill, (budget, chars));
+    // Figures get what the text leaves, less room for the links and the note about them.
+    let base = size_of(&build(&res, Vec::new()));
+    let room = budget.saturating_sub(base + RESERVE + 400 * figures.len());
+    let inline = place_figures(figures, room, until, &mut spill, &mut res);
+    if matches!(keep, Keep::Nowhere)
+        && (res.stdout.len() < ex.stdout.len() || res.stderr.len() < ex.stderr.len())
+    {
+        res.notes.push("Output was cut to fit the result; this sandbox is closed after the call, so the rest was not kept. Run the code with execute_code to get all of it as a file.".into());
+    }
+    res.images = inline.len();
+    let mut content: Vec<ContentBlock> = inline
+        .into_iter()
+        .map(|png| ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(png), "image/png"))
+        .collect();
+    content.extend(links_to(keep, &spill.files));
+    Shaped {
+        result: build(&res, content),
+        overflow: spill.files,
+    }
+}
+
+/// The result's text and fields, each stream capped at `chars` (the rest spilled to files).
+fn text_part(
+    sandbox_id: &str,
+    ex: &Execution,
+    notes: &[String],
+    spill: &mut Spill,
+    (budget, chars): (usize, usize),
+) -> ExecResult {
+    let stdout = cap_stream(&ex.stdout, "stdout", chars, spill);
+    let stderr = cap_stream(&ex.stderr, "stderr", chars, spill);
+    let result = ex.result.as_ref().map(|r| cap_stream(r, "result", chars, spill));
     let error = ex.error.as_ref().map(|e| PyError {
         name: e.name.chars().take(200).collect(),
         value: head_tail(&e.value, INLINE_VALUE_CHARS, |n| {
@@ -265,8 +292,7 @@ fn shape_with(
         })
         .unwrap_or_else(|| e.traceback.clone()),
     });
-    let mut all_notes: Vec<String> = notes.iter().chain(&ex.notes).cloned().collect();
-    let mut res = ExecResult {
+    ExecResult {
         sandbox_id: sandbox_id.to_string(),
         stdout,
         stderr,
@@ -281,7 +307,7 @@ fn shape_with(
         duration_ms: ex.duration_ms,
         limit: ex.limit,
         state_lost: ex.state_lost,
-        notes: all_notes.clone(),
+        notes: notes.iter().chain(&ex.notes).cloned().collect(),
         saved_files: spill
             .files
             .iter()
@@ -292,81 +318,77 @@ fn shape_with(
         started_at: None,
         tool_calls: ex.tool_calls.clone(),
         network: ex.network.clone(),
-    };
+    }
+}
 
-    // Figures get what the text leaves, less room for the links and the note about them.
-    let base = size_of(&build(&res, Vec::new()));
-    let mut room = budget.saturating_sub(base + RESERVE + 400 * figures.len());
+/// The figures shown inline within `room` (the first always, shrunk if need be); the others
+/// saved as files, and the result's notes and saved files saying which.
+fn place_figures(
+    figures: &[RawFigure],
+    mut room: usize,
+    until: Instant,
+    spill: &mut Spill,
+    res: &mut ExecResult,
+) -> Vec<Vec<u8>> {
     let mut inline: Vec<Vec<u8>> = Vec::new();
-    let mut saved_figures = Vec::new();
+    let mut saved = Vec::new();
     for (k, fig) in figures.iter().enumerate() {
         let name = format!("figure-{}.png", k + 1);
-        let shown = fig.shown(room, inline.is_empty(), until);
-        match shown {
-            Some((png, shrunk)) => {
-                room = room.saturating_sub(b64_len(png.len()) + 64);
-                if shrunk {
-                    // The inline copy is smaller than usual to fit: keep the figure itself too.
-                    if let Some(p) = spill.save(&name, fig.image.data.clone(), "image/png") {
-                        res.saved_files.push(p.clone());
-                        all_notes.push(format!(
-                            "Figure {} was shrunk to fit this result; the full-size PNG is {p}",
-                            k + 1
-                        ));
-                    }
-                }
-                inline.push(png);
-            }
-            None => saved_figures.push((k + 1, spill.save(&name, fig.image.data.clone(), "image/png"))),
+        let Some((png, shrunk)) = fig.shown(room, inline.is_empty(), until) else {
+            saved.push((k + 1, spill.save(&name, fig.image.data.clone(), "image/png")));
+            continue;
+        };
+        room = room.saturating_sub(b64_len(png.len()) + 64);
+        // The inline copy is smaller than usual to fit: keep the figure itself too.
+        if shrunk && let Some(p) = spill.save(&name, fig.image.data.clone(), "image/png") {
+            res.saved_files.push(p.clone());
+            res.notes.push(format!(
+                "Figure {} was shrunk to fit this result; the full-size PNG is {p}",
+                k + 1
+            ));
         }
+        inline.push(png);
     }
-    if !saved_figures.is_empty() {
-        let n = saved_figures.len();
-        let paths: Vec<String> = saved_figures.iter().filter_map(|(_, p)| p.clone()).collect();
-        res.saved_files.extend(paths.iter().cloned());
-        let which: Vec<String> = saved_figures.iter().map(|(k, _)| k.to_string()).collect();
-        all_notes.push(if paths.is_empty() {
-            format!(
-                "{n} of {} figures (number {}) did not fit in this result and were not kept, because this sandbox is closed after the call; draw them in a sandbox of your own (execute_code) to get them as files",
-                figures.len(),
-                which.join(", ")
-            )
-        } else {
-            format!(
-                "{n} of {} figures (number {}) did not fit in this result; they are saved as PNG files: {} (read_file shows one as an image)",
-                figures.len(),
-                which.join(", "),
-                paths.join(", ")
-            )
-        });
+    if saved.is_empty() {
+        return inline;
     }
-    if matches!(keep, Keep::Nowhere)
-        && (res.stdout.len() < ex.stdout.len() || res.stderr.len() < ex.stderr.len())
-    {
-        all_notes.push("Output was cut to fit the result; this sandbox is closed after the call, so the rest was not kept. Run the code with execute_code to get all of it as a file.".into());
-    }
-    res.images = inline.len();
-    res.notes = all_notes;
-    let mut links = Vec::new();
-    if let Keep::In { sandbox_id, .. } = keep {
-        for f in &spill.files {
+    let n = saved.len();
+    let paths: Vec<String> = saved.iter().filter_map(|(_, p)| p.clone()).collect();
+    res.saved_files.extend(paths.iter().cloned());
+    let which: Vec<String> = saved.iter().map(|(k, _)| k.to_string()).collect();
+    res.notes.push(if paths.is_empty() {
+        format!(
+            "{n} of {} figures (number {}) did not fit in this result and were not kept, because this sandbox is closed after the call; draw them in a sandbox of your own (execute_code) to get them as files",
+            figures.len(),
+            which.join(", ")
+        )
+    } else {
+        format!(
+            "{n} of {} figures (number {}) did not fit in this result; they are saved as PNG files: {} (read_file shows one as an image)",
+            figures.len(),
+            which.join(", "),
+            paths.join(", ")
+        )
+    });
+    inline
+}
+
+/// A resource link for each file saved in the sandbox, so a client can open it.
+fn links_to(keep: &Keep, files: &[Overflow]) -> Vec<ContentBlock> {
+    let Keep::In { sandbox_id, .. } = keep else {
+        return Vec::new();
+    };
+    files
+        .iter()
+        .map(|f| {
             let name = f.path.file_name().unwrap_or_default().to_string();
-            links.push(ContentBlock::resource_link(
+            ContentBlock::resource_link(
                 Resource::new(super::resources::uri(sandbox_id, &f.path.relative()), name)
                     .with_mime_type(f.mime)
                     .with_size(f.bytes.len() as u64),
-            ));
-        }
-    }
-    let mut content: Vec<ContentBlock> = inline
-        .into_iter()
-        .map(|png| ContentBlock::image(base64::engine::general_purpose::STANDARD.encode(png), "image/png"))
-        .collect();
-    content.extend(links);
-    Shaped {
-        result: build(&res, content),
-        overflow: spill.files,
-    }
+            )
+        })
+        .collect()
 }
 
 /// The result: the text first, then images and links; structured content always.

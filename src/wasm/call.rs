@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::context::Context;
 use super::folders::{INTERRUPTED, LOST};
 use super::persist;
-use super::record::Sandbox;
+use super::record::{Sandbox, Slot};
 use super::results::{self, AfterCall};
 use super::vm::{Session, TurnOutput};
 use crate::sandbox::{ExecOptions, Execution, LimitKind, ProgressFn, SandboxError};
@@ -87,16 +87,7 @@ pub async fn execute(
         slot.reset("the previous call was abandoned while its code ran".into());
     }
     let before = ctx.ensure_session(&mut slot, sb).await?;
-    // A background run starts from a saved state when the server keeps them: a crash, a
-    // cancel_run or its time limit then bring the sandbox back as it was when the run began
-    // (not as it was at some older save, nor empty).
-    let mut restorable = false;
-    if opts.background.is_some() && ctx.registry.persist.is_some() {
-        match persist::save(sb, &mut slot, false).await {
-            Ok(()) => restorable = sb.dirs.state().is_file(),
-            Err(e) => tracing::warn!("could not save sandbox {} before its background run: {e}", sb.id),
-        }
-    }
+    let restorable = save_before_run(ctx, sb, &mut slot, &opts).await;
     let Some(session) = slot.session.as_mut() else {
         return Err(SandboxError::Backend(
             "the interpreter could not be started".into(),
@@ -129,61 +120,19 @@ pub async fn execute(
         ex.tool_calls = services.calls();
         ex.network = services.network();
     }
-    if let Some(why) = after_call.reset_reason() {
-        ex.state_lost = true;
-        ex.notes.push(format!(
-            "The interpreter was reset because {why}: variables and imports are gone, files in the workspace remain. The next call starts in a fresh interpreter."
-        ));
-        slot.reset(why);
-    } else if ended && restorable && !sb.stopping.is_cancelled() {
-        let why = "the background run was stopped, so the interpreter is back as it was when the run began: what the run did to variables and imports is gone, the files it wrote are kept";
-        ex.notes.retain(|n| !n.starts_with("The interpreter was reset"));
-        ex.notes.push(results::sentence(why));
-        // Its next use resumes the state saved when the run began, and says so.
-        slot.reset(why.into());
-        slot.saved = true;
-    } else if ended {
-        slot.session = None;
-        slot.lost = true;
-    } else if ex.limit == Some(LimitKind::Memory) && !still_usable(session, fuel, &stop).await {
-        slot.session = None;
-        ex.state_lost = true;
-        ex.notes.push(
-            "Memory stayed full after the MemoryError, so the interpreter was reset: variables are gone, files remain. Use less memory, or create a sandbox with a larger memory_mb.".into(),
-        );
-    }
-    if sb.stopping.is_cancelled() && !sb.closing.is_cancelled() && slot.session.is_none() && restorable {
-        // A background run stopped by the shutdown: as after a crash, the state saved when it
-        // began stays, and the marker beside it makes the next call after the restart say so.
-        ex.state_lost = true;
-        ex.error = Some(crate::sandbox::PyError {
-            name: "ServerShutdown".into(),
-            value: "the server is shutting down, so this background run was stopped before it finished"
-                .into(),
-            traceback: String::new(),
-        });
-        ex.notes.clear();
-        ex.notes.push(
-            "The server is shutting down, so this background run was stopped before it finished: the sandbox comes back as it was when the run began, with the files the run wrote. Run the code again once the server is back.".into(),
-        );
-        slot.reset(STOPPED_BY_SHUTDOWN.into());
-        slot.saved = true;
-        if let Some(marker) = run_marker {
-            marker.keep();
-        }
-    } else if sb.stopping.is_cancelled() && !sb.closing.is_cancelled() && slot.session.is_none() {
-        ex.state_lost = true;
-        ex.error = Some(crate::sandbox::PyError {
-            name: "ServerShutdown".into(),
-            value: "the server is shutting down, so this call was stopped before it finished".into(),
-            traceback: String::new(),
-        });
-        ex.notes.clear();
-        ex.notes.push(
-            "The server is shutting down, so this call was stopped before it finished: the sandbox's variables are gone, its files are kept. Run the code again once the server is back.".into(),
-        );
-        slot.reset(STOPPED_BY_SHUTDOWN.into());
-        record_stopped_by_shutdown(sb);
+    let memory_stuck = !ended
+        && after_call.reset_reason().is_none()
+        && ex.limit == Some(LimitKind::Memory)
+        && !still_usable(session, fuel, &stop).await;
+    let ending = Ending {
+        after_call,
+        ended,
+        restorable,
+        memory_stuck,
+    };
+    settle(&mut slot, sb, &mut ex, ending);
+    if sb.stopping.is_cancelled() && !sb.closing.is_cancelled() && slot.session.is_none() {
+        stopped_by_shutdown(&mut slot, sb, &mut ex, restorable, run_marker);
     }
     if sb.closing.is_cancelled() {
         ex.notes
@@ -196,6 +145,99 @@ pub async fn execute(
     sb.executions.fetch_add(1, Ordering::SeqCst);
     sb.touch();
     Ok(ex)
+}
+
+/// A background run starts from a saved state when the server keeps them: a crash, a
+/// cancel_run or its time limit then bring the sandbox back as it was when the run began
+/// (not as it was at some older save, nor empty). Whether there is one to go back to.
+async fn save_before_run(ctx: &Context, sb: &Arc<Sandbox>, slot: &mut Slot, opts: &ExecOptions) -> bool {
+    if opts.background.is_none() || ctx.registry.persist.is_none() {
+        return false;
+    }
+    match persist::save(sb, slot, false).await {
+        Ok(()) => sb.dirs.state().is_file(),
+        Err(e) => {
+            tracing::warn!("could not save sandbox {} before its background run: {e}", sb.id);
+            false
+        }
+    }
+}
+
+/// How a call's code ended, for what becomes of its interpreter.
+struct Ending {
+    after_call: AfterCall,
+    /// The guest was stopped (time, fuel, a trap, a cancel).
+    ended: bool,
+    /// A state saved when the background run began can be resumed.
+    restorable: bool,
+    /// Memory stayed full after a MemoryError.
+    memory_stuck: bool,
+}
+
+/// Keeps, resets or drops the interpreter after a call, saying so in the result.
+fn settle(slot: &mut Slot, sb: &Sandbox, ex: &mut Execution, ending: Ending) {
+    if let Some(why) = ending.after_call.reset_reason() {
+        ex.state_lost = true;
+        ex.notes.push(format!(
+            "The interpreter was reset because {why}: variables and imports are gone, files in the workspace remain. The next call starts in a fresh interpreter."
+        ));
+        slot.reset(why);
+    } else if ending.ended && ending.restorable && !sb.stopping.is_cancelled() {
+        let why = "the background run was stopped, so the interpreter is back as it was when the run began: what the run did to variables and imports is gone, the files it wrote are kept";
+        ex.notes.retain(|n| !n.starts_with("The interpreter was reset"));
+        ex.notes.push(results::sentence(why));
+        // Its next use resumes the state saved when the run began, and says so.
+        slot.reset(why.into());
+        slot.saved = true;
+    } else if ending.ended {
+        slot.session = None;
+        slot.lost = true;
+    } else if ending.memory_stuck {
+        slot.session = None;
+        ex.state_lost = true;
+        ex.notes.push(
+            "Memory stayed full after the MemoryError, so the interpreter was reset: variables are gone, files remain. Use less memory, or create a sandbox with a larger memory_mb.".into(),
+        );
+    }
+}
+
+/// A call the shutdown stopped: its answer says so. A background run's sandbox comes back
+/// as it was when the run began (the marker beside its saved state makes the next call after
+/// the restart say so); another call's loses its variables.
+fn stopped_by_shutdown(
+    slot: &mut Slot,
+    sb: &Sandbox,
+    ex: &mut Execution,
+    restorable: bool,
+    run_marker: Option<RunUnderWay>,
+) {
+    let (what, after) = if restorable {
+        (
+            "background run",
+            "the sandbox comes back as it was when the run began, with the files the run wrote",
+        )
+    } else {
+        ("call", "the sandbox's variables are gone, its files are kept")
+    };
+    ex.state_lost = true;
+    ex.error = Some(crate::sandbox::PyError {
+        name: "ServerShutdown".into(),
+        value: format!("the server is shutting down, so this {what} was stopped before it finished"),
+        traceback: String::new(),
+    });
+    ex.notes.clear();
+    ex.notes.push(format!(
+        "The server is shutting down, so this {what} was stopped before it finished: {after}. Run the code again once the server is back."
+    ));
+    slot.reset(STOPPED_BY_SHUTDOWN.into());
+    if restorable {
+        slot.saved = true;
+        if let Some(marker) = run_marker {
+            marker.keep();
+        }
+    } else {
+        record_stopped_by_shutdown(sb);
+    }
 }
 
 /// One token that stops the guest when the client cancels the call or the sandbox closes.

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::str::FromStr;
 
 use pep508_rs::pep440_rs::{Version, VersionSpecifiers};
-use pep508_rs::{ExtraName, MarkerEnvironment, MarkerEnvironmentBuilder, Requirement, VersionOrUrl};
+use pep508_rs::{MarkerEnvironment, MarkerEnvironmentBuilder, Requirement, VersionOrUrl};
 
 use super::index::{WheelFile, metadata};
 use super::{WheelError, normalize};
@@ -19,6 +19,14 @@ use super::{WheelError, normalize};
 pub enum Present {
     Runtime(Version),
     Sandbox(Version),
+}
+
+impl Present {
+    fn version(&self) -> &Version {
+        match self {
+            Present::Runtime(v) | Present::Sandbox(v) => v,
+        }
+    }
 }
 
 pub struct Plan {
@@ -123,112 +131,29 @@ pub fn resolve(
     index: &[WheelFile],
     present: &HashMap<String, Present>,
 ) -> Result<Plan, WheelError> {
-    let env = environment(python);
-    let python_version = Version::from_str(python).ok();
     let root = normalize(request.name.as_ref());
-    if let Some(p) = present.get(&root) {
-        let v = match p {
-            Present::Runtime(v) | Present::Sandbox(v) => v,
-        };
-        if allows(request, v) {
-            return Ok(Plan {
-                wheels: Vec::new(),
-                already: Some((root, p.clone())),
-            });
-        }
+    if let Some(p) = present.get(&root).filter(|p| allows(request, p.version())) {
+        return Ok(Plan {
+            wheels: Vec::new(),
+            already: Some((root, p.clone())),
+        });
     }
+    let env = environment(python);
+    let target = Target {
+        python,
+        version: Version::from_str(python).ok(),
+        index,
+        present,
+    };
     let mut chosen: BTreeMap<String, (WheelFile, String)> = BTreeMap::new();
     let mut order = Vec::new();
     let mut queue: VecDeque<(Requirement, Option<String>)> = VecDeque::from([(request.clone(), None)]);
     while let Some((req, by)) = queue.pop_front() {
         let name = normalize(req.name.as_ref());
-        let who = by.clone().map_or_else(|| "you".to_string(), |b| b.to_string());
-        // "you asked for idna<3.20", "requests requires idna<3.20".
-        let asks = by
-            .as_ref()
-            .map_or_else(|| "you asked for".to_string(), |b| format!("{b} requires"));
-        if let Some(p) = present.get(&name) {
-            let (v, place) = match p {
-                Present::Runtime(v) => (v, "the runtime"),
-                Present::Sandbox(v) => (v, "this sandbox"),
-            };
-            if allows(&req, v) {
-                continue;
-            }
-            if by.is_some() || matches!(p, Present::Runtime(_)) {
-                return Err(WheelError::Conflict(format!(
-                    "{asks} {}, but {place} has {name} {v}",
-                    shown(&req)
-                )));
-            }
-        }
-        if let Some((w, chooser)) = chosen.get(&name) {
-            if !allows(&req, &w.version) {
-                return Err(WheelError::Conflict(format!(
-                    "{asks} {}, but {chooser} needed {name} {}, and no version satisfies both",
-                    shown(&req),
-                    w.version
-                )));
-            }
+        if settled(&req, by.as_deref(), present, &chosen)? {
             continue;
         }
-        let same_name: Vec<&WheelFile> = index.iter().filter(|w| w.name == name).collect();
-        if same_name.is_empty() {
-            return Err(match by {
-                None => WheelError::Unknown {
-                    name: req.name.to_string(),
-                    hint: suggestions(&name, index, present),
-                    wanted: Box::new(req.clone()),
-                },
-                Some(b) => WheelError::DependencyMissing {
-                    by: b.to_string(),
-                    shown: shown(&req),
-                    wanted: Box::new(req.clone()),
-                },
-            });
-        }
-        if !same_name.iter().any(|w| w.pure) {
-            return Err(WheelError::NativeOnly(name));
-        }
-        let mut fitting: Vec<&WheelFile> = same_name
-            .into_iter()
-            .filter(|w| w.pure && allows(&req, &w.version))
-            .collect();
-        fitting.sort_by(|a, b| b.version.cmp(&a.version));
-        let mut pick = None;
-        for w in fitting {
-            let meta = metadata(w)?;
-            let python_ok = match (&meta.requires_python, &python_version) {
-                (Some(rp), Some(pv)) => VersionSpecifiers::from_str(rp)
-                    .map(|s| s.contains(pv))
-                    .unwrap_or(true),
-                _ => true,
-            };
-            if python_ok {
-                pick = Some((w.clone(), meta));
-                break;
-            }
-        }
-        let Some((wheel, meta)) = pick else {
-            let versions: Vec<String> = index
-                .iter()
-                .filter(|w| w.name == name)
-                .map(|w| w.version.to_string())
-                .collect();
-            return Err(WheelError::VersionMissing {
-                message: format!(
-                    "{asks} {}, but the cache has {name} {} only (or none for Python {python})",
-                    shown(&req),
-                    versions.join(", ")
-                ),
-                named: match &by {
-                    None => shown(&req),
-                    Some(b) => format!("{} (needed by {b})", shown(&req)),
-                },
-                wanted: Box::new(req.clone()),
-            });
-        };
-        let extras: Vec<ExtraName> = req.extras.clone();
+        let (wheel, meta) = target.pick(&req, by.as_deref())?;
         for dep in &meta.requires_dist {
             let Ok(d) = Requirement::from_str(dep) else {
                 return Err(WheelError::Broken {
@@ -236,10 +161,11 @@ pub fn resolve(
                     reason: format!("unreadable requirement '{dep}'"),
                 });
             };
-            if d.evaluate_markers(&env, &extras) {
+            if d.evaluate_markers(&env, &req.extras) {
                 queue.push_back((d, Some(format!("{name} {}", wheel.version))));
             }
         }
+        let who = by.unwrap_or_else(|| "you".to_string());
         order.push(name.clone());
         chosen.insert(name, (wheel, who));
     }
@@ -251,6 +177,122 @@ pub fn resolve(
         wheels,
         already: None,
     })
+}
+
+/// "you asked for idna<3.20", "requests requires idna<3.20".
+fn asks(by: Option<&str>) -> String {
+    by.map_or_else(|| "you asked for".to_string(), |b| format!("{b} requires"))
+}
+
+/// Whether `req` is met already (by what is installed, or by a wheel chosen for another
+/// requirement); an error when what is there conflicts with it.
+fn settled(
+    req: &Requirement,
+    by: Option<&str>,
+    present: &HashMap<String, Present>,
+    chosen: &BTreeMap<String, (WheelFile, String)>,
+) -> Result<bool, WheelError> {
+    let name = normalize(req.name.as_ref());
+    if let Some(p) = present.get(&name) {
+        let place = match p {
+            Present::Runtime(_) => "the runtime",
+            Present::Sandbox(_) => "this sandbox",
+        };
+        let v = p.version();
+        if allows(req, v) {
+            return Ok(true);
+        }
+        if by.is_some() || matches!(p, Present::Runtime(_)) {
+            return Err(WheelError::Conflict(format!(
+                "{} {}, but {place} has {name} {v}",
+                asks(by),
+                shown(req)
+            )));
+        }
+    }
+    if let Some((w, chooser)) = chosen.get(&name) {
+        if !allows(req, &w.version) {
+            return Err(WheelError::Conflict(format!(
+                "{} {}, but {chooser} needed {name} {}, and no version satisfies both",
+                asks(by),
+                shown(req),
+                w.version
+            )));
+        }
+        return Ok(true);
+    }
+    Ok(false)
+}
+
+/// What a resolution picks from: the wheels of the cache, for this Python, beside what is
+/// installed.
+struct Target<'a> {
+    python: &'a str,
+    version: Option<Version>,
+    index: &'a [WheelFile],
+    present: &'a HashMap<String, Present>,
+}
+
+impl Target<'_> {
+    /// The newest pure wheel that satisfies `req` and supports this Python, with its metadata.
+    fn pick(
+        &self,
+        req: &Requirement,
+        by: Option<&str>,
+    ) -> Result<(WheelFile, super::index::Metadata), WheelError> {
+        let name = normalize(req.name.as_ref());
+        let same_name: Vec<&WheelFile> = self.index.iter().filter(|w| w.name == name).collect();
+        if same_name.is_empty() {
+            return Err(match by {
+                None => WheelError::Unknown {
+                    name: req.name.to_string(),
+                    hint: suggestions(&name, self.index, self.present),
+                    wanted: Box::new(req.clone()),
+                },
+                Some(b) => WheelError::DependencyMissing {
+                    by: b.to_string(),
+                    shown: shown(req),
+                    wanted: Box::new(req.clone()),
+                },
+            });
+        }
+        if !same_name.iter().any(|w| w.pure) {
+            return Err(WheelError::NativeOnly(name));
+        }
+        let mut fitting: Vec<&WheelFile> = same_name
+            .iter()
+            .copied()
+            .filter(|w| w.pure && allows(req, &w.version))
+            .collect();
+        fitting.sort_by(|a, b| b.version.cmp(&a.version));
+        for w in fitting {
+            let meta = metadata(w)?;
+            let python_ok = match (&meta.requires_python, &self.version) {
+                (Some(rp), Some(pv)) => VersionSpecifiers::from_str(rp)
+                    .map(|s| s.contains(pv))
+                    .unwrap_or(true),
+                _ => true,
+            };
+            if python_ok {
+                return Ok((w.clone(), meta));
+            }
+        }
+        let versions: Vec<String> = same_name.iter().map(|w| w.version.to_string()).collect();
+        Err(WheelError::VersionMissing {
+            message: format!(
+                "{} {}, but the cache has {name} {} only (or none for Python {})",
+                asks(by),
+                shown(req),
+                versions.join(", "),
+                self.python
+            ),
+            named: match by {
+                None => shown(req),
+                Some(b) => format!("{} (needed by {b})", shown(req)),
+            },
+            wanted: Box::new(req.clone()),
+        })
+    }
 }
 
 #[cfg(test)]
