@@ -339,29 +339,23 @@ fn router(template: SandboxServer, parts: &Parts, oauth: Option<&Arc<oauth::OAut
 
 /// Once `quit` resolves: no new requests, running calls get `drain` to answer (then they are
 /// stopped and answer that the server is shutting down), then every session ends.
-fn drain_after(
-    quit: impl std::future::Future<Output = ()> + Send + 'static,
-    parts: Parts,
-    drain: Duration,
-) -> impl std::future::Future<Output = ()> + Send + 'static {
-    async move {
-        quit.await;
-        let in_flight = &parts.in_flight;
-        tracing::info!(
-            "shutting down: no new requests; letting {} running call(s) finish",
+async fn drain_after(quit: impl std::future::Future<Output = ()>, parts: Parts, drain: Duration) {
+    quit.await;
+    let in_flight = &parts.in_flight;
+    tracing::info!(
+        "shutting down: no new requests; letting {} running call(s) finish",
+        in_flight.count()
+    );
+    parts.guard.drain();
+    if tokio::time::timeout(drain, in_flight.idle()).await.is_err() {
+        tracing::warn!(
+            "stopping {} call(s) still running after {drain:?}; each answers that the server is shutting down",
             in_flight.count()
         );
-        parts.guard.drain();
-        if tokio::time::timeout(drain, in_flight.idle()).await.is_err() {
-            tracing::warn!(
-                "stopping {} call(s) still running after {drain:?}; each answers that the server is shutting down",
-                in_flight.count()
-            );
-            parts.backend.stop_running();
-            let _ = tokio::time::timeout(ANSWER_GRACE, in_flight.idle()).await;
-        }
-        parts.stop.cancel();
+        parts.backend.stop_running();
+        let _ = tokio::time::timeout(ANSWER_GRACE, in_flight.idle()).await;
     }
+    parts.stop.cancel();
 }
 
 /// Serves `app` on `tcp` (TLS, or behind trusted proxies, as the settings say) until drained.
