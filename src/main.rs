@@ -68,7 +68,7 @@ fn token(settings: &Settings, action: TokenAction) -> anyhow::Result<()> {
     let file = settings.tokens_file();
     match action {
         TokenAction::Add { name } => {
-            let token = remote::tokens::add(&file, &name)?;
+            let token = remote::token_edit::add(&file, &name)?;
             // The token goes to stdout (to pipe into a secret store); the advice to stderr.
             println!("{token}");
             eprintln!(
@@ -83,12 +83,12 @@ fn token(settings: &Settings, action: TokenAction) -> anyhow::Result<()> {
             );
         }
         TokenAction::List => {
-            for name in remote::tokens::list(&file)? {
+            for name in remote::token_edit::list(&file)? {
                 println!("{name}");
             }
         }
         TokenAction::Remove { name } => {
-            remote::tokens::remove(&file, &name)?;
+            remote::token_edit::remove(&file, &name)?;
             eprintln!(
                 "removed '{name}' from {}; its token stops working at its next request",
                 file.display()

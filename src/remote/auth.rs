@@ -142,10 +142,7 @@ impl Auth {
             }
             Denied::OAuth(r @ Refusal::Unavailable(_)) => {
                 tracing::warn!("OAuth: {r}");
-                let mut resp = plain(StatusCode::SERVICE_UNAVAILABLE, &r.to_string());
-                resp.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-                resp
+                retry_later(StatusCode::SERVICE_UNAVAILABLE, &r.to_string(), "5")
             }
             Denied::StaticName(name) => plain(
                 StatusCode::FORBIDDEN,
@@ -169,6 +166,14 @@ impl Auth {
         }
         r
     }
+}
+
+/// A refusal that says when to come back: `Retry-After: seconds`.
+pub fn retry_later(status: StatusCode, text: &str, seconds: &'static str) -> Response {
+    let mut r = plain(status, text);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static(seconds));
+    r
 }
 
 pub fn plain(status: StatusCode, text: &str) -> Response {

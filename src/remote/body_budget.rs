@@ -20,6 +20,11 @@ use bytes::{Bytes, BytesMut};
 use http_body::{Body as HttpBody, Frame};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use axum::extract::Request;
+use axum::response::Response;
+use http::{StatusCode, header};
+
+use super::auth::{plain, retry_later};
 use crate::lock::Locked;
 
 /// Body bytes in flight in the whole server: two of the largest requests at once.
@@ -126,9 +131,9 @@ async fn take(from: &Arc<Semaphore>, units: usize) -> Result<OwnedSemaphorePermi
 }
 
 /// A response body that holds its request's room until it has been sent (or dropped).
-pub struct HoldWhile {
-    pub inner: Body,
-    pub held: Option<Held>,
+struct HoldWhile {
+    inner: Body,
+    held: Option<Held>,
 }
 
 impl HttpBody for HoldWhile {
@@ -153,6 +158,43 @@ impl HttpBody for HoldWhile {
     fn size_hint(&self) -> http_body::SizeHint {
         self.inner.size_hint()
     }
+}
+
+/// A POST's body read once within the bodies' budget (later readers take the same bytes), and
+/// the room it holds; the refusal when it is too large or no room comes.
+pub async fn read_request(
+    budget: &BodyBudget,
+    who: &Arc<str>,
+    req: Request,
+) -> Result<(Request, Option<Held>), Response> {
+    if req.method() != http::Method::POST {
+        return Ok((req, None));
+    }
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    match budget
+        .read(who, body, crate::config::MAX_REQUEST_BYTES, declared)
+        .await
+    {
+        Ok((bytes, held)) => Ok((Request::from_parts(parts, Body::from(bytes)), Some(held))),
+        Err(e @ BodyRefusal::TooLarge(_)) => Err(plain(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string())),
+        Err(e @ BodyRefusal::Busy) => Err(retry_later(StatusCode::SERVICE_UNAVAILABLE, &e.to_string(), "5")),
+    }
+}
+
+/// The response, holding the request's room until it has been sent.
+pub fn hold(response: Response, held: Option<Held>) -> Response {
+    let Some(held) = held else { return response };
+    let (parts, body) = response.into_parts();
+    let body = HoldWhile {
+        inner: body,
+        held: Some(held),
+    };
+    Response::from_parts(parts, Body::new(body))
 }
 
 #[cfg(test)]

@@ -9,16 +9,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use http::{HeaderMap, HeaderValue, StatusCode, header};
+use http::{HeaderMap, StatusCode, header};
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
-use super::auth::{Auth, plain};
-use super::body_budget::{BodyBudget, BodyRefusal, Held, HoldWhile};
+use super::auth::{Auth, plain, retry_later};
+use super::body_budget::{self, BodyBudget};
 use super::conns::{ClientAddr, Prover};
 use crate::lock::Locked;
 use crate::tenancy::Principal;
@@ -107,12 +106,7 @@ impl Guard {
             s.retain(|id, _| live.contains(id));
         }
         let mine = s.values().filter(|(p, _)| *p == who.name).count();
-        let refuse = |text: String| {
-            let mut r = plain(StatusCode::TOO_MANY_REQUESTS, &text);
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
-            r
-        };
+        let refuse = |text: String| retry_later(StatusCode::TOO_MANY_REQUESTS, &text, "30");
         if mine >= self.caps.per_principal {
             return Err(refuse(format!(
                 "you have {mine} MCP sessions open, the most allowed (CODE_SANDBOX_PRINCIPAL_SESSIONS); end one with an HTTP DELETE carrying its Mcp-Session-Id, or wait for idle ones to expire"
@@ -221,13 +215,8 @@ fn split_host_port(s: &str) -> (&str, Option<u16>) {
 /// The axum middleware in front of rmcp's service.
 pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next) -> Response {
     if guard.draining.load(Ordering::SeqCst) {
-        let mut r = plain(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the server is shutting down; try again in a moment",
-        );
-        r.headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        return r;
+        let why = "the server is shutting down; try again in a moment";
+        return retry_later(StatusCode::SERVICE_UNAVAILABLE, why, "5");
     }
     let host = req
         .headers()
@@ -285,7 +274,7 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
         prover.prove(&who.name);
     }
     req.extensions_mut().insert(who.clone());
-    let (req, held) = match read_body(&guard.bodies, &who.name, req).await {
+    let (req, held) = match body_budget::read_request(&guard.bodies, &who.name, req).await {
         Ok(read) => read,
         Err(refused) => return refused,
     };
@@ -310,48 +299,7 @@ pub async fn check(State(guard): State<Arc<Guard>>, mut req: Request, next: Next
         (Some(id), _) if deleting && response.status().is_success() => guard.unbind(id),
         _ => {}
     }
-    match held {
-        Some(held) => {
-            let (parts, body) = response.into_parts();
-            let body = HoldWhile {
-                inner: body,
-                held: Some(held),
-            };
-            Response::from_parts(parts, Body::new(body))
-        }
-        None => response,
-    }
-}
-
-/// A POST's body read once within the bodies' budget (later readers take the same bytes), and
-/// the room it holds; the refusal when it is too large or no room comes.
-async fn read_body(
-    budget: &BodyBudget,
-    who: &Arc<str>,
-    req: Request,
-) -> Result<(Request, Option<Held>), Response> {
-    if req.method() != http::Method::POST {
-        return Ok((req, None));
-    }
-    let (parts, body) = req.into_parts();
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok());
-    match budget
-        .read(who, body, crate::config::MAX_REQUEST_BYTES, declared)
-        .await
-    {
-        Ok((bytes, held)) => Ok((Request::from_parts(parts, Body::from(bytes)), Some(held))),
-        Err(e @ BodyRefusal::TooLarge(_)) => Err(plain(StatusCode::PAYLOAD_TOO_LARGE, &e.to_string())),
-        Err(e @ BodyRefusal::Busy) => {
-            let mut r = plain(StatusCode::SERVICE_UNAVAILABLE, &e.to_string());
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-            Err(r)
-        }
-    }
+    body_budget::hold(response, held)
 }
 
 #[cfg(test)]
@@ -440,7 +388,7 @@ mod credentials {
     async fn the_callers_credentials_stop_at_the_guard() {
         let dir = std::env::temp_dir().join(format!("guard-{}", uuid::Uuid::new_v4().simple()));
         let file = dir.join("tokens");
-        let token = super::super::tokens::add(&file, "alice").unwrap();
+        let token = super::super::token_edit::add(&file, "alice").unwrap();
         let q = Quota {
             sandboxes: 1,
             memory_mb: 1,

@@ -18,6 +18,7 @@ mod proxy_protocol;
 mod quirks;
 mod route_headers;
 mod tls;
+pub mod token_edit;
 pub mod tokens;
 
 use std::net::SocketAddr;

@@ -238,7 +238,7 @@ impl Interpreter for WasmBackend {
     }
 
     fn exists(&self, id: &str) -> bool {
-        self.ctx.registry.is_open(id) || self.ctx.registry.folder_exists(id)
+        self.ctx.registry.is_open(id) || super::folders::in_home(self.ctx.registry.layout(), id)
     }
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {

@@ -125,6 +125,16 @@ impl Dirs {
     }
 }
 
+/// Whether a sandbox's folder is in the home, whoever holds it (another server may). The id
+/// comes from a file on disk, so only a plain sandbox name is looked up.
+pub fn in_home(layout: &Layout, id: &str) -> bool {
+    let plain = id.starts_with("sbx-")
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    plain && layout.sandboxes_dir().join(id).is_dir()
+}
+
 /// Who owns a sandbox's folders found at start.
 pub enum Owner {
     /// Nobody held the lock; it is ours now.

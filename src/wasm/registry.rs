@@ -209,16 +209,6 @@ impl Registry {
         self.lock().open.contains(id)
     }
 
-    /// Whether a sandbox's folder is in the home, whoever holds it (another server may). The
-    /// id comes from a file on disk, so only a plain sandbox name is looked up.
-    pub fn folder_exists(&self, id: &str) -> bool {
-        let plain = id.starts_with("sbx-")
-            && id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        plain && self.layout.sandboxes_dir().join(id).is_dir()
-    }
-
     /// Remembers that the server deleted `id` by itself, and why.
     pub fn record_gone(&self, id: &str, why: Why) {
         self.gone.record(id, why);

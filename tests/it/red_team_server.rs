@@ -171,6 +171,20 @@ fn stateless_call(id: u64, tool: &str, arguments: Value) -> Value {
            "params": {"name": tool, "arguments": arguments, "_meta": meta2026()}})
 }
 
+/// A sandbox made by a stateless call; its id.
+async fn stateless_sandbox(r: &Remote, token: &str) -> Value {
+    let header = [("MCP-Protocol-Version", "2025-11-25")];
+    let (status, v) = raw(
+        &r.url,
+        token,
+        &header,
+        stateless_call(1, "create_sandbox", json!({})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    v["result"]["structuredContent"]["sandbox_id"].clone()
+}
+
 /// Item 3: SIGTERM while a stateless call runs: the call is answered with its result, and
 /// after the restart the sandbox has every variable, the running call's too.
 #[tokio::test(flavor = "multi_thread")]
@@ -180,15 +194,7 @@ async fn sigterm_drains_stateless_calls_and_keeps_their_variables() {
     let r = Remote::start_in(home.clone(), &["alice"], &persist).await;
     let token = r.token("alice").to_string();
     let header = [("MCP-Protocol-Version", "2025-11-25")];
-    let (status, v) = raw(
-        &r.url,
-        &token,
-        &header,
-        stateless_call(1, "create_sandbox", json!({})),
-    )
-    .await;
-    assert_eq!(status, 200, "{v}");
-    let id = v["result"]["structuredContent"]["sandbox_id"].clone();
+    let id = stateless_sandbox(&r, &token).await;
     let (status, v) = raw(
         &r.url,
         &token,
@@ -333,16 +339,7 @@ async fn slow_post(addr: &str, token: &str, body: &Value, pieces: usize, pause: 
 async fn probation_never_cuts_an_authenticated_call_or_a_slow_body() {
     let r = Remote::start(&["alice"], &[("CODE_SANDBOX_HTTP_HEADER_TIMEOUT", "2")]).await;
     let token = r.token("alice").to_string();
-    let header = [("MCP-Protocol-Version", "2025-11-25")];
-    let (status, v) = raw(
-        &r.url,
-        &token,
-        &header,
-        stateless_call(1, "create_sandbox", json!({})),
-    )
-    .await;
-    assert_eq!(status, 200, "{v}");
-    let id = v["result"]["structuredContent"]["sandbox_id"].clone();
+    let id = stateless_sandbox(&r, &token).await;
     let code = "import time; time.sleep(5); kept = 7; kept";
     let long = stateless_call(2, "execute_code", json!({"sandbox_id": id, "code": code}));
     let (status, v) = slow_post(&r.addr(), &token, &long, 1, Duration::ZERO).await;
@@ -725,15 +722,7 @@ async fn oauth_names_neither_forge_metrics_nor_take_a_static_principal() {
     let token = idp.mint(named(forger), "RS256", "idp").await;
     let client = remote.client_with_token(&token).await;
     client.create().await;
-    let text = crate::remote_harness::http()
-        .get(crate::team_server::metrics_url(&remote))
-        .send()
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("body");
-    let m = crate::team_server::parsed(&text);
+    let (text, m) = crate::team_server::scrape(&crate::team_server::metrics_url(&remote)).await;
     assert!(
         crate::team_server::sample(&m, "mcp_code_sandbox_calls_total", &[("tool", "forged")]).is_none(),
         "a forged sample: {text}"

@@ -140,7 +140,7 @@ pub fn metrics_url(r: &Remote) -> String {
 
 /// `text` parsed by the official Prometheus client library for Python (its OpenMetrics
 /// parser, which is strict): sample name → [(labels, value)].
-pub fn parsed(text: &str) -> serde_json::Map<String, Value> {
+fn parsed(text: &str) -> serde_json::Map<String, Value> {
     let dir = common::repo_root().join("tests/prometheus");
     let venv = xtask::pyvenv::ensure(&dir, &|m| common::progress(m)).unwrap_or_else(|e| panic!("{e}"));
     let file = std::env::temp_dir().join(format!("metrics-{}.txt", uuid::Uuid::new_v4().simple()));
@@ -257,7 +257,7 @@ async fn metrics_are_served_apart_from_mcp_and_agree_with_the_calls_made() {
 }
 
 /// One scrape: its text, and its samples as the official client parses them.
-async fn scrape(url: &str) -> (String, serde_json::Map<String, Value>) {
+pub async fn scrape(url: &str) -> (String, serde_json::Map<String, Value>) {
     let body = http()
         .get(url)
         .send()
