@@ -35,8 +35,6 @@ const PER_PRINCIPAL: usize = 192 << 20;
 const UNIT: usize = 1024;
 /// Bodies up to this size are not counted: bounded by the connection cap, and never queued.
 const FREE: usize = 1 << 20;
-/// How long a body waits for room before the client is told to retry.
-const WAIT: Duration = Duration::from_secs(120);
 
 /// Why a body was not read.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +50,9 @@ pub enum BodyRefusal {
 }
 
 pub struct BodyBudget {
+    /// How long a body waits for room before the client is told to retry: the time a body
+    /// may take to arrive (CODE_SANDBOX_HTTP_BODY_TIMEOUT), since one waiting is not read.
+    wait: Duration,
     total: Arc<Semaphore>,
     per_principal: Mutex<HashMap<Arc<str>, Arc<Semaphore>>>,
 }
@@ -60,16 +61,15 @@ pub struct BodyBudget {
 #[derive(Default)]
 pub struct Held(Vec<OwnedSemaphorePermit>);
 
-impl Default for BodyBudget {
-    fn default() -> Self {
+impl BodyBudget {
+    pub fn new(wait: Duration) -> Self {
         BodyBudget {
+            wait,
             total: Arc::new(Semaphore::new(TOTAL / UNIT)),
             per_principal: Mutex::new(HashMap::new()),
         }
     }
-}
 
-impl BodyBudget {
     fn own(&self, who: &Arc<str>) -> Arc<Semaphore> {
         let mut m = self.per_principal.locked();
         // Principals whose bodies are all read hold nothing: their entries go.
@@ -116,15 +116,19 @@ impl BodyBudget {
     /// `size` bytes of both budgets, each taken whole: the principal's, then the server's.
     async fn reserve(&self, who: &Arc<str>, size: usize) -> Result<Held, BodyRefusal> {
         let units = size.div_ceil(UNIT);
-        let own = take(&self.own(who), units).await?;
-        let total = take(&self.total, units).await?;
+        let own = take(&self.own(who), units, self.wait).await?;
+        let total = take(&self.total, units, self.wait).await?;
         Ok(Held(vec![own, total]))
     }
 }
 
-async fn take(from: &Arc<Semaphore>, units: usize) -> Result<OwnedSemaphorePermit, BodyRefusal> {
+async fn take(
+    from: &Arc<Semaphore>,
+    units: usize,
+    wait: Duration,
+) -> Result<OwnedSemaphorePermit, BodyRefusal> {
     let units = u32::try_from(units).map_err(|_| BodyRefusal::Busy)?;
-    match tokio::time::timeout(WAIT, from.clone().acquire_many_owned(units)).await {
+    match tokio::time::timeout(wait, from.clone().acquire_many_owned(units)).await {
         Ok(Ok(p)) => Ok(p),
         _ => Err(BodyRefusal::Busy),
     }
@@ -203,7 +207,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_principal_past_its_share_waits_while_others_read() {
-        let budget = BodyBudget::default();
+        let budget = BodyBudget::new(Duration::from_secs(120));
         let (alice, bob) = (Arc::<str>::from("alice"), Arc::<str>::from("bob"));
         let big = Bytes::from(vec![b'x'; 150 << 20]);
         let size = Some(big.len());

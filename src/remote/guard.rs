@@ -86,8 +86,14 @@ impl Guard {
             live: std::sync::OnceLock::new(),
             caps,
             draining: AtomicBool::new(false),
-            bodies: BodyBudget::default(),
+            bodies: BodyBudget::new(std::time::Duration::from_secs(120)),
         }
+    }
+
+    /// A request body waits for room in the bodies' budget as long as it may take to arrive.
+    pub fn with_body_wait(mut self, wait: std::time::Duration) -> Self {
+        self.bodies = BodyBudget::new(wait);
+        self
     }
 
     /// rmcp's session manager, whose live sessions the caps count.

@@ -143,7 +143,8 @@ pub async fn serve(
         local: local_principal(&settings),
         defaults: principal_defaults(&settings),
     };
-    let guard = Arc::new(Guard::new(
+    let body_wait = Duration::from_secs(settings.http_body_timeout_seconds.max(1));
+    let guard = Guard::new(
         auth,
         local_addr,
         &settings.allowed_hosts,
@@ -153,7 +154,8 @@ pub async fn serve(
             per_principal: settings.principal_sessions.max(1),
             total: settings.max_sessions.max(1),
         },
-    ));
+    );
+    let guard = Arc::new(guard.with_body_wait(body_wait));
     let home = settings.home_dir();
     let _ = std::fs::create_dir_all(&home);
     let tenancy = Tenancy::new(
