@@ -1,8 +1,7 @@
 //! What a red team broke in the team server (issue 55), each against the real binary: figures
 //! decoded without a bound, pictures read in the async handler, stateless calls cut by a drain.
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -11,6 +10,7 @@ use crate::remote_harness::{Remote, meta2026, raw};
 
 /// A valid PNG of `side` x `side` black RGBA pixels, written row by row so the test never
 /// holds the picture: a 16384 px square is about 1 MB as PNG and 1 GiB decoded.
+#[cfg(target_os = "linux")]
 fn black_square(side: u32) -> Vec<u8> {
     let mut out = Vec::new();
     let mut enc = png::Encoder::new(&mut out, side, side);
@@ -29,7 +29,8 @@ fn black_square(side: u32) -> Vec<u8> {
 }
 
 /// A folder of the test's own holding `name`s as black squares of the given sides.
-fn pictures(tag: &str, files: &[(&str, u32)]) -> PathBuf {
+#[cfg(target_os = "linux")]
+fn pictures(tag: &str, files: &[(&str, u32)]) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("red-team-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (name, side) in files {
@@ -39,6 +40,7 @@ fn pictures(tag: &str, files: &[(&str, u32)]) -> PathBuf {
 }
 
 /// The most memory the process has held (`VmHWM`), in MiB.
+#[cfg(target_os = "linux")]
 fn peak_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
     let kib: u64 = status
@@ -51,13 +53,15 @@ fn peak_mib(pid: u32) -> u64 {
 
 /// Guest code that sends each file `times` times as a figure, as hostile code may (the
 /// host's door, not matplotlib).
+#[cfg(target_os = "linux")]
 fn send_figures(files: &[&str], times: usize) -> String {
     format!(
         "import _host, base64\nfor name in {files:?}:\n    data = base64.b64encode(open(name, 'rb').read()).decode()\n    msg = ('{{\"kind\":\"image\",\"mime\":\"image/png\",\"data\":\"%s\"}}' % data).encode()\n    for _ in range({times}):\n        _host.call(msg)\n"
     )
 }
 
-async fn upload(s: &Server, id: &str, dir: &Path, name: &str) {
+#[cfg(target_os = "linux")]
+async fn upload(s: &Server, id: &str, dir: &std::path::Path, name: &str) {
     let path = dir.join(name);
     s.ok(
         "upload_file",
@@ -69,6 +73,7 @@ async fn upload(s: &Server, id: &str, dir: &Path, name: &str) {
 /// Item 1: six 16384 px squares and six 4800 px ones in one call. Before, every figure was
 /// decoded at full size and kept until the result was shaped (+2 GiB for six squares); now
 /// the squares are refused from their headers and the others decoded one at a time.
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn figures_past_every_bound_cost_the_server_bounded_memory() {
     let dir = pictures("figures", &[("square.png", 16_384), ("big.png", 4800)]);
@@ -109,6 +114,7 @@ async fn figures_past_every_bound_cost_the_server_bounded_memory() {
 
 /// Item 2: three read_file calls of crafted pictures at once leave `/healthz` answering at
 /// once: pictures are decoded off the async threads, within a bound.
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn reading_crafted_pictures_never_blocks_the_server() {
     let dir = pictures("read", &[("square.png", 16_384), ("big.png", 4800)]);
@@ -141,7 +147,7 @@ async fn reading_crafted_pictures_never_blocks_the_server() {
     let health = format!("http://{}/healthz", r.addr());
     let mut slowest = Duration::ZERO;
     while reads.iter().any(|t| !t.is_finished()) {
-        let asked = Instant::now();
+        let asked = std::time::Instant::now();
         let answered = crate::remote_harness::http()
             .get(&health)
             .timeout(Duration::from_secs(10))
@@ -367,12 +373,14 @@ async fn probation_never_cuts_an_authenticated_call_or_a_slow_body() {
 }
 
 /// How many descriptors a process holds open.
+#[cfg(target_os = "linux")]
 fn descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
 /// Item 6: 600 half-sent requests to the metrics port hold a bounded number of the server's
 /// descriptors; the MCP port, a scrape and a call still answer.
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn a_flood_on_the_metrics_port_leaves_the_server_its_descriptors() {
     use tokio::io::AsyncWriteExt;
@@ -614,6 +622,7 @@ async fn routing_headers_the_body_does_not_back_are_refused() {
 /// connection each, as separate clients send them) grow the server's peak memory by less than
 /// 1.5 GiB: bodies in flight are bounded in all and per principal, and each is read once.
 /// Every upload lands whole.
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn eight_large_uploads_at_once_cost_bounded_memory() {
     use base64::Engine as _;
@@ -686,6 +695,7 @@ async fn eight_large_uploads_at_once_cost_bounded_memory() {
 }
 
 /// CRC-32 (IEEE), as Python's zlib.crc32 computes it.
+#[cfg(target_os = "linux")]
 fn crc32(data: &[u8]) -> u32 {
     let mut z = flate2::Crc::new();
     z.update(data);
@@ -741,6 +751,7 @@ async fn oauth_names_neither_forge_metrics_nor_take_a_static_principal() {
 /// keep-alive connections leave room for a fifth principal and for `/healthz`; and a churn of
 /// unauthenticated connections from one address (127.0.0.2) never costs another address's
 /// new connections their call.
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn connection_shares_keep_a_reserve_and_churn_costs_only_the_churner() {
     let names = ["pa", "pb", "pc", "pd", "pe"];
@@ -862,6 +873,7 @@ fn proxy_in_front(replica: &Remote, port: u16) -> (tokio::process::Child, String
 }
 
 /// A client whose connections come from `source` (a loopback address of its own).
+#[cfg(target_os = "linux")]
 fn client_from(source: &str) -> reqwest::Client {
     crate::remote_harness::http();
     reqwest::Client::builder()
