@@ -60,7 +60,11 @@ impl Drop for Running {
 impl InFlight {
     /// Counts a call in; `None` when a call with the same id is still in flight in the session.
     fn enter(self: &Arc<Self>, session: &str, id: &serde_json::Value) -> Option<Running> {
-        let key = (session.to_string(), id.to_string());
+        self.admit((session.to_string(), id.to_string()))
+    }
+
+    /// Counts in the request of `key`; `None` when one with that key is still in flight.
+    fn admit(self: &Arc<Self>, key: (String, String)) -> Option<Running> {
         if !self.ids.locked().insert(key.clone()) {
             return None;
         }
@@ -69,13 +73,10 @@ impl InFlight {
     }
 
     /// Counts in a request that belongs to no session: its key is its own, so no two collide.
-    fn enter_stateless(self: &Arc<Self>) -> Running {
+    fn enter_stateless(self: &Arc<Self>) -> Option<Running> {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         // Session ids are never empty, so this key names no session's request.
-        let key = (String::new(), SEQ.fetch_add(1, Ordering::Relaxed).to_string());
-        self.ids.locked().insert(key.clone());
-        self.running.fetch_add(1, Ordering::SeqCst);
-        Running(self.clone(), key)
+        self.admit((String::new(), SEQ.fetch_add(1, Ordering::Relaxed).to_string()))
     }
 
     pub fn count(&self) -> usize {
@@ -130,7 +131,7 @@ pub async fn watch(State((sessions, in_flight)): State<Watch>, req: Request, nex
     };
     let entered = match &session {
         Some(session) => in_flight.enter(session, &id),
-        None => Some(in_flight.enter_stateless()),
+        None => in_flight.enter_stateless(),
     };
     let Some(running) = entered else {
         let answer = serde_json::json!({
