@@ -840,7 +840,7 @@ async fn connection_shares_keep_a_reserve_and_churn_costs_only_the_churner() {
 /// haproxy on `port` in front of `replica`, from the project's template (PROXY headers
 /// included); its process (killed on drop) and its `/mcp` URL.
 #[cfg(target_os = "linux")]
-fn proxy_in_front(replica: &Remote, port: u16) -> (tokio::process::Child, String) {
+async fn proxy_in_front(replica: &Remote, port: u16) -> (tokio::process::Child, String) {
     let config = xtask::deploy::render(
         &common::repo_root(),
         xtask::deploy::Site::Loopback,
@@ -863,13 +863,19 @@ fn proxy_in_front(replica: &Remote, port: u16) -> (tokio::process::Child, String
         .kill_on_drop(true)
         .spawn()
         .expect("haproxy (Debian's haproxy package) starts");
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
+    // haproxy sends calls only once a check found the replica ready (the warm image can take
+    // a while on a busy machine): wait until `/readyz` through the proxy reaches the replica.
+    let through = format!("http://127.0.0.1:{port}/readyz");
+    let http = crate::remote_harness::http();
+    for _ in 0..600 {
+        if let Ok(resp) = http.get(&through).send().await {
+            if resp.status() == 200 {
+                return (child, format!("http://127.0.0.1:{port}/mcp"));
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    (child, format!("http://127.0.0.1:{port}/mcp"))
+    panic!("haproxy never found the replica ready in 60 s");
 }
 
 /// A client whose connections come from `source` (a loopback address of its own).
@@ -897,7 +903,7 @@ async fn behind_the_proxy_each_client_is_its_own_address() {
         ],
     )
     .await;
-    let (_haproxy, proxied) = proxy_in_front(&r, port);
+    let (_haproxy, proxied) = proxy_in_front(&r, port).await;
     let token = r.token("alice").to_string();
     let call = |id: u64| stateless_call(id, "create_run_close", json!({"code": "6 * 7"}));
     let header = [("MCP-Protocol-Version", "2025-11-25")];
