@@ -10,7 +10,7 @@ use mcp_code_sandbox::config::{
 use mcp_code_sandbox::remote;
 use mcp_code_sandbox::runtime::Layout;
 use mcp_code_sandbox::server::{SandboxServer, StdioTransport};
-use mcp_code_sandbox::wasm::direct::install_and_load;
+use mcp_code_sandbox::wasm::direct::{install_and_load, prepare_warm_image};
 use rmcp::ServiceExt;
 use tracing_subscriber::EnvFilter;
 
@@ -59,7 +59,16 @@ fn main() -> ExitCode {
 fn install_runtime(settings: &Settings, from: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let layout = Layout::new(settings.home_dir());
     let progress = |stage: mcp_code_sandbox::runtime::Stage| eprintln!("runtime: {stage}");
-    install_and_load(&layout, from.as_deref(), settings.fuel_per_call > 0, &progress)?;
+    let metered = settings.fuel_per_call > 0;
+    let plain = install_and_load(&layout, from.as_deref(), metered, &progress)?;
+    // The server's first start then loads the warm image instead of building it for a minute
+    // or two while the first sandboxes import pandas themselves.
+    if settings.warm_image && !metered {
+        eprintln!(
+            "runtime: building the warm image (numpy, pandas, matplotlib imported; a minute or two, once)"
+        );
+        prepare_warm_image(&plain, &layout)?;
+    }
     eprintln!("runtime: installed under {}", layout.home.display());
     Ok(())
 }
@@ -72,7 +81,7 @@ fn token(settings: &Settings, action: TokenAction) -> anyhow::Result<()> {
             // The token goes to stdout (to pipe into a secret store); the advice to stderr.
             println!("{token}");
             eprintln!(
-                "token for '{name}' above; it is shown only this once (its SHA-256 is in {}).
+                "token for '{name}' above; it is shown only this once (its SHA-256 is in {}).\n\
                  `mcp-code-sandbox --transport http` serves with this file{}; give the client `Authorization: Bearer <token>`.",
                 file.display(),
                 if settings.tokens.is_some() {
@@ -133,6 +142,9 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         Transport::Http => Some(remote::home_lock::claim(&settings.home_dir())?),
         Transport::Stdio => None,
     };
+    if settings.transport == Transport::Http {
+        remote::preflight(&settings).await?;
+    }
     let network = mcp_code_sandbox::app::network(&settings)?;
     let backend = mcp_code_sandbox::app::backend(settings.clone())?;
     let code_mode = mcp_code_sandbox::app::code_mode(&settings, backend.as_ref());

@@ -16,6 +16,13 @@ def __code_sandbox_setup():
     os.chdir("/home/user")
     repr_limit = 100_000
 
+    # Figures are captured after each call, so `plt.show()` is how a user says "show this",
+    # not a request for a window: matplotlib's warning that the Agg canvas cannot open one
+    # would print on every plot.
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r"FigureCanvas\w* is non-interactive", category=UserWarning)
+
     def send(kind, **fields):
         # Every field is a string, so a JSON object is a join of quoted pairs.
         fields["kind"] = kind

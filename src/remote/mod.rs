@@ -104,6 +104,22 @@ fn readyz(guard: Arc<Guard>, backend: Arc<dyn Interpreter>) -> axum::routing::Me
     })
 }
 
+/// The settings' refusals that need no backend (TLS behind a proxy, an address that does
+/// not resolve, OAuth settings that do not hold, a listener open to others without tokens):
+/// checked before the backend is made, so a server that will refuse to start never first
+/// downloads and compiles the runtime.
+pub async fn preflight(settings: &Settings) -> Result<(), RemoteError> {
+    if settings.tls_cert.is_some() && !settings.team.trusted_proxies.is_empty() {
+        return Err(RemoteError::ProxiedTls);
+    }
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&settings.listen)
+        .await
+        .map_err(|e| RemoteError::Listen(settings.listen.clone(), e))?
+        .collect();
+    let oauth = crate::remote::oauth::OAuth::from_settings(&settings.oauth, Vec::new())?;
+    token_book(settings, &addrs, oauth.is_some()).map(|_| ())
+}
+
 /// Serves until `quit` resolves, then drains calls and shuts the backend down (which keeps
 /// sandboxes as persistence says).
 pub async fn serve(

@@ -85,13 +85,21 @@ impl HeadTail {
         let mut text = String::from_utf8_lossy(&head).into_owned();
         if omitted > 0 {
             text.push_str(&format!(
-                "\n[... {omitted} bytes omitted: output over the {} byte limit ...]\n",
+                "\n[... {omitted} bytes omitted{CUT_MARK}{} byte limit ...]\n",
                 self.cap
             ));
         }
         text.push_str(&String::from_utf8_lossy(&tail));
         Captured { text, omitted }
     }
+}
+
+/// The words of the marker [`HeadTail::take`] leaves where the middle of a stream was dropped.
+const CUT_MARK: &str = ": output over the ";
+
+/// Whether `text` is a capture whose middle was dropped (only its head and tail were kept).
+pub fn lost_its_middle(text: &str) -> bool {
+    text.contains(CUT_MARK)
 }
 
 /// `text` cut to at most about `max_chars` characters, keeping the first quarter and the last

@@ -15,7 +15,7 @@ use super::figures::{self, Figure, MAX_SIDE};
 use super::outputs::ExecResult;
 use super::reply::size_of;
 use crate::sandbox::paths::{WORKSPACE, WorkspacePath};
-use crate::sandbox::text_cap::head_tail;
+use crate::sandbox::text_cap::{head_tail, lost_its_middle};
 use crate::sandbox::{Execution, Image, PyError};
 
 /// Characters of stdout, of stderr, of a final value and of a traceback put inline.
@@ -228,8 +228,13 @@ fn cap_stream(text: &str, name: &str, chars: usize, spill: &mut Spill) -> String
     } else {
         None
     };
+    let kept = if lost_its_middle(text) {
+        "what was kept of it (its first and last part)"
+    } else {
+        "all of it"
+    };
     head_tail(text, chars, |n| match &path {
-        Some(p) => format!("[... {n} characters of {name} omitted here; all of it is in {p} (read it with read_file, or open it in code) ...]"),
+        Some(p) => format!("[... {n} characters of {name} omitted here; {kept} is in {p} (read it with read_file, or open it in code) ...]"),
         None => format!("[... {n} characters of {name} omitted ...]"),
     })
     .unwrap_or_else(|| text.to_string())

@@ -162,7 +162,7 @@ impl Interpreter for WasmBackend {
 
     async fn create(&self, opts: CreateOptions) -> Result<SandboxInfo, SandboxError> {
         let (limits, notes) = self.limits(&opts);
-        let program = self.ctx.programs.for_memory(limits.memory_mb).await?;
+        let program = self.ctx.programs.for_memory(limits.memory_mb).await?.program;
         let registry = &self.ctx.registry;
         // Each new sandbox is listed with its interpreter lock held, so another sandbox making
         // room at the same moment counts it as live (see `live`).
@@ -249,10 +249,10 @@ impl Interpreter for WasmBackend {
         let _permit = match opts.admission {
             Admission::Background => None,
             Admission::Interactive => Some(self.calls.clone().try_acquire_owned().map_err(|_| {
-                SandboxError::CallCapacity(format!(
-                    "{} calls are already running code, the most allowed; wait for one to finish (or raise CODE_SANDBOX_MAX_CONCURRENT_CALLS)",
-                    self.settings.max_concurrent_calls
-                ))
+                SandboxError::CallCapacity(match self.settings.max_concurrent_calls {
+                    1 => "1 call is already running code, the most allowed; wait for it to finish (or raise CODE_SANDBOX_MAX_CONCURRENT_CALLS)".into(),
+                    n => format!("{n} calls are already running code, the most allowed; wait for one to finish (or raise CODE_SANDBOX_MAX_CONCURRENT_CALLS)"),
+                })
             })?),
         };
         call::execute(&self.ctx, &sb, code, opts).await
@@ -333,7 +333,7 @@ impl Interpreter for WasmBackend {
 
     async fn fork(&self, id: &str) -> Result<SandboxInfo, SandboxError> {
         let from = self.ctx.registry.get(id)?;
-        let program = self.ctx.programs.for_memory(from.limits.memory_mb).await?;
+        let program = self.ctx.programs.for_memory(from.limits.memory_mb).await?.program;
         let into = self.ctx.registry.reserve(from.limits.clone())?;
         // In the same budget as its original (a principal's) before any file is copied, so
         // the copy is checked against it.

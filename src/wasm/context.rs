@@ -43,8 +43,8 @@ impl Context {
                 return Ok(slot.take_after_resume());
             }
         }
-        let program = self.programs.for_memory(sb.limits.memory_mb).await?;
-        slot.session = Some(Session::start(&program, &sb.session_config(&self.memory)).await?);
+        let start = self.programs.for_memory(sb.limits.memory_mb).await?;
+        slot.session = Some(start.session(&sb.session_config(&self.memory)).await?);
         Ok(slot.take_before())
     }
 

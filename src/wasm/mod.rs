@@ -35,6 +35,7 @@ mod results;
 mod spare;
 mod trash;
 mod vm;
+mod warm_start;
 
 pub use backend::WasmBackend;
 

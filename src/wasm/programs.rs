@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::vm::{self, EngineError, Image, Program, WarmError};
+use super::warm_start::{self, LOAD_WAIT, Start, WarmPhase, fits};
 use crate::lock::Locked;
 use crate::runtime::{self, Layout, RuntimeError, Stage};
 use crate::sandbox::SandboxError;
@@ -41,8 +42,8 @@ pub struct Programs {
     /// The plain image when the first program ready was a bundle's warm image: compiled on
     /// demand, for a sandbox too small for the warm image or a state saved from the plain one.
     plain: tokio::sync::OnceCell<Arc<Program>>,
-    /// Whether the attempt at the warm image is over (built, loaded, failed or off).
-    warm_settled: watch::Sender<bool>,
+    /// How far the attempt at the warm image is.
+    warm_settled: watch::Sender<WarmPhase>,
     /// Updated with `send_replace`: a plain `send` is dropped while nobody is subscribed, which
     /// once lost the `Ready` of an install that finished before the first call came.
     tx: watch::Sender<State>,
@@ -134,7 +135,11 @@ impl Programs {
             warm_enabled,
             warm: Mutex::new(None),
             plain: tokio::sync::OnceCell::new(),
-            warm_settled: watch::Sender::new(!warm_enabled),
+            warm_settled: watch::Sender::new(if warm_enabled {
+                WarmPhase::Loading
+            } else {
+                WarmPhase::Settled
+            }),
             tx,
             started: Mutex::new(false),
             warm_task: Mutex::new(WarmTask::NotStarted),
@@ -173,7 +178,7 @@ impl Programs {
                         "the warm image shipped with the bundle is in use: new sandboxes start from it"
                     );
                     *me.warm.locked() = Some(program.clone());
-                    me.warm_settled.send_replace(true);
+                    me.warm_settled.send_replace(WarmPhase::Settled);
                     State::Ready(program)
                 }
                 Ok(program) => {
@@ -242,7 +247,7 @@ impl Programs {
             }
             build.abort();
             // Nobody waits for an image that will not come.
-            self.warm_settled.send_replace(true);
+            self.warm_settled.send_replace(WarmPhase::Settled);
         }
         *task = WarmTask::Stopped;
     }
@@ -255,11 +260,18 @@ impl Programs {
     async fn build_warm(self: Arc<Self>, plain: Arc<Program>) {
         tracing::info!("preparing the warm image (numpy, pandas, matplotlib imported)");
         for attempt in 0..2 {
+            let (plain2, layout) = (plain.clone(), self.layout.clone());
+            let cached = tokio::task::spawn_blocking(move || vm::warm_image_cached(&plain2, &layout))
+                .await
+                .unwrap_or(false);
+            if !cached {
+                self.warm_settled.send_replace(WarmPhase::Building);
+            }
             match vm::warm_image(&plain, &self.layout).await {
                 Ok(warm) => {
                     tracing::info!("warm image ready: new sandboxes start from it");
                     *self.warm.locked() = Some(warm);
-                    self.warm_settled.send_replace(true);
+                    self.warm_settled.send_replace(WarmPhase::Settled);
                 }
                 Err(_) if self.stopping() => break,
                 Err(e) => {
@@ -279,7 +291,7 @@ impl Programs {
             }
             *self.warm.locked() = None;
         }
-        self.warm_settled.send_replace(true);
+        self.warm_settled.send_replace(WarmPhase::Settled);
     }
 
     /// The images to resume a state made from image `wanted`: at once when that one is
@@ -308,20 +320,27 @@ impl Programs {
     async fn images_settled(self: &Arc<Self>) -> Result<Vec<Arc<Program>>, SandboxError> {
         let plain = self.get().await?;
         let mut rx = self.warm_settled.subscribe();
-        let _ = tokio::time::timeout(WARM_WAIT, rx.wait_for(|done| *done)).await;
+        let _ = tokio::time::timeout(WARM_WAIT, rx.wait_for(|p| *p == WarmPhase::Settled)).await;
         let warm = self.warm.locked().clone();
         Ok(warm.into_iter().chain([plain]).collect())
     }
 
-    /// The image a sandbox with `memory_mb` of memory starts from: the warm one when it is
-    /// ready and leaves the sandbox room to work, else the plain one.
-    pub async fn for_memory(self: &Arc<Self>, memory_mb: u64) -> Result<Arc<Program>, SandboxError> {
+    /// How a sandbox with `memory_mb` of memory starts: from the warm image when it leaves the
+    /// sandbox room to work (waiting for it while it loads), else from the plain one, importing
+    /// the warm modules itself when only the warm image's absence kept it from having them.
+    pub async fn for_memory(self: &Arc<Self>, memory_mb: u64) -> Result<Start, SandboxError> {
         let base = self.get().await?;
+        let mut rx = self.warm_settled.subscribe();
+        let _ = tokio::time::timeout(LOAD_WAIT, rx.wait_for(|p| *p != WarmPhase::Loading)).await;
         let warm = self.warm.locked().clone();
         match warm {
-            Some(w) if fits(&w, memory_mb) => Ok(w),
-            _ if base.image == Image::Plain => Ok(base),
-            _ => self.plain().await,
+            Some(w) if fits(&w, memory_mb) => Ok(Start::from(w)),
+            Some(_) if base.image == Image::Plain => Ok(Start::from(base)),
+            Some(_) => Ok(Start::from(self.plain().await?)),
+            None => Ok(Start {
+                preload: self.warm_enabled && !self.stopping() && warm_start::would_fit(memory_mb),
+                program: base,
+            }),
         }
     }
 
@@ -370,15 +389,5 @@ impl Programs {
                 }
             }
         }
-    }
-}
-
-/// Room a sandbox started from a warm image keeps beyond the image itself.
-const WARM_HEADROOM: u64 = 64 << 20;
-
-fn fits(rt: &Program, memory_mb: u64) -> bool {
-    match rt.image {
-        Image::Plain => true,
-        Image::Warm { memory_bytes, .. } => memory_bytes + WARM_HEADROOM <= memory_mb << 20,
     }
 }

@@ -11,7 +11,7 @@ use super::call::after_call_source;
 use super::context::Context;
 use super::record::Sandbox;
 use super::registry::Registry;
-use super::vm::{Image, Session};
+use super::vm::Image;
 use crate::sandbox::Limits;
 
 /// Let the call that took the last spare run first: on two cores, warming beside it would
@@ -42,13 +42,13 @@ impl Spare {
             if slot.is_some() || stopping.load(Ordering::SeqCst) {
                 return;
             }
-            let Ok(program) = ctx.programs.for_memory(limits.memory_mb).await else {
+            let Ok(start) = ctx.programs.for_memory(limits.memory_mb).await else {
                 return;
             };
             let Ok(sb) = ctx.registry.prepare(limits) else {
                 return;
             };
-            match Session::start(&program, &sb.session_config(&ctx.memory)).await {
+            match start.session(&sb.session_config(&ctx.memory)).await {
                 Ok(mut session) => {
                     // Walk the paths a first call takes (compile, echo, door, figure check) so
                     // their pages are faulted in now, not while the user waits; leave no `_`.
@@ -64,7 +64,7 @@ impl Spare {
                         return;
                     }
                     sb.slot.lock().await.session = Some(session);
-                    *slot = Some((sb, program.image));
+                    *slot = Some((sb, start.program.image));
                 }
                 Err(e) => {
                     tracing::warn!("could not warm a spare sandbox: {e}");

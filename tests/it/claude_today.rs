@@ -59,22 +59,7 @@ async fn the_homes_tokens_file_is_served_by_default() {
 /// A home sharing the installed runtime and its compiled interpreter, but with no warm image
 /// yet: a server started there builds it (about a minute).
 fn home_without_warm_image() -> std::path::PathBuf {
-    let shared = common::runtime_home();
-    let home = std::env::temp_dir().join(format!("mcs-cold-{}", uuid::Uuid::new_v4().simple()));
-    let cache = home.join("cache");
-    std::fs::create_dir_all(&cache).unwrap();
-    for d in ["runtime", "wheels"] {
-        std::os::unix::fs::symlink(shared.join(d), home.join(d)).unwrap();
-    }
-    for entry in std::fs::read_dir(shared.join("cache")).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("python-") {
-            std::fs::hard_link(entry.path(), cache.join(&name))
-                .or_else(|_| std::fs::copy(entry.path(), cache.join(&name)).map(|_| ()))
-                .unwrap();
-        }
-    }
-    home
+    crate::warm::home_sharing_the_runtime(false).0
 }
 
 /// Item 4: once the log says the warm image is ready, the next sandbox (the first of this

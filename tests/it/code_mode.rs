@@ -24,7 +24,7 @@ fn modules() -> PathBuf {
 fn python_server() -> PathBuf {
     let dir = common::repo_root().join("tests/mcp-servers");
     let venv = xtask::pyvenv::ensure(&dir, &|m| common::progress(m)).unwrap_or_else(|e| panic!("{e}"));
-    venv.join("bin").join("mcp-server-time")
+    xtask::pyvenv::tool(&venv, "mcp-server-time")
 }
 
 /// A folder for one test's servers file and the data its servers keep.

@@ -21,10 +21,10 @@ async fn a_stuck_or_flooding_server_holds_up_no_other_and_says_why() {
     std::fs::write(
         &file,
         json!({"mcpServers": {
-            "fine": {"command": "python3", "args": [script, "loose", dir.join("ran.log").display().to_string()]},
-            "stuck": {"command": "python3", "args": [script, "stuck"]},
-            "huge": {"command": "python3", "args": [script, "huge-list"]},
-            "deep": {"command": "python3", "args": [script, "deep"]}
+            "fine": {"command": xtask::pyvenv::PYTHON, "args": [script, "loose", dir.join("ran.log").display().to_string()]},
+            "stuck": {"command": xtask::pyvenv::PYTHON, "args": [script, "stuck"]},
+            "huge": {"command": xtask::pyvenv::PYTHON, "args": [script, "huge-list"]},
+            "deep": {"command": xtask::pyvenv::PYTHON, "args": [script, "deep"]}
         }})
         .to_string(),
     )

@@ -17,7 +17,7 @@ async fn a_denied_tool_never_runs_under_another_spelling() {
     std::fs::write(
         &file,
         json!({"mcpServers": {"srv": {
-            "command": "python3",
+            "command": xtask::pyvenv::PYTHON,
             "args": [script.display().to_string(), "loose", ran.display().to_string()],
             "deny": ["delete_all", "*admin*"]
         }}})

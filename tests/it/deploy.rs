@@ -42,13 +42,14 @@ fn the_kubernetes_proxy_config_is_the_templates_and_haproxy_accepts_it_and_the_l
         }],
     )
     .expect("render");
+    let haproxy = xtask::debian::tool_for_test("the proxy's configuration test", "haproxy", "haproxy");
     let file = std::env::temp_dir().join(format!("haproxy-{}.cfg", uuid::Uuid::new_v4().simple()));
     std::fs::write(&file, &loopback).expect("write");
     for config in [
         root.join(xtask::deploy::KUBERNETES_CONFIG).as_path(),
         file.as_path(),
     ] {
-        let (ok, text) = run(Command::new("haproxy").arg("-c").arg("-f").arg(config));
+        let (ok, text) = run(Command::new(&haproxy).arg("-c").arg("-f").arg(config));
         assert!(
             ok && text.contains("Configuration file is valid"),
             "{}: {text}",
@@ -61,7 +62,8 @@ fn the_kubernetes_proxy_config_is_the_templates_and_haproxy_accepts_it_and_the_l
 
 /// `kubectl kustomize` of `dir`.
 fn kustomized(dir: &Path) -> String {
-    let (ok, text) = run(Command::new("kubectl").arg("kustomize").arg(dir));
+    let kubectl = xtask::debian::tool_for_test("the manifests' test", "kubectl", "kubernetes-client");
+    let (ok, text) = run(Command::new(kubectl).arg("kustomize").arg(dir));
     assert!(ok, "kubectl kustomize {}: {text}", dir.display());
     text
 }

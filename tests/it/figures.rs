@@ -43,6 +43,15 @@ async fn plots_come_back_as_png_images() {
     let (w, h) = png_size(&images[0]);
     assert!(w > 100 && h > 100, "{w}x{h}");
     assert_eq!(r.structured_content.as_ref().unwrap()["images"], 1);
+    let said = format!(
+        "{} {}",
+        crate::common::text_of(&r),
+        r.structured_content.as_ref().unwrap()
+    );
+    assert!(
+        !said.contains("non-interactive"),
+        "plt.show() printed matplotlib's window warning: {said}"
+    );
 
     let r = s
         .call(

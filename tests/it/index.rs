@@ -292,7 +292,7 @@ async fn a_wheel_whose_hash_differs_from_the_index_or_is_not_given_is_refused_an
     }
     let index = serve(
         |port| {
-            let mut c = Command::new("python3");
+            let mut c = Command::new(xtask::pyvenv::PYTHON);
             c.args([
                 "-m",
                 "http.server",

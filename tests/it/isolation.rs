@@ -135,14 +135,20 @@ async fn no_network_no_host_environment_stdin_is_eof() {
     assert_eq!(v["error"]["name"], "EOFError");
     let v = s.run_ok(&id, "import sys\nsys.stdin.read()").await;
     assert_eq!(v["result"], "''");
-    for code in [
-        "import subprocess\nsubprocess.run(['ls'])",
-        "import threading\nthreading.Thread(target=print).start()",
-        "import ctypes\nctypes.CDLL(None)",
-        "import os\nos.fork()",
+    // The errors THREAT-MODEL.md names, one per way out.
+    for (code, error) in [
+        ("import subprocess\nsubprocess.run(['ls'])", "OSError"),
+        (
+            "import threading\nthreading.Thread(target=print).start()",
+            "RuntimeError",
+        ),
+        ("import ctypes\nctypes.CDLL(None)", "OSError"),
+        ("import os\nos.fork()", "AttributeError"),
+        ("import socket\nsocket.socket()", "OSError"),
     ] {
         let (err, v) = s.exec(&id, code).await;
         assert!(err, "{code} ran: {v}");
+        assert_eq!(v["error"]["name"], error, "{code}: {v}");
     }
     s.stop().await;
 }

@@ -15,6 +15,8 @@ mod conformance;
 
 mod core_tools;
 mod default_sandbox;
+// haproxy and kubectl (Debian's packages, installed the first time) and a Linux venv.
+#[cfg(target_os = "linux")]
 mod deploy;
 mod docs;
 mod e2b;

@@ -40,7 +40,7 @@ impl Https {
         std::fs::write(dir.join("cert.pem"), leaf.pem()).unwrap();
         std::fs::write(dir.join("key.pem"), leaf_key.serialize_pem()).unwrap();
         let portfile = dir.join("port");
-        let child = std::process::Command::new("python3")
+        let child = std::process::Command::new(xtask::pyvenv::PYTHON)
             .arg(common::repo_root().join("tests/net/https_server.py"))
             .args([dir.join("cert.pem"), dir.join("key.pem"), portfile.clone()])
             .spawn()

@@ -282,7 +282,8 @@ async fn each_principal_hears_only_of_its_own_on_both_revisions_and_transports()
     let dir = common::private_home();
     let servers = dir.join("servers.json");
     let script = common::repo_root().join("tests/mcp-servers/misbehaving.py");
-    let file = json!({"mcpServers": {"srv": {"command": "python3", "args": [script, "changing"]}}});
+    let file =
+        json!({"mcpServers": {"srv": {"command": xtask::pyvenv::PYTHON, "args": [script, "changing"]}}});
     std::fs::write(&servers, file.to_string()).unwrap();
     let servers = servers.display().to_string();
     let (client, heard) = discover_client(stdio_server(

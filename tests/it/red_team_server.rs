@@ -854,7 +854,8 @@ async fn proxy_in_front(replica: &Remote, port: u16) -> (tokio::process::Child, 
     .expect("the template renders");
     let file = replica.home.join("haproxy.cfg");
     std::fs::write(&file, config).unwrap();
-    let child = tokio::process::Command::new("haproxy")
+    let haproxy = xtask::debian::tool_for_test("the proxy test", "haproxy", "haproxy");
+    let child = tokio::process::Command::new(haproxy)
         .arg("-db")
         .arg("-f")
         .arg(&file)
@@ -868,10 +869,10 @@ async fn proxy_in_front(replica: &Remote, port: u16) -> (tokio::process::Child, 
     let through = format!("http://127.0.0.1:{port}/readyz");
     let http = crate::remote_harness::http();
     for _ in 0..600 {
-        if let Ok(resp) = http.get(&through).send().await {
-            if resp.status() == 200 {
-                return (child, format!("http://127.0.0.1:{port}/mcp"));
-            }
+        if let Ok(resp) = http.get(&through).send().await
+            && resp.status() == 200
+        {
+            return (child, format!("http://127.0.0.1:{port}/mcp"));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

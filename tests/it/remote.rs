@@ -383,10 +383,12 @@ async fn each_call_leaves_one_log_line_without_code_or_contents() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn without_tokens_only_loopback_is_served() {
+    // An empty home: a server that went on to prepare the runtime would start a download here.
+    let home = std::env::temp_dir().join(format!("mcs-refused-{}", uuid::Uuid::new_v4().simple()));
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-code-sandbox"))
         .args(["--transport", "http", "--listen", "0.0.0.0:0"])
         .env_remove("CODE_SANDBOX_TOKENS")
-        .env("CODE_SANDBOX_HOME", crate::common::private_home())
+        .env("CODE_SANDBOX_HOME", &home)
         .stdin(std::process::Stdio::null())
         .output();
     let out = tokio::time::timeout(Duration::from_secs(60), out)
@@ -399,6 +401,12 @@ async fn without_tokens_only_loopback_is_served() {
         err.contains("without tokens") && err.contains("token add"),
         "{err}"
     );
+    // Refused before anything is installed: no runtime download for a server that will not start.
+    assert!(
+        !home.join("runtime").exists() && !home.join("downloads").exists(),
+        "{err}"
+    );
+    assert!(!err.contains("runtime:"), "{err}");
 
     // On loopback, a tokenless server serves the machine's one user.
     let r = Remote::start(&[], &[]).await;

@@ -11,7 +11,8 @@ use crate::common::{Server, runtime_home};
 const WARM_CHECK: &str =
     "import sys\nall(m in sys.modules for m in ('numpy', 'pandas', 'matplotlib.pyplot'))";
 
-/// Waits until new sandboxes start from the warm image (it loads in the background).
+/// Waits until new sandboxes start with pandas and pyplot imported (from the warm image, or,
+/// while it is built, by importing them at start).
 async fn wait_for_warm(s: &Server, within: Duration) {
     let started = Instant::now();
     loop {
@@ -132,30 +133,8 @@ async fn small_sandboxes_and_the_off_switch_use_the_plain_image() {
 /// over the new image's memory.
 #[tokio::test]
 async fn a_damaged_cached_image_is_detected_and_rebuilt() {
-    let shared = runtime_home();
-    let home = std::env::temp_dir().join(format!("mcs-warm-{}", uuid::Uuid::new_v4().simple()));
+    let (home, warm_images) = home_sharing_the_runtime(true);
     let cache = home.join("cache");
-    std::fs::create_dir_all(&cache).unwrap();
-    for d in ["runtime", "wheels"] {
-        std::os::unix::fs::symlink(shared.join(d), home.join(d)).unwrap();
-    }
-    let mut warm_images = Vec::new();
-    for entry in std::fs::read_dir(shared.join("cache")).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let to = cache.join(&name);
-        if name.starts_with("warm-") && name.ends_with(".json") {
-            // The metadata is rewritten by the rebuild: a copy, not a link to the shared file.
-            std::fs::copy(entry.path(), &to).unwrap();
-        } else {
-            // Only read here (the damage below replaces the link, never writes through it).
-            std::fs::hard_link(entry.path(), &to)
-                .or_else(|_| std::fs::copy(entry.path(), &to).map(|_| ()))
-                .unwrap();
-            if name.starts_with("warm-") && name.ends_with(".cwasm") {
-                warm_images.push((entry.path(), to));
-            }
-        }
-    }
     assert!(
         !warm_images.is_empty(),
         "a warm image in the shared cache (cargo xtask fetch-runtime builds it)"
@@ -179,13 +158,29 @@ async fn a_damaged_cached_image_is_detected_and_rebuilt() {
         std::fs::remove_file(copy).unwrap();
         std::fs::write(copy, &bytes[..1 << 20]).unwrap();
     }
-    let s = Server::start_with(&persist).await;
+    // Sandboxes made during the rebuild import pandas themselves, so only the log tells when
+    // the rebuilt image is in use.
+    let log = home.join("server.log");
+    let log_s = log.display().to_string();
+    let mut logged = persist.to_vec();
+    logged.extend([(crate::common::LOG_TO, log_s.as_str()), ("RUST_LOG", "info")]);
+    let s = Server::start_with(&logged).await;
     let v = s.ok("create_run_close", json!({"code": "1+1"})).await;
     assert_eq!(
         v["result"], "2",
         "the plain image serves while the warm one is rebuilt"
     );
-    wait_for_warm(&s, Duration::from_secs(900)).await;
+    let began = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("warm image ready")
+    {
+        assert!(
+            began.elapsed() < Duration::from_secs(900),
+            "the warm image was never rebuilt"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let (failed, v) = s.exec(&id, "x").await;
     if failed || v["result"] != "42" {
         assert_eq!(
@@ -211,6 +206,69 @@ async fn a_damaged_cached_image_is_detected_and_rebuilt() {
         "the image in use was rebuilt whole: {rebuilt:?}"
     );
     assert_same_digest(&rebuilt[0], &rebuilt[0].with_extension("json"));
+    let _ = std::fs::remove_dir_all(&home);
+}
+
+/// A home of its own with the shared runtime, wheels and compiled images linked in (with
+/// `warm`, the warm image too): the cached warm images' (shared, copy) paths.
+pub fn home_sharing_the_runtime(
+    warm: bool,
+) -> (std::path::PathBuf, Vec<(std::path::PathBuf, std::path::PathBuf)>) {
+    let shared = runtime_home();
+    let home = std::env::temp_dir().join(format!("mcs-warm-{}", uuid::Uuid::new_v4().simple()));
+    let cache = home.join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    for d in ["runtime", "wheels"] {
+        std::os::unix::fs::symlink(shared.join(d), home.join(d)).unwrap();
+    }
+    let mut warm_images = Vec::new();
+    for entry in std::fs::read_dir(shared.join("cache")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let to = cache.join(&name);
+        if name.starts_with("warm-") && !warm {
+            continue;
+        }
+        if name.starts_with("warm-") && name.ends_with(".json") {
+            // The metadata is rewritten by a rebuild: a copy, not a link to the shared file.
+            std::fs::copy(entry.path(), &to).unwrap();
+        } else {
+            // Only read here (damage replaces the link, never writes through it).
+            std::fs::hard_link(entry.path(), &to)
+                .or_else(|_| std::fs::copy(entry.path(), &to).map(|_| ()))
+                .unwrap();
+            if name.starts_with("warm-") && name.ends_with(".cwasm") {
+                warm_images.push((entry.path(), to));
+            }
+        }
+    }
+    (home, warm_images)
+}
+
+/// The first call, sent right after `initialize` without waiting for anything, finds pandas
+/// and pyplot imported: on ten starts with the warm image cached (it loads in milliseconds
+/// and the sandbox waits for it), and on a start that must build it (a minute or more: the
+/// sandbox imports them itself meanwhile).
+#[tokio::test]
+async fn the_first_call_after_initialize_finds_pandas_and_pyplot_imported() {
+    for start in 1..=10 {
+        let s = Server::start().await;
+        let v = s.ok("execute_code", json!({"code": WARM_CHECK})).await;
+        assert_eq!(v["result"], "True", "start {start} of 10: {v}");
+        s.stop().await;
+    }
+    let home = home_sharing_the_runtime(false).0;
+    let s = Server::start_with(&[("CODE_SANDBOX_HOME", home.to_str().unwrap())]).await;
+    let v = s.ok("execute_code", json!({"code": WARM_CHECK})).await;
+    assert_eq!(v["result"], "True", "while the warm image is built: {v}");
+    let id = s.create().await;
+    let v = s
+        .run_ok(
+            &id,
+            "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\n1",
+        )
+        .await;
+    assert_eq!(v["images"], 1, "a second sandbox plots as a warm one does: {v}");
+    s.stop().await;
     let _ = std::fs::remove_dir_all(&home);
 }
 

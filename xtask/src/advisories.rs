@@ -66,7 +66,7 @@ fn parse_toml(path: &Path, text: &str) -> Result<toml::Value, AdvisoryError> {
 }
 
 /// Locked packages: name → versions.
-fn locked(lock: &Path) -> Result<BTreeMap<String, Vec<Version>>, AdvisoryError> {
+pub fn locked(lock: &Path) -> Result<BTreeMap<String, Vec<Version>>, AdvisoryError> {
     let value = parse_toml(lock, &read(lock)?)?;
     let mut out: BTreeMap<String, Vec<Version>> = BTreeMap::new();
     for p in value

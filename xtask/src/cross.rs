@@ -20,13 +20,6 @@ fn say(msg: &str) {
     let _ = writeln!(std::io::stderr(), "toolchain: {msg}");
 }
 
-fn installed(package: &str) -> bool {
-    Command::new("dpkg-query")
-        .args(["-W", "-f=${Status}", package])
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("install ok installed"))
-}
-
 /// `rustc-web`'s version, when it is there.
 fn debian_rustc() -> Option<(u32, u32)> {
     let out = Command::new(RUSTC).arg("--version").output().ok()?;
@@ -35,38 +28,23 @@ fn debian_rustc() -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
-fn apt(args: &[&str]) -> anyhow::Result<bool> {
-    let root = Command::new("id").arg("-u").output()?.stdout == b"0\n";
-    let mut cmd = if root {
-        Command::new("apt-get")
-    } else {
-        let mut c = Command::new("sudo");
-        c.arg("apt-get");
-        c
-    };
-    Ok(cmd
-        .args(args)
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()?
-        .success())
-}
-
 /// Installs the toolchain and `extra` where missing (a `rustc-web` older than this crate
 /// needs is upgraded from a fresh package list).
 pub fn ensure_packages(extra: &[&str]) -> anyhow::Result<()> {
     let wanted: Vec<&str> = TOOLCHAIN.iter().chain(extra).copied().collect();
-    let missing = wanted.iter().any(|p| !installed(p));
     let old = debian_rustc().is_none_or(|v| v < MIN_RUSTC);
-    if !missing && !old {
-        return Ok(());
+    if old && TOOLCHAIN.iter().all(|p| crate::debian::installed(p)) {
+        say("upgrading Debian's rustc-web from a fresh package list");
+        let mut install = vec!["install", "-y", "--no-install-recommends"];
+        install.extend(TOOLCHAIN);
+        let upgraded =
+            crate::debian::apt(&["update"]) == Some(true) && crate::debian::apt(&install) == Some(true);
+        anyhow::ensure!(
+            upgraded,
+            "upgrading rustc-web failed: run `sudo apt-get update && sudo apt-get install rustc-web cargo-web rust-web-src`"
+        );
     }
-    say(&format!("installing Debian's {}", wanted.join(", ")));
-    let mut install = vec!["install", "-y", "--no-install-recommends"];
-    install.extend(&wanted);
-    if old || !apt(&install)? {
-        anyhow::ensure!(apt(&["update"])?, "apt-get update failed");
-        anyhow::ensure!(apt(&install)?, "apt-get install {} failed", wanted.join(" "));
-    }
+    crate::debian::ensure_packages("a cross build with Debian's toolchain", &wanted)?;
     let v =
         debian_rustc().ok_or_else(|| anyhow::anyhow!("{RUSTC} does not run after installing rustc-web"))?;
     anyhow::ensure!(

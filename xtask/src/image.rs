@@ -24,8 +24,17 @@ fn say(msg: &str) {
     eprintln!("image: {msg}");
 }
 
+/// Debian's buildah, installed the first time.
+fn buildah_path() -> anyhow::Result<PathBuf> {
+    Ok(crate::debian::ensure_tool(
+        "cargo xtask image",
+        "buildah",
+        "buildah",
+    )?)
+}
+
 fn buildah(args: &[&str]) -> anyhow::Result<String> {
-    let out = Command::new("buildah")
+    let out = Command::new(buildah_path()?)
         .arg("--storage-driver")
         .arg("vfs")
         .args(args)
@@ -169,7 +178,7 @@ pub async fn test() -> anyhow::Result<()> {
 async fn run_and_check(ctr: &str) -> anyhow::Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let listen = format!("CODE_SANDBOX_LISTEN=127.0.0.1:{port}");
-    let mut server = tokio::process::Command::new("buildah")
+    let mut server = tokio::process::Command::new(buildah_path()?)
         .args([
             "--storage-driver",
             "vfs",

@@ -242,6 +242,7 @@ fn main() -> anyhow::Result<()> {
             let exe = windows::build(&root())?;
             eprintln!("windows: {}", exe.display());
             if test {
+                windows::unit_tests(&root())?;
                 windows::test(&root(), &release_binary()?, &exe)?;
             }
         }
@@ -269,6 +270,15 @@ fn main() -> anyhow::Result<()> {
                 open == 0,
                 "{open} advisory(ies) affect Cargo.lock: update the crate (cargo update -p NAME) or, if it cannot matter here, list it in deny.toml's [advisories] ignore with a reason"
             );
+            // A newer patch of the pinned LTS line is news, not a failure.
+            match xtask::lts::check(&root().join("Cargo.lock")) {
+                Ok(patches) => {
+                    for line in xtask::lts::report(&patches) {
+                        eprintln!("lts: {line}");
+                    }
+                }
+                Err(e) => eprintln!("lts: could not compare the pinned wasmtime line: {e}"),
+            }
             eprintln!(
                 "advisories: none affects Cargo.lock ({} accepted) in {}",
                 findings.len(),

@@ -32,6 +32,18 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> VenvError + '_ {
     }
 }
 
+/// The Python 3 command: `python` on Windows (where `python3` may be the Store's stub).
+pub const PYTHON: &str = if cfg!(windows) { "python" } else { "python3" };
+
+/// A program a venv installed: `bin/NAME` on Unix, `Scripts\NAME.exe` on Windows.
+pub fn tool(venv: &Path, name: &str) -> PathBuf {
+    if cfg!(windows) {
+        venv.join("Scripts").join(format!("{name}.exe"))
+    } else {
+        venv.join("bin").join(name)
+    }
+}
+
 /// Makes `dir/venv` hold exactly `dir/requirements.txt` (installed with `--require-hashes`),
 /// unless it already does; one process installs, the others wait. Returns the venv's folder.
 pub fn ensure(dir: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, VenvError> {
@@ -45,12 +57,12 @@ pub fn ensure(dir: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, VenvError>
         run(
             dir,
             "python3 -m venv",
-            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            Command::new(PYTHON).args(["-m", "venv"]).arg(&venv),
         )?;
         run(
             dir,
             "pip install --require-hashes",
-            Command::new(venv.join("bin").join("pip"))
+            Command::new(tool(&venv, "pip"))
                 .args([
                     "install",
                     "--quiet",
@@ -76,7 +88,7 @@ pub fn wheels(dir: &Path, progress: &dyn Fn(&str)) -> Result<PathBuf, VenvError>
         run(
             dir,
             "pip download --require-hashes",
-            Command::new(venv.join("bin").join("pip"))
+            Command::new(tool(&venv, "pip"))
                 .args([
                     "download",
                     "--quiet",
@@ -138,7 +150,7 @@ fn run(dir: &Path, step: &'static str, cmd: &mut Command) -> Result<(), VenvErro
 /// pypiserver from `dir`'s venv, serving `wheels` on loopback `port` with SHA-256 links, and
 /// never sending a client on to another index for what it lacks.
 pub fn pypiserver(dir: &Path, wheels: &Path, port: u16) -> Command {
-    let mut c = Command::new(dir.join("venv").join("bin").join("pypi-server"));
+    let mut c = Command::new(tool(&dir.join("venv"), "pypi-server"));
     c.args([
         "run",
         "-i",

@@ -35,27 +35,8 @@ pub fn build(root: &Path) -> anyhow::Result<PathBuf> {
     say(&format!(
         "building {TARGET} (its standard library too: about 20 minutes the first time)"
     ));
-    let status = Command::new(crate::cross::CARGO)
-        .current_dir(root)
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-Zbuild-std=std,panic_abort",
-            "--target",
-            TARGET,
-            "--bin",
-            "mcp-code-sandbox",
-        ])
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env("RUSTC", crate::cross::RUSTC)
-        .env("RUSTDOC", "/usr/bin/rustdoc")
-        .env_remove("RUSTUP_TOOLCHAIN")
-        .env_remove("CARGO")
-        .env(
-            "CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER",
-            "x86_64-w64-mingw32-gcc",
-        )
+    let status = cross_cargo(root, "build")
+        .args(["--release", "--quiet", "--bin", "mcp-code-sandbox"])
         .status()?;
     anyhow::ensure!(status.success(), "the Windows build failed (output above)");
     let exe = exe(root);
@@ -69,6 +50,78 @@ pub fn build(root: &Path) -> anyhow::Result<PathBuf> {
     anyhow::ensure!(stripped, "x86_64-w64-mingw32-strip failed on {}", exe.display());
     wine_stand_in(root, exe.parent().unwrap_or(root))?;
     Ok(exe)
+}
+
+/// Debian's cargo running `subcommand` for Windows, with the standard library built from
+/// source.
+fn cross_cargo(root: &Path, subcommand: &str) -> Command {
+    let mut cmd = Command::new(crate::cross::CARGO);
+    cmd.current_dir(root)
+        .args([subcommand, "-Zbuild-std=std,panic_abort", "--target", TARGET])
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("RUSTC", crate::cross::RUSTC)
+        .env("RUSTDOC", "/usr/bin/rustdoc")
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO")
+        .env(
+            "CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER",
+            "x86_64-w64-mingw32-gcc",
+        );
+    cmd
+}
+
+/// Builds the crate's test programs for Windows (the unit tests of the library and the
+/// binary, and the integration tests, so they are known to compile there) and runs the unit
+/// tests under Wine; the integration tests drive a real server, which the bundle test does
+/// here. Each program's own summary is printed; the first that fails stops the run.
+pub fn unit_tests(root: &Path) -> anyhow::Result<()> {
+    say("building the test programs for Windows (the unit tests and tests/it)");
+    let out = cross_cargo(root, "test")
+        .args([
+            "--release",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(["--package", "mcp-code-sandbox", "--lib", "--bins", "--tests"])
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "building the Windows test programs failed (output above)"
+    );
+    let units = unit_test_programs(&String::from_utf8_lossy(&out.stdout));
+    anyhow::ensure!(!units.is_empty(), "cargo built no unit-test program for Windows");
+    for exe in units {
+        wine_stand_in(root, exe.parent().unwrap_or(root))?;
+        say(&format!("running {} under Wine", exe.display()));
+        let status = Command::new("wine")
+            .arg(&exe)
+            .arg("--test-threads=2")
+            .env("WINEDEBUG", "-all")
+            .status()?;
+        anyhow::ensure!(
+            status.success(),
+            "unit tests failed under Wine: {} (output above)",
+            exe.display()
+        );
+    }
+    Ok(())
+}
+
+/// The unit-test programs in cargo's JSON messages: test artifacts of the library and the
+/// binaries (not of `tests/`), by their executable.
+fn unit_test_programs(messages: &str) -> Vec<PathBuf> {
+    messages
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["profile"]["test"] == true)
+        .filter(|m| {
+            m["target"]["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "lib" || k == "bin"))
+        })
+        .filter_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .collect()
 }
 
 /// `bcryptprimitives.dll` for Wine, built into `dir`.

@@ -33,6 +33,6 @@ pub use session::{Session, SessionError};
 pub use target::Target;
 pub use turn::{Ended, TurnOutput};
 pub use warm_image::{
-    WarmError, build_or_load as warm_image, load_shipped as shipped_warm_image, ship as ship_warm_image,
-    verify_cached as verify_warm_image,
+    WARM_UP, WarmError, build_or_load as warm_image, is_cached as warm_image_cached,
+    load_shipped as shipped_warm_image, ship as ship_warm_image, verify_cached as verify_warm_image,
 };

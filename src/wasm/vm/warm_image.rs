@@ -193,6 +193,16 @@ fn load_cached(plain: &Program, p: &Paths) -> Option<Arc<Program>> {
     }
 }
 
+/// Whether a cached image for `plain` looks usable (its metadata and a file of the recorded
+/// size): loading it is then milliseconds away, building it a minute or more.
+pub fn is_cached(plain: &Program, layout: &Layout) -> bool {
+    let p = paths(layout, plain);
+    std::fs::read(&p.meta)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Meta>(&b).ok())
+        .is_some_and(|meta| std::fs::metadata(&p.cwasm).is_ok_and(|m| m.len() == meta.cwasm_bytes))
+}
+
 /// Whether the cached image for `plain` still has the SHA-256 it was built with; a damaged
 /// one is deleted (so the next `build_or_load` rebuilds it).
 pub fn verify_cached(plain: &Program, layout: &Layout) -> bool {

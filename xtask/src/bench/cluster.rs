@@ -132,15 +132,19 @@ impl Cluster {
         // Only once every replica is ready: a replica the proxy first sees as not ready joins
         // later and takes over principals whose sandboxes already live elsewhere.
         c.proxy = Some(
-            Command::new("haproxy")
-                .arg("-db")
-                .arg("-f")
-                .arg(&cfg)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(|e| anyhow::anyhow!("could not start haproxy (Debian's `haproxy` package): {e}"))?,
+            Command::new(xtask::debian::ensure_tool(
+                "the scale test",
+                "haproxy",
+                "haproxy",
+            )?)
+            .arg("-db")
+            .arg("-f")
+            .arg(&cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("could not start haproxy (Debian's `haproxy` package): {e}"))?,
         );
         super::harness::wait_for_port(proxy_port);
         Ok(c)
