@@ -109,15 +109,20 @@ fn readyz(guard: Arc<Guard>, backend: Arc<dyn Interpreter>) -> axum::routing::Me
 /// checked before the backend is made, so a server that will refuse to start never first
 /// downloads and compiles the runtime.
 pub async fn preflight(settings: &Settings) -> Result<(), RemoteError> {
+    let addrs = listen_addrs(settings).await?;
+    let oauth = oauth::OAuth::from_settings(&settings.oauth, Vec::new())?;
+    token_book(settings, &addrs, oauth.is_some()).map(|_| ())
+}
+
+/// The addresses to listen on, once the listener's own settings agree with one another.
+async fn listen_addrs(settings: &Settings) -> Result<Vec<SocketAddr>, RemoteError> {
     if settings.tls_cert.is_some() && !settings.team.trusted_proxies.is_empty() {
         return Err(RemoteError::ProxiedTls);
     }
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&settings.listen)
+    Ok(tokio::net::lookup_host(&settings.listen)
         .await
         .map_err(|e| RemoteError::Listen(settings.listen.clone(), e))?
-        .collect();
-    let oauth = crate::remote::oauth::OAuth::from_settings(&settings.oauth, Vec::new())?;
-    token_book(settings, &addrs, oauth.is_some()).map(|_| ())
+        .collect())
 }
 
 /// Serves until `quit` resolves, then drains calls and shuts the backend down (which keeps
@@ -129,13 +134,7 @@ pub async fn serve(
     network: Option<Arc<crate::egress::NetPolicy>>,
     quit: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), RemoteError> {
-    if settings.tls_cert.is_some() && !settings.team.trusted_proxies.is_empty() {
-        return Err(RemoteError::ProxiedTls);
-    }
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&settings.listen)
-        .await
-        .map_err(|e| RemoteError::Listen(settings.listen.clone(), e))?
-        .collect();
+    let addrs = listen_addrs(&settings).await?;
     let oauth = oauth::OAuth::from_settings(
         &settings.oauth,
         crate::tls_roots::load(settings.ca_file.as_deref())?,

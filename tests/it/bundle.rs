@@ -81,7 +81,7 @@ async fn a_damaged_bundled_runtime_is_refused_with_what_to_do() {
         std::fs::copy(installed.dir.join(name), tree.join(name)).unwrap();
     }
     for name in ["lib", "mpl-data"] {
-        std::os::unix::fs::symlink(installed.dir.join(name), tree.join(name)).unwrap();
+        crate::common::link_dir(&installed.dir.join(name), &tree.join(name)).unwrap();
     }
     let module = tree.join(&m.artifacts.module);
     std::fs::write(&module, b"\0asm not the runtime").unwrap();

@@ -20,7 +20,12 @@ async fn the_homes_tokens_file_is_served_by_default() {
         .env_remove("CODE_SANDBOX_TOKENS")
         .output()
         .expect("token add");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let advice = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{advice}");
+    assert!(
+        advice.lines().all(|l| !l.starts_with(' ')),
+        "token add's advice has an indented line: {advice}"
+    );
     let token = String::from_utf8(out.stdout).unwrap().trim().to_string();
     assert!(
         home.join("tokens").exists(),

@@ -281,6 +281,7 @@ async fn errors_say_what_happened_as_python_exceptions() {
 }
 
 /// The pids of `server`'s children whose command line mentions `what`.
+#[cfg(target_os = "linux")]
 fn children_running(server: &Server, what: &str) -> Vec<i32> {
     let parent = server.pid.expect("the server's pid") as i32;
     let mut found = Vec::new();
@@ -302,6 +303,7 @@ fn children_running(server: &Server, what: &str) -> Vec<i32> {
     found
 }
 
+#[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_server_killed_mid_call_raises_connection_error_and_is_started_again() {
     let setup = Setup::new(json!({}));
@@ -373,6 +375,7 @@ async fn a_server_killed_mid_call_raises_connection_error_and_is_started_again()
 }
 
 /// Whether `pid` has exited (it may linger as a zombie until its parent reaps it).
+#[cfg(target_os = "linux")]
 fn gone_or_zombie(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,

@@ -20,6 +20,16 @@ pub fn runtime_home() -> PathBuf {
     .home_dir()
 }
 
+/// Makes `to` a link to the folder `from` (on Windows a directory symlink, which needs the
+/// developer mode or an administrator, as CI runners have): the one platform difference of the
+/// helpers that share the installed runtime between homes.
+pub fn link_dir(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    return std::os::unix::fs::symlink(from, to);
+    #[cfg(windows)]
+    return std::os::windows::fs::symlink_dir(from, to);
+}
+
 /// Installs and compiles the runtime once per test binary (instant when already there), so a
 /// test never races the server's background installation.
 pub fn ensure_runtime() {
@@ -90,7 +100,7 @@ pub fn private_home() -> PathBuf {
     let home = std::env::temp_dir().join(format!("mcs-home-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&home).expect("create a private home");
     for d in ["runtime", "cache", "wheels"] {
-        std::os::unix::fs::symlink(shared.join(d), home.join(d)).expect("link the shared runtime");
+        link_dir(&shared.join(d), &home.join(d)).expect("link the shared runtime");
     }
     home
 }

@@ -53,6 +53,80 @@ async fn the_official_conformance_suite_passes_on_both_revisions() {
         eprintln!("conformance {revision}:{summary}");
         assert!(ok, "the conformance suite failed on {revision} (summary above)");
         assert!(summary.contains("passed"), "no scenario ran on {revision}");
+        let dir = common::repo_root().join("tests/conformance");
+        let listed = std::fs::read_to_string(dir.join(&baseline)).expect("the baseline");
+        let counts = Counts::of(summary);
+        assert_no_stale_scenario(&listed, &counts, revision);
+        let row = format!(
+            "| {revision} | {} | {} | {} of {}",
+            counts.passed,
+            counts.failed,
+            counts.failing,
+            counts.scenarios.len()
+        );
+        let doc = std::fs::read_to_string(common::repo_root().join("docs/conformance.md")).unwrap();
+        assert!(
+            doc.contains(&row),
+            "docs/conformance.md's results for the real server are not {row:?}: update its table"
+        );
+    }
+}
+
+/// What the suite's summary says: each scenario's failed-check count, and the totals.
+struct Counts {
+    scenarios: std::collections::BTreeMap<String, u64>,
+    passed: u64,
+    failed: u64,
+    failing: usize,
+}
+
+impl Counts {
+    /// Reads `✓ name: N passed, M failed` lines and `Total: X passed, Y failed`.
+    fn of(summary: &str) -> Counts {
+        let number = |t: &str, word: &str| -> u64 {
+            t.split(", ")
+                .find_map(|p| p.trim().strip_suffix(word))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let mut scenarios = std::collections::BTreeMap::new();
+        let (mut passed, mut failed) = (0, 0);
+        for line in summary.lines().map(str::trim) {
+            if let Some(total) = line.strip_prefix("Total: ") {
+                (passed, failed) = (number(total, " passed"), number(total, " failed"));
+            } else if let Some((name, rest)) = line
+                .strip_prefix("✓ ")
+                .or_else(|| line.strip_prefix("✗ "))
+                .and_then(|l| l.split_once(": "))
+            {
+                scenarios.insert(name.to_string(), number(rest, " failed"));
+            }
+        }
+        let failing = scenarios.values().filter(|f| **f > 0).count();
+        Counts {
+            scenarios,
+            passed,
+            failed,
+            failing,
+        }
+    }
+}
+
+/// A scenario the baseline lists whole must have run and still fail: the suite itself
+/// flags a listed check that passes, but not a listed scenario it did not score.
+fn assert_no_stale_scenario(listed: &str, counts: &Counts, revision: &str) {
+    for entry in listed.lines().filter_map(|l| l.trim().strip_prefix("- ")) {
+        let entry = entry.trim();
+        if entry.contains(':') {
+            continue;
+        }
+        match counts.scenarios.get(entry) {
+            Some(0) => panic!("{entry} passes on {revision}: remove it from the baseline"),
+            Some(_) => {}
+            None => {
+                panic!("{entry} is in the {revision} baseline but the suite ran no such scenario: remove it")
+            }
+        }
     }
 }
 

@@ -326,3 +326,39 @@ fn troubleshooting_quotes_what_the_binary_says() {
     }
     assert!(checked >= 10, "only {checked} quotes found");
 }
+
+/// `n` as the guide writes numbers: 24,782.
+fn with_commas(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Numbers the guide states that change with the code, against the code: the result view's
+/// size (speed.md) is the page built into the binary; the proxy's numbers live in speed.md's
+/// table only, not copied into the Kubernetes guide where they went stale.
+#[test]
+fn sizes_the_guide_states_are_the_codes() {
+    let root = common::repo_root();
+    let page = std::fs::metadata(root.join("src/server/view/result.html"))
+        .expect("the view's page")
+        .len();
+    let speed = read(&root.join("docs/speed.md"));
+    let said = format!("The result view is {} bytes", with_commas(page));
+    assert!(
+        speed.contains(&said),
+        "docs/speed.md does not say {said:?}: the page changed; rerun `cargo xtask bench --views` and copy its note"
+    );
+    assert_eq!(with_commas(864_925), "864,925");
+    let deploy = read(&root.join("docs/deploy-kubernetes.md"));
+    assert!(
+        !deploy.contains("calls/s"),
+        "docs/deploy-kubernetes.md quotes bench numbers of its own; link docs/speed.md's table instead"
+    );
+}

@@ -48,8 +48,8 @@ impl FakeBundle {
         )
         .unwrap();
         let runtime_name = files.dir.file_name().unwrap();
-        std::os::unix::fs::symlink(&files.dir, runtime.join(runtime_name)).unwrap();
-        std::os::unix::fs::symlink(layout.wheels_dir(), root.join("server").join("wheels")).unwrap();
+        crate::common::link_dir(&files.dir, &runtime.join(runtime_name)).unwrap();
+        crate::common::link_dir(&layout.wheels_dir(), &root.join("server").join("wheels")).unwrap();
         let plain = mcp_code_sandbox::wasm::direct::install_and_load(&layout, None, false, &|_| {})
             .expect("the interpreter loads");
         let compiled = mcp_code_sandbox::wasm::direct::ship_warm_image(

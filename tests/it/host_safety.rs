@@ -117,6 +117,7 @@ async fn idle_server_logged(home: &std::path::Path, idle: &str, name: &str) -> (
 }
 
 /// Waits (up to a minute) for the process to exit; whether it did.
+#[cfg(target_os = "linux")]
 async fn exited(pid: u32) -> bool {
     for _ in 0..600 {
         if !process_alive(pid) {
@@ -130,6 +131,7 @@ async fn exited(pid: u32) -> bool {
 /// Closes the client (stdin), waits for the server to exit, and checks it ended its shutdown
 /// itself (the client kills a server that takes more than a few seconds) with the folders of
 /// `id` gone from the home.
+#[cfg(target_os = "linux")]
 async fn stop_cleanly(s: Server, log: &std::path::Path, id: &str) {
     let (home, pid) = (s.home.clone(), s.pid.expect("pid"));
     s.stop().await;
@@ -148,6 +150,7 @@ async fn stop_cleanly(s: Server, log: &std::path::Path, id: &str) {
     let _ = std::fs::remove_file(log);
 }
 
+#[cfg(target_os = "linux")]
 #[tokio::test]
 async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
     // Idle expiry. The server's log is kept: if shutdown leaves the tree, it says why.
@@ -208,6 +211,7 @@ async fn deep_trees_are_removed_on_idle_expiry_on_shutdown_and_after_a_kill() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+#[cfg(target_os = "linux")]
 #[tokio::test]
 async fn a_deletion_under_way_when_the_server_stops_is_cut_short_and_finished_by_the_next_start() {
     // The idle reaper begins deleting a deep tree; the client leaves at that moment. The
@@ -247,6 +251,7 @@ async fn a_deletion_under_way_when_the_server_stops_is_cut_short_and_finished_by
     let _ = std::fs::remove_dir_all(&home);
 }
 
+#[cfg(target_os = "linux")]
 fn process_alive(pid: u32) -> bool {
     // A zombie counts as gone: it holds no files.
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -257,6 +262,7 @@ fn process_alive(pid: u32) -> bool {
 /// The server's anonymous resident memory (guest memories are anonymous mappings): unlike the
 /// whole RSS it leaves out the compiled interpreter's file pages, which a busy machine may
 /// have faulted in or not, so what it measures is memory given back or kept.
+#[cfg(target_os = "linux")]
 fn rss_mib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
     let kb: u64 = status
@@ -268,6 +274,7 @@ fn rss_mib(pid: u32) -> u64 {
     kb / 1024
 }
 
+#[cfg(target_os = "linux")]
 #[tokio::test]
 async fn all_sandboxes_together_stay_within_the_memory_budget() {
     let s = Server::start_with(&[("CODE_SANDBOX_TOTAL_MEMORY_MB", "700")]).await;
@@ -407,6 +414,7 @@ async fn code_that_breaks_the_interpreters_machinery_gets_a_fresh_one() {
 }
 
 /// Starts a call without waiting for it.
+#[cfg(unix)]
 fn spawn_call(
     s: &Server,
     tool: &'static str,
@@ -421,6 +429,7 @@ fn spawn_call(
     })
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn smaller_cases_each_end_cleanly() {
     let uploads = std::env::temp_dir().join(format!("uploads-{}", std::process::id()));

@@ -132,6 +132,11 @@ async fn output_flood_keeps_head_and_tail() {
     assert!(out.ends_with("THE END\n"));
     assert!(out.contains("characters of stdout omitted here"), "{out:.300}");
     assert!(
+        out.contains("what was kept of it (its first and last part) is in")
+            && !out.contains("all of it is in"),
+        "the marker claims the file holds all of it: {out:.300}"
+    );
+    assert!(
         out.chars().count() < 21_000,
         "inline output is capped: {}",
         out.len()
@@ -153,4 +158,27 @@ impl IntoPair for (bool, serde_json::Value, String) {
     fn into_pair(self) -> (bool, serde_json::Value) {
         (self.0, self.1)
     }
+}
+
+/// With one call allowed at a time, a second call is refused in words that count right
+/// ("1 call is", not "1 calls are") and say what to do.
+#[tokio::test]
+async fn the_call_cap_of_one_is_said_in_the_singular() {
+    let s = Server::start_with(&[("CODE_SANDBOX_MAX_CONCURRENT_CALLS", "1")]).await;
+    let a = s.create().await;
+    let b = s.create().await;
+    let slow = s.exec(&a, "import time\ntime.sleep(4)\n1");
+    let second = async {
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        s.call_json("execute_code", serde_json::json!({"sandbox_id": b, "code": "2"}))
+            .await
+    };
+    let ((slow_failed, _), (refused, _, text)) = tokio::join!(slow, second);
+    assert!(!slow_failed, "the first call ran");
+    assert!(refused, "the second call ran beside the first: {text}");
+    assert!(
+        text.contains("1 call is already running code") && text.contains("CODE_SANDBOX_MAX_CONCURRENT_CALLS"),
+        "{text}"
+    );
+    s.stop().await;
 }

@@ -25,8 +25,12 @@ mod first_start;
 mod host_safety;
 mod index;
 mod isolation;
+// Signals (SIGTERM, SIGKILL, SIGINT) to the server: Unix only.
+#[cfg(unix)]
 mod keeping;
 mod layers;
+// Signals (SIGTERM, SIGKILL, SIGINT) to the server: Unix only.
+#[cfg(unix)]
 mod lifecycle;
 mod limits;
 mod network;

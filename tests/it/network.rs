@@ -8,7 +8,9 @@ use crate::common::{self, Server, error_of, run};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+#[cfg(unix)]
+use serde_json::json;
 
 /// The HTTPS server, its CA file and its port; stopped on drop.
 pub struct Https {
@@ -70,6 +72,7 @@ impl Drop for Https {
     }
 }
 
+#[cfg(unix)]
 fn hostname() -> String {
     let mut buf = [0u8; 256];
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
@@ -150,6 +153,7 @@ async fn allowed_https_is_reached_by_urllib_http_client_and_pandas_within_the_by
     server.stop().await;
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn everything_but_the_listed_hosts_is_refused() {
     let https = Https::start();
@@ -344,6 +348,7 @@ async fn a_principals_hosts_narrow_the_servers_list_and_never_widen_it() {
     remote.terminate().await;
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn a_secret_reaches_its_own_host_only_and_never_the_guest() {
     use sha2::Digest;

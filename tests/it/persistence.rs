@@ -19,6 +19,7 @@ pub async fn start(home: &Path, extra: &[(&str, &str)]) -> Server {
 }
 
 /// Sends `signal` to the server and waits until it has exited.
+#[cfg(unix)]
 pub async fn signal_and_wait(s: Server, signal: i32) {
     let pid = s.pid.expect("the server's pid") as libc::pid_t;
     tokio::task::spawn_blocking(move || {
@@ -39,6 +40,7 @@ pub fn saved_dir(home: &Path, id: &str) -> PathBuf {
 
 /// A server with one sandbox holding `x = 41`, pandas imported, a plot drawn (matplotlib then
 /// holds its font files open) and a file, stopped by SIGTERM.
+#[cfg(unix)]
 async fn saved_sandbox(home: &Path) -> String {
     let s = start(home, &[]).await;
     let id = s.create().await;
@@ -59,6 +61,7 @@ async fn saved_sandbox(home: &Path) -> String {
 /// change: one saved by the plain interpreter comes back under another compile of the same
 /// image (fuel metering changes every function's code), so a faster or slower tier can take
 /// over a sandbox at its next suspension.
+#[cfg(unix)]
 #[tokio::test]
 async fn a_state_saved_under_one_compile_resumes_under_another() {
     let home = private_home();
@@ -89,6 +92,7 @@ async fn a_state_saved_under_one_compile_resumes_under_another() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn state_survives_a_sigterm_restart() {
     let home = private_home();
@@ -114,6 +118,7 @@ async fn state_survives_a_sigterm_restart() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn a_damaged_state_comes_back_fresh_with_its_files_and_a_note() {
     let home = private_home();
@@ -133,6 +138,7 @@ async fn a_damaged_state_comes_back_fresh_with_its_files_and_a_note() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn a_kill_keeps_the_files_and_the_last_saved_state() {
     let home = private_home();
@@ -157,6 +163,7 @@ async fn a_kill_keeps_the_files_and_the_last_saved_state() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn a_sandbox_unused_past_the_retention_period_is_deleted() {
     let home = private_home();
@@ -178,6 +185,7 @@ async fn a_sandbox_unused_past_the_retention_period_is_deleted() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn two_servers_on_one_home_never_touch_each_others_sandboxes() {
     let home = private_home();
@@ -280,6 +288,7 @@ async fn closing_stdin_saves_too() {
 }
 
 /// Rewrites the JSON header of a saved state file (magic line, length, header, pages).
+#[cfg(unix)]
 fn edit_state_header(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
     let bytes = std::fs::read(path).unwrap();
     let magic = b"MCSSTATE1\n".len();
@@ -296,6 +305,7 @@ fn edit_state_header(path: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
 
 /// Host-side tampering with saved sandboxes (defence in depth): another sandbox's state, a
 /// clock at the end of time, limits far past what a request could ask for.
+#[cfg(unix)]
 #[tokio::test]
 async fn tampered_saved_sandboxes_are_refused_or_clamped() {
     let home = private_home();
@@ -345,6 +355,7 @@ async fn tampered_saved_sandboxes_are_refused_or_clamped() {
 /// SIGTERM while a call runs: the call is stopped and answers that the server is shutting
 /// down; after the restart the sandbox says its variables were lost, and why, never a bare
 /// NameError and never an older state passed off as current.
+#[cfg(unix)]
 #[tokio::test]
 async fn sigterm_during_a_call_answers_it_and_the_restart_says_what_was_lost() {
     let home = private_home();

@@ -361,6 +361,7 @@ async fn views_trust_nothing_the_guest_says_about_itself() {
 /// Finding 19: a run's files live in its sandbox, so its code can rewrite them. Read back
 /// after a restart, a record is read only as large as the server writes one, must name the
 /// run asked for, and its fields are cut to fit a result.
+#[cfg(unix)]
 #[tokio::test]
 async fn a_run_record_the_sandbox_rewrote_is_checked_and_capped() {
     use crate::persistence::{signal_and_wait, start};

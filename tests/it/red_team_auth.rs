@@ -189,6 +189,7 @@ async fn introspections(idp: &Idp) -> u64 {
 /// Finding 15: a made-up opaque token repeated costs the IdP one call; one address's flood of
 /// them takes turns and does not hold up another address's sign-in; an introspection answer
 /// whose `exp` is not a number is refused, not cached.
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn introspection_floods_cost_the_issuer_little_and_delay_no_one_else() {
     common::ensure_runtime();
@@ -256,6 +257,7 @@ async fn introspection_floods_cost_the_issuer_little_and_delay_no_one_else() {
 }
 
 /// A connection from `ip` to the server.
+#[cfg(target_os = "linux")]
 async fn connect_from(ip: &str, addr: &str) -> TcpStream {
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.bind(format!("{ip}:0").parse().unwrap()).unwrap();
@@ -264,6 +266,7 @@ async fn connect_from(ip: &str, addr: &str) -> TcpStream {
 
 /// Sends a request and reads its answer's status (and, with a length, its body); `None` when
 /// the server closed the connection instead.
+#[cfg(target_os = "linux")]
 async fn exchange(s: &mut TcpStream, request: &str) -> Option<u16> {
     s.write_all(request.as_bytes()).await.ok()?;
     let mut buf = Vec::new();
@@ -298,6 +301,7 @@ async fn exchange(s: &mut TcpStream, request: &str) -> Option<u16> {
     .ok()?
 }
 
+#[cfg(target_os = "linux")]
 fn healthz() -> &'static str {
     "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 }
@@ -306,6 +310,7 @@ fn healthz() -> &'static str {
 /// holding connections of its own, each keep only their share: users with tokens are served
 /// and `/healthz` answers throughout, and a connection nothing authenticated on is closed
 /// when its probation ends however often it is answered.
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn connection_floods_keep_only_their_share() {
     let r = Remote::start(

@@ -923,6 +923,7 @@ async fn slow_clients_are_cut_off_and_health_answers_throughout() {
 
 /// A flood of sessions from one principal is refused past its cap, with a 429 that says what
 /// to do; ending a session makes room; server memory stays flat.
+#[cfg(target_os = "linux")]
 #[tokio::test(flavor = "multi_thread")]
 async fn sessions_are_capped_per_principal_and_memory_stays_flat() {
     let r = Remote::start(&["max"], &[("CODE_SANDBOX_PRINCIPAL_SESSIONS", "5")]).await;

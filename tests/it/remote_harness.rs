@@ -179,9 +179,13 @@ impl Remote {
     /// SIGTERM, then the exit status (bounded).
     pub async fn terminate(mut self) -> std::process::ExitStatus {
         // SAFETY: kill only sends a signal to the child we started.
+        #[cfg(unix)]
         unsafe {
             libc::kill(self.pid() as i32, libc::SIGTERM);
         }
+        // Windows has no SIGTERM for a console-less child: it is stopped outright.
+        #[cfg(windows)]
+        let _ = self.child.start_kill();
         tokio::time::timeout(Duration::from_secs(60), self.child.wait())
             .await
             .expect("the server exited within 60 s of SIGTERM")

@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{Server, private_home};
-use crate::persistence::{signal_and_wait, start};
+#[cfg(unix)]
+use crate::persistence::signal_and_wait;
+use crate::persistence::start;
 
 /// Starts `code` in the background; the run id.
 async fn start_run(s: &Server, sandbox: &str, code: &str) -> String {
@@ -142,6 +144,7 @@ async fn cancel_run_stops_a_run_and_the_sandbox_keeps_its_variables() {
     s.stop().await;
 }
 
+#[cfg(unix)]
 #[tokio::test]
 async fn a_run_the_server_died_under_is_interrupted_with_its_output_and_the_sandbox_says_why() {
     let home = private_home();
@@ -198,6 +201,7 @@ async fn a_run_the_server_died_under_is_interrupted_with_its_output_and_the_sand
 
 /// A graceful stop (SIGTERM, as a client quitting sends) keeps the README's promise as a
 /// crash does: the sandbox comes back as it was when the run began (issue 35, finding 9).
+#[cfg(unix)]
 #[tokio::test]
 async fn a_run_stopped_by_a_graceful_shutdown_brings_its_sandbox_back_as_it_was_when_it_began() {
     let home = private_home();

@@ -6,11 +6,14 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::remote_harness::{Remote, http, initialize, post};
+use crate::remote_harness::{Remote, http};
+#[cfg(unix)]
+use crate::remote_harness::{initialize, post};
 
 const HEX: &str = "0123456789abcdef0123456789abcdef";
 
 /// `/readyz`'s status and body.
+#[cfg(unix)]
 async fn readyz(r: &Remote) -> (u16, String) {
     let url = format!("http://{}/readyz", r.addr());
     match http().get(&url).send().await {
@@ -20,6 +23,7 @@ async fn readyz(r: &Remote) -> (u16, String) {
 }
 
 /// Waits (bounded) for `/readyz` to say ready: the interpreter is prepared at start.
+#[cfg(unix)]
 async fn ready(r: &Remote) {
     for _ in 0..600 {
         if readyz(r).await.0 == 200 {
@@ -72,6 +76,7 @@ fn a_replica_name_that_is_no_dns_label_is_refused_at_start() {
     assert!(err.contains("'Replica_1' is not a replica name"), "{err}");
 }
 
+#[cfg(unix)]
 #[tokio::test(flavor = "multi_thread")]
 async fn readyz_says_ready_then_503_at_once_on_sigterm_while_a_running_call_finishes() {
     let r = Remote::start(&["alice"], &[("CODE_SANDBOX_DRAIN_SECONDS", "30")]).await;

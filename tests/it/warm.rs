@@ -131,6 +131,7 @@ async fn small_sandboxes_and_the_off_switch_use_the_plain_image() {
 /// hash secret and random state afresh, so its memory differs. A sandbox saved on the old
 /// image must come back whole or say it lost its variables; its saved pages must never be laid
 /// over the new image's memory.
+#[cfg(unix)]
 #[tokio::test]
 async fn a_damaged_cached_image_is_detected_and_rebuilt() {
     let (home, warm_images) = home_sharing_the_runtime(true);
@@ -219,7 +220,7 @@ pub fn home_sharing_the_runtime(
     let cache = home.join("cache");
     std::fs::create_dir_all(&cache).unwrap();
     for d in ["runtime", "wheels"] {
-        std::os::unix::fs::symlink(shared.join(d), home.join(d)).unwrap();
+        crate::common::link_dir(&shared.join(d), &home.join(d)).unwrap();
     }
     let mut warm_images = Vec::new();
     for entry in std::fs::read_dir(shared.join("cache")).unwrap().flatten() {
@@ -272,6 +273,7 @@ async fn the_first_call_after_initialize_finds_pandas_and_pyplot_imported() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+#[cfg(unix)]
 fn assert_same_digest(cwasm: &Path, meta: &Path) {
     let recorded: serde_json::Value = serde_json::from_slice(&std::fs::read(meta).unwrap()).unwrap();
     let (sha, _) = mcp_code_sandbox::runtime::file_digest(cwasm).unwrap();

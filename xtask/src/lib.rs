@@ -10,6 +10,8 @@ pub mod debian;
 pub mod deploy;
 pub mod docs;
 pub mod idp;
+// The team server's image: buildah, Linux only.
+#[cfg(unix)]
 pub mod image;
 pub mod layers;
 pub mod lts;

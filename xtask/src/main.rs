@@ -191,6 +191,7 @@ fn main() -> anyhow::Result<()> {
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(bench::scale::run(&root(), &bin, &settings.home_dir()))?;
         }
+        #[cfg(unix)]
         Task::Image { test } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
@@ -201,6 +202,8 @@ fn main() -> anyhow::Result<()> {
                 rt.block_on(xtask::image::test())?;
             }
         }
+        #[cfg(not(unix))]
+        Task::Image { .. } => anyhow::bail!("cargo xtask image builds the image with buildah, on Linux"),
         Task::Deploy => {
             let path = root().join(xtask::deploy::KUBERNETES_CONFIG);
             std::fs::write(&path, xtask::deploy::kubernetes_config(&root())?)?;
@@ -239,11 +242,13 @@ fn main() -> anyhow::Result<()> {
         }
         Task::MacosCheck => xtask::macos::check(&root())?,
         Task::Windows { test } => {
-            let exe = windows::build(&root())?;
-            eprintln!("windows: {}", exe.display());
             if test {
-                windows::unit_tests(&root())?;
+                let (exe, units) = windows::build_with_tests(&root())?;
+                eprintln!("windows: {}", exe.display());
+                windows::unit_tests(&root(), &units)?;
                 windows::test(&root(), &release_binary()?, &exe)?;
+            } else {
+                eprintln!("windows: {}", windows::build(&root())?.display());
             }
         }
         Task::Advisories { db } => {

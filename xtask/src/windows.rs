@@ -39,9 +39,41 @@ pub fn build(root: &Path) -> anyhow::Result<PathBuf> {
         .args(["--release", "--quiet", "--bin", "mcp-code-sandbox"])
         .status()?;
     anyhow::ensure!(status.success(), "the Windows build failed (output above)");
+    finish(root)
+}
+
+/// Builds, in one cargo run (one build of the dependencies and the standard library, which
+/// a test build makes with `test` beside it), the server for Windows and every test program
+/// of the crate: the unit tests of the library and the binary, and the integration tests, so
+/// they are known to compile there. The `.exe` and the unit-test programs.
+pub fn build_with_tests(root: &Path) -> anyhow::Result<(PathBuf, Vec<PathBuf>)> {
+    crate::cross::ensure_packages(PACKAGES)?;
+    say(&format!(
+        "building {TARGET} and its test programs (the standard library too: about 25 minutes the first time)"
+    ));
+    let out = cross_cargo(root, "test")
+        .args([
+            "--release",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(["--package", "mcp-code-sandbox", "--lib", "--bins", "--tests"])
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "the Windows build of the tests failed (output above)"
+    );
+    let units = unit_test_programs(&String::from_utf8_lossy(&out.stdout));
+    anyhow::ensure!(!units.is_empty(), "cargo built no unit-test program for Windows");
+    Ok((finish(root)?, units))
+}
+
+/// The built `.exe`, stripped (MinGW keeps every symbol: stripped, it is a fraction of its
+/// size, and so is its share of the bundle; a profile setting would rebuild the standard
+/// library), with the Wine stand-in beside it.
+fn finish(root: &Path) -> anyhow::Result<PathBuf> {
     let exe = exe(root);
-    // MinGW keeps every symbol: stripped, the .exe is a fraction of its size, and so is its
-    // share of the bundle (a profile setting would rebuild the standard library).
     let stripped = Command::new("x86_64-w64-mingw32-strip")
         .arg("--strip-all")
         .arg(&exe)
@@ -70,32 +102,15 @@ fn cross_cargo(root: &Path, subcommand: &str) -> Command {
     cmd
 }
 
-/// Builds the crate's test programs for Windows (the unit tests of the library and the
-/// binary, and the integration tests, so they are known to compile there) and runs the unit
-/// tests under Wine; the integration tests drive a real server, which the bundle test does
-/// here. Each program's own summary is printed; the first that fails stops the run.
-pub fn unit_tests(root: &Path) -> anyhow::Result<()> {
-    say("building the test programs for Windows (the unit tests and tests/it)");
-    let out = cross_cargo(root, "test")
-        .args([
-            "--release",
-            "--no-run",
-            "--message-format=json-render-diagnostics",
-        ])
-        .args(["--package", "mcp-code-sandbox", "--lib", "--bins", "--tests"])
-        .stderr(std::process::Stdio::inherit())
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "building the Windows test programs failed (output above)"
-    );
-    let units = unit_test_programs(&String::from_utf8_lossy(&out.stdout));
-    anyhow::ensure!(!units.is_empty(), "cargo built no unit-test program for Windows");
-    for exe in units {
+/// Runs the unit-test programs under Wine (the integration tests drive a real server, which
+/// the bundle test does here). Each program prints its own summary; the first that fails
+/// stops the run.
+pub fn unit_tests(root: &Path, programs: &[PathBuf]) -> anyhow::Result<()> {
+    for exe in programs {
         wine_stand_in(root, exe.parent().unwrap_or(root))?;
         say(&format!("running {} under Wine", exe.display()));
         let status = Command::new("wine")
-            .arg(&exe)
+            .arg(exe)
             .arg("--test-threads=2")
             .env("WINEDEBUG", "-all")
             .status()?;
