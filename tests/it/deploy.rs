@@ -63,8 +63,15 @@ fn the_kubernetes_proxy_config_is_the_templates_and_haproxy_accepts_it_and_the_l
 /// `kubectl kustomize` of `dir`.
 fn kustomized(dir: &Path) -> String {
     let kubectl = xtask::debian::tool_for_test("the manifests' test", "kubectl", "kubernetes-client");
-    let (ok, text) = run(Command::new(kubectl).arg("kustomize").arg(dir));
-    assert!(ok, "kubectl kustomize {}: {text}", dir.display());
+    let (ok, text) = run(Command::new(&kubectl).arg("kustomize").arg(dir));
+    // Debian 12's kubernetes-client is kubectl 1.20, whose kustomize predates `envs`.
+    let version = run(Command::new(&kubectl).args(["version", "--client"])).1;
+    assert!(
+        ok,
+        "kubectl kustomize {}: {text}\n(kubectl: {}; the manifests need kubectl 1.27 or later)",
+        dir.display(),
+        version.trim()
+    );
     text
 }
 
