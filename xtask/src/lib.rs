@@ -17,6 +17,7 @@ pub mod layers;
 pub mod lts;
 pub mod macos;
 pub mod made_once;
+pub mod nested_cargo;
 pub mod npm;
 pub mod pyvenv;
 pub mod windows;

@@ -4,7 +4,6 @@
 //! another exactly, so one crate's patch alone cannot be locked).
 
 use std::path::Path;
-use std::process::Command;
 
 use semver::Version;
 
@@ -22,7 +21,7 @@ pub struct LinePatch {
 /// The newest `name@major.*` the registry has, from `cargo info` run outside this workspace
 /// (inside it, cargo info reports the locked version instead).
 fn newest_of_line(name: &str, major: u64) -> Result<Version, String> {
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+    let out = crate::nested_cargo::command(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["info", "--quiet", &format!("{name}@{major}")])
         .current_dir(std::env::temp_dir())
         .output()

@@ -91,7 +91,7 @@ fn zigbuild() -> anyhow::Result<PathBuf> {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(ZIGBUILD_VERSION));
     if !current {
         say(&format!("installing cargo-zigbuild {ZIGBUILD_VERSION}"));
-        let ok = Command::new(env!("CARGO"))
+        let ok = crate::nested_cargo::command(env!("CARGO"))
             .args([
                 "install",
                 "--locked",
@@ -121,7 +121,7 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
     // One run for both targets: build scripts and procedural macros are built once.
     let targets = TARGETS.iter().flat_map(|t| ["--target", t]);
     // zig's probes leave an empty object file in the working folder: run from target/.
-    let ok = Command::new(&zigbuild)
+    let ok = crate::nested_cargo::command(&zigbuild)
         .current_dir(root.join("target"))
         .arg("clippy")
         .arg("--manifest-path")

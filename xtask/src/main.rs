@@ -109,7 +109,7 @@ enum Task {
 
 /// Builds the release server binary (the bench and the bundle use it); its path.
 fn release_binary() -> anyhow::Result<PathBuf> {
-    let status = std::process::Command::new(env!("CARGO"))
+    let status = xtask::nested_cargo::command(env!("CARGO"))
         .args(["build", "--release", "--quiet", "--bin", "mcp-code-sandbox"])
         .status()?;
     anyhow::ensure!(status.success(), "building the server failed");

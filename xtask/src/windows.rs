@@ -87,7 +87,7 @@ fn finish(root: &Path) -> anyhow::Result<PathBuf> {
 /// Debian's cargo running `subcommand` for Windows, with the standard library built from
 /// source.
 fn cross_cargo(root: &Path, subcommand: &str) -> Command {
-    let mut cmd = Command::new(crate::cross::CARGO);
+    let mut cmd = crate::nested_cargo::command(crate::cross::CARGO);
     cmd.current_dir(root)
         .args([subcommand, "-Zbuild-std=std,panic_abort", "--target", TARGET])
         .env("RUSTC_BOOTSTRAP", "1")
