@@ -103,6 +103,7 @@ async fn a_very_deep_tree_is_removed_by_close_and_by_create_run_close() {
 
 /// A server on `home` that deletes sandboxes idle for `idle` seconds, logging at info to a file
 /// of its own (read by the test, so a failure can say what the server did).
+#[cfg(target_os = "linux")]
 async fn idle_server_logged(home: &std::path::Path, idle: &str, name: &str) -> (Server, std::path::PathBuf) {
     let log = std::env::temp_dir().join(format!("mcs-{name}-{}.log", std::process::id()));
     let log_s = log.to_str().unwrap().to_string();
