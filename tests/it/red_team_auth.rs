@@ -3,16 +3,23 @@
 //! tokens and lenient claims, introspection floods, the allow list, connection floods, call
 //! slots held by one principal, malformed standard requests.
 
-use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// The floods come from 127.0.0.x addresses of their own, which only Linux has by default.
+#[cfg(target_os = "linux")]
+use std::{net::IpAddr, time::Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::AsyncWriteExt;
+#[cfg(target_os = "linux")]
+use tokio::{io::AsyncReadExt, net::TcpStream};
 
 use crate::common;
-use crate::oauth::{Idp, attempt, refused, server};
-use crate::remote_harness::{Remote, http, post, raw_session};
+#[cfg(target_os = "linux")]
+use crate::oauth::refused;
+use crate::oauth::{Idp, attempt, server};
+#[cfg(target_os = "linux")]
+use crate::remote_harness::http;
+use crate::remote_harness::{Remote, post, raw_session};
 
 /// Claims of a minted token for the server at `url`.
 fn claims(url: &str, more: Value) -> Value {
@@ -174,6 +181,7 @@ async fn the_allow_list_and_claims_are_compared_exactly() {
 }
 
 /// The IdP's count of introspection requests.
+#[cfg(target_os = "linux")]
 async fn introspections(idp: &Idp) -> u64 {
     let v: Value = http()
         .get(format!("{}/__test/introspections", idp.issuer()))
