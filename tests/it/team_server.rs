@@ -1,6 +1,7 @@
 //! A team server past one machine: replicas named by `CODE_SANDBOX_REPLICA`, readiness for a
 //! proxy or Kubernetes (`/readyz`), and a shutdown that drains.
 
+#[cfg(unix)]
 use std::time::Duration;
 
 use serde_json::{Value, json};

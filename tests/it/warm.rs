@@ -1,6 +1,7 @@
 //! Warm images: sandboxes start with numpy, pandas and matplotlib imported, each with its own
 //! randomness and files, and a damaged cached image is rebuilt.
 
+#[cfg(unix)]
 use std::path::Path;
 use std::time::{Duration, Instant};
 
