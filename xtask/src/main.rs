@@ -107,6 +107,116 @@ enum Task {
     },
 }
 
+/// `cargo xtask advisories`: Cargo.lock against the advisory database (a failure when one
+/// applies), then whether a newer patch of the pinned wasmtime LTS line is out (news only).
+fn advisories(db: Option<PathBuf>) -> anyhow::Result<()> {
+    let db = db.unwrap_or_else(|| root().join("../shared/advisory-db"));
+    let findings = xtask::advisories::check(&db, &root().join("Cargo.lock"), &root().join("deny.toml"))?;
+    let mut open = 0;
+    for f in &findings {
+        match &f.accepted {
+            Some(reason) => eprintln!(
+                "accepted {} ({} {}): {} (deny.toml: {reason})",
+                f.id, f.package, f.version, f.title
+            ),
+            None => {
+                open += 1;
+                eprintln!(
+                    "ADVISORY {} affects {} {}: {}",
+                    f.id, f.package, f.version, f.title
+                );
+            }
+        }
+    }
+    anyhow::ensure!(
+        open == 0,
+        "{open} advisory(ies) affect Cargo.lock: update the crate (cargo update -p NAME) or, if it cannot matter here, list it in deny.toml's [advisories] ignore with a reason"
+    );
+    // A newer patch of the pinned LTS line is news, not a failure.
+    match xtask::lts::check(&root().join("Cargo.lock")) {
+        Ok(patches) => {
+            for line in xtask::lts::report(&patches) {
+                eprintln!("lts: {line}");
+            }
+        }
+        Err(e) => eprintln!("lts: could not compare the pinned wasmtime line: {e}"),
+    }
+    eprintln!(
+        "advisories: none affects Cargo.lock ({} accepted) in {}",
+        findings.len(),
+        db.display()
+    );
+    Ok(())
+}
+
+/// `cargo xtask layers [--all]`: every import circle under src/ and xtask/src (with `--all`,
+/// every module's imports too).
+fn layers_task(all: bool) -> anyhow::Result<()> {
+    let mut circles = 0;
+    for (dir, name) in [("src", "mcp_code_sandbox"), ("xtask/src", "xtask")] {
+        let graph = layers::read(&root().join(dir), name)?;
+        if all {
+            for (module, uses) in &graph.edges {
+                let uses: Vec<String> = uses.iter().map(|u| layers::show(u)).collect();
+                println!("{dir}: {} -> {}", layers::show(module), uses.join(", "));
+            }
+        }
+        for circle in graph.circles() {
+            circles += 1;
+            println!("{dir}: import circle:");
+            for (a, b) in circle {
+                println!("    {} -> {}", layers::show(&a), layers::show(&b));
+            }
+        }
+    }
+    anyhow::ensure!(
+        circles == 0,
+        "{circles} import circle(s); see docs/ARCHITECTURE.md"
+    );
+    Ok(())
+}
+
+/// `cargo xtask windows [--test]`.
+fn windows_task(test: bool) -> anyhow::Result<()> {
+    if test {
+        let (exe, units) = windows::build_with_tests(&root())?;
+        eprintln!("windows: {}", exe.display());
+        windows::unit_tests(&root(), &units)?;
+        windows::test(&root(), &release_binary()?, &exe)?;
+    } else {
+        eprintln!("windows: {}", windows::build(&root())?.display());
+    }
+    Ok(())
+}
+
+/// `cargo xtask bundle [--target T] [--exe FILE]`.
+fn bundle_task(target: Option<String>, exe: Option<PathBuf>) -> anyhow::Result<()> {
+    let settings = Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
+    let bin = release_binary()?;
+    let target = match target {
+        Some(t) => Target::named(&t).ok_or_else(|| {
+            anyhow::anyhow!(
+                "no bundle is made for {t}; the targets are {}",
+                Target::all().collect::<Vec<_>>().join(", ")
+            )
+        })?,
+        None => bundle::host()?,
+    };
+    let exe = match exe {
+        Some(exe) => exe,
+        None if Some(target) == Target::host() => bin.clone(),
+        None if target.triple == windows::TARGET => windows::build(&root())?,
+        None => anyhow::bail!(
+            "a {} server cannot be built on this machine: pass the binary the release workflow built with --exe",
+            target.triple
+        ),
+    };
+    let rt = tokio::runtime::Runtime::new()?;
+    let platform = bundle::For { target, exe: &exe };
+    rt.block_on(bundle::run(&root(), &bin, &settings.home_dir(), &platform))?;
+    Ok(())
+}
+
 /// Builds the release server binary (the bench and the bundle use it); its path.
 fn release_binary() -> anyhow::Result<PathBuf> {
     let status = xtask::nested_cargo::command(env!("CARGO"))
@@ -214,105 +324,11 @@ fn main() -> anyhow::Result<()> {
             std::fs::write(&path, xtask::docs::settings_page())?;
             eprintln!("wrote {}", path.display());
         }
-        Task::Bundle { target, exe } => {
-            let settings =
-                Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
-            let bin = release_binary()?;
-            let target = match target {
-                Some(t) => Target::named(&t).ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "no bundle is made for {t}; the targets are {}",
-                        Target::all().collect::<Vec<_>>().join(", ")
-                    )
-                })?,
-                None => bundle::host()?,
-            };
-            let exe = match exe {
-                Some(exe) => exe,
-                None if Some(target) == Target::host() => bin.clone(),
-                None if target.triple == windows::TARGET => windows::build(&root())?,
-                None => anyhow::bail!(
-                    "a {} server cannot be built on this machine: pass the binary the release workflow built with --exe",
-                    target.triple
-                ),
-            };
-            let rt = tokio::runtime::Runtime::new()?;
-            let platform = bundle::For { target, exe: &exe };
-            rt.block_on(bundle::run(&root(), &bin, &settings.home_dir(), &platform))?;
-        }
+        Task::Bundle { target, exe } => bundle_task(target, exe)?,
         Task::MacosCheck => xtask::macos::check(&root())?,
-        Task::Windows { test } => {
-            if test {
-                let (exe, units) = windows::build_with_tests(&root())?;
-                eprintln!("windows: {}", exe.display());
-                windows::unit_tests(&root(), &units)?;
-                windows::test(&root(), &release_binary()?, &exe)?;
-            } else {
-                eprintln!("windows: {}", windows::build(&root())?.display());
-            }
-        }
-        Task::Advisories { db } => {
-            let db = db.unwrap_or_else(|| root().join("../shared/advisory-db"));
-            let findings =
-                xtask::advisories::check(&db, &root().join("Cargo.lock"), &root().join("deny.toml"))?;
-            let mut open = 0;
-            for f in &findings {
-                match &f.accepted {
-                    Some(reason) => eprintln!(
-                        "accepted {} ({} {}): {} (deny.toml: {reason})",
-                        f.id, f.package, f.version, f.title
-                    ),
-                    None => {
-                        open += 1;
-                        eprintln!(
-                            "ADVISORY {} affects {} {}: {}",
-                            f.id, f.package, f.version, f.title
-                        );
-                    }
-                }
-            }
-            anyhow::ensure!(
-                open == 0,
-                "{open} advisory(ies) affect Cargo.lock: update the crate (cargo update -p NAME) or, if it cannot matter here, list it in deny.toml's [advisories] ignore with a reason"
-            );
-            // A newer patch of the pinned LTS line is news, not a failure.
-            match xtask::lts::check(&root().join("Cargo.lock")) {
-                Ok(patches) => {
-                    for line in xtask::lts::report(&patches) {
-                        eprintln!("lts: {line}");
-                    }
-                }
-                Err(e) => eprintln!("lts: could not compare the pinned wasmtime line: {e}"),
-            }
-            eprintln!(
-                "advisories: none affects Cargo.lock ({} accepted) in {}",
-                findings.len(),
-                db.display()
-            );
-        }
-        Task::Layers { all } => {
-            let mut circles = 0;
-            for (dir, name) in [("src", "mcp_code_sandbox"), ("xtask/src", "xtask")] {
-                let graph = layers::read(&root().join(dir), name)?;
-                if all {
-                    for (module, uses) in &graph.edges {
-                        let uses: Vec<String> = uses.iter().map(|u| layers::show(u)).collect();
-                        println!("{dir}: {} -> {}", layers::show(module), uses.join(", "));
-                    }
-                }
-                for circle in graph.circles() {
-                    circles += 1;
-                    println!("{dir}: import circle:");
-                    for (a, b) in circle {
-                        println!("    {} -> {}", layers::show(&a), layers::show(&b));
-                    }
-                }
-            }
-            anyhow::ensure!(
-                circles == 0,
-                "{circles} import circle(s); see docs/ARCHITECTURE.md"
-            );
-        }
+        Task::Windows { test } => windows_task(test)?,
+        Task::Advisories { db } => advisories(db)?,
+        Task::Layers { all } => layers_task(all)?,
     }
     Ok(())
 }
