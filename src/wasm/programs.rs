@@ -43,7 +43,7 @@ pub struct Programs {
     /// demand, for a sandbox too small for the warm image or a state saved from the plain one.
     plain: tokio::sync::OnceCell<Arc<Program>>,
     /// How far the attempt at the warm image is.
-    warm_settled: watch::Sender<WarmPhase>,
+    warm_phase: watch::Sender<WarmPhase>,
     /// Updated with `send_replace`: a plain `send` is dropped while nobody is subscribed, which
     /// once lost the `Ready` of an install that finished before the first call came.
     tx: watch::Sender<State>,
@@ -135,7 +135,7 @@ impl Programs {
             warm_enabled,
             warm: Mutex::new(None),
             plain: tokio::sync::OnceCell::new(),
-            warm_settled: watch::Sender::new(if warm_enabled {
+            warm_phase: watch::Sender::new(if warm_enabled {
                 WarmPhase::Loading
             } else {
                 WarmPhase::Settled
@@ -178,7 +178,7 @@ impl Programs {
                         "the warm image shipped with the bundle is in use: new sandboxes start from it"
                     );
                     *me.warm.locked() = Some(program.clone());
-                    me.warm_settled.send_replace(WarmPhase::Settled);
+                    me.warm_phase.send_replace(WarmPhase::Settled);
                     State::Ready(program)
                 }
                 Ok(program) => {
@@ -247,7 +247,7 @@ impl Programs {
             }
             build.abort();
             // Nobody waits for an image that will not come.
-            self.warm_settled.send_replace(WarmPhase::Settled);
+            self.warm_phase.send_replace(WarmPhase::Settled);
         }
         *task = WarmTask::Stopped;
     }
@@ -265,13 +265,13 @@ impl Programs {
                 .await
                 .unwrap_or(false);
             if !cached {
-                self.warm_settled.send_replace(WarmPhase::Building);
+                self.warm_phase.send_replace(WarmPhase::Building);
             }
             match vm::warm_image(&plain, &self.layout).await {
                 Ok(warm) => {
                     tracing::info!("warm image ready: new sandboxes start from it");
                     *self.warm.locked() = Some(warm);
-                    self.warm_settled.send_replace(WarmPhase::Settled);
+                    self.warm_phase.send_replace(WarmPhase::Settled);
                 }
                 Err(_) if self.stopping() => break,
                 Err(e) => {
@@ -291,7 +291,7 @@ impl Programs {
             }
             *self.warm.locked() = None;
         }
-        self.warm_settled.send_replace(WarmPhase::Settled);
+        self.warm_phase.send_replace(WarmPhase::Settled);
     }
 
     /// The images to resume a state made from image `wanted`: at once when that one is
@@ -319,7 +319,7 @@ impl Programs {
     /// Every image, once the warm one is settled: a saved state may need either.
     async fn images_settled(self: &Arc<Self>) -> Result<Vec<Arc<Program>>, SandboxError> {
         let plain = self.get().await?;
-        let mut rx = self.warm_settled.subscribe();
+        let mut rx = self.warm_phase.subscribe();
         let _ = tokio::time::timeout(WARM_WAIT, rx.wait_for(|p| *p == WarmPhase::Settled)).await;
         let warm = self.warm.locked().clone();
         Ok(warm.into_iter().chain([plain]).collect())
@@ -330,7 +330,7 @@ impl Programs {
     /// the warm modules itself when only the warm image's absence kept it from having them.
     pub async fn for_memory(self: &Arc<Self>, memory_mb: u64) -> Result<Start, SandboxError> {
         let base = self.get().await?;
-        let mut rx = self.warm_settled.subscribe();
+        let mut rx = self.warm_phase.subscribe();
         let _ = tokio::time::timeout(LOAD_WAIT, rx.wait_for(|p| *p != WarmPhase::Loading)).await;
         let warm = self.warm.locked().clone();
         match warm {
