@@ -169,7 +169,7 @@ fn load_cached(plain: &Program, p: &Paths) -> Option<Arc<Program>> {
     let Ok(meta) = serde_json::from_slice::<Meta>(&raw) else {
         return damaged("its metadata does not parse");
     };
-    if !std::fs::metadata(&p.cwasm).is_ok_and(|m| m.len() == meta.cwasm_bytes) {
+    if !whole(p, &meta) {
         return damaged("its size does not match the one recorded when it was built");
     }
     // SAFETY: the file is one this program serialised into its own cache, and its SHA-256
@@ -197,20 +197,26 @@ fn load_cached(plain: &Program, p: &Paths) -> Option<Arc<Program>> {
 /// size): loading it is then milliseconds away, building it a minute or more.
 pub fn is_cached(plain: &Program, layout: &Layout) -> bool {
     let p = paths(layout, plain);
+    recorded(&p).is_some_and(|meta| whole(&p, &meta))
+}
+
+/// The cache entry's record, when there is one that parses.
+fn recorded(p: &Paths) -> Option<Meta> {
     std::fs::read(&p.meta)
         .ok()
         .and_then(|b| serde_json::from_slice::<Meta>(&b).ok())
-        .is_some_and(|meta| std::fs::metadata(&p.cwasm).is_ok_and(|m| m.len() == meta.cwasm_bytes))
+}
+
+/// Whether the compiled image has the size recorded when it was written.
+fn whole(p: &Paths, meta: &Meta) -> bool {
+    std::fs::metadata(&p.cwasm).is_ok_and(|m| m.len() == meta.cwasm_bytes)
 }
 
 /// Whether the cached image for `plain` still has the SHA-256 it was built with; a damaged
 /// one is deleted (so the next `build_or_load` rebuilds it).
 pub fn verify_cached(plain: &Program, layout: &Layout) -> bool {
     let p = paths(layout, plain);
-    let Some(meta) = std::fs::read(&p.meta)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Meta>(&b).ok())
-    else {
+    let Some(meta) = recorded(&p) else {
         return false;
     };
     if sha256_of(&p.cwasm).is_ok_and(|sha| sha == meta.cwasm_sha256) {
