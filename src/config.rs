@@ -83,6 +83,24 @@ pub struct Settings {
     #[arg(long = "upload-dir", value_name = "DIR", num_args = 0..)]
     pub upload_dir: Vec<PathBuf>,
 
+    /// Host folders every sandbox reads in place, read-only, at `/mnt/<folder's name>`
+    /// (`:`-separated; `;` on Windows): nothing is copied. Wasm backend only.
+    #[arg(long, env = "CODE_SANDBOX_READ_DIRS")]
+    pub read_dirs: Option<String>,
+
+    /// More folders sandboxes read in place; the flag may repeat and take several.
+    #[arg(long = "read-dir", value_name = "DIR", num_args = 0..)]
+    pub read_dir: Vec<PathBuf>,
+
+    /// Host folders `save_file` may write results into (`:`-separated; `;` on Windows). The
+    /// tool is offered only when one is named.
+    #[arg(long, env = "CODE_SANDBOX_SAVE_DIRS")]
+    pub save_dirs: Option<String>,
+
+    /// More folders `save_file` may write into; the flag may repeat and take several.
+    #[arg(long = "save-dir", value_name = "DIR", num_args = 0..)]
+    pub save_dir: Vec<PathBuf>,
+
     /// Default per-call time limit in seconds (a call may ask for up to 300).
     #[arg(long, env = "CODE_SANDBOX_TIMEOUT", default_value_t = 30)]
     pub default_timeout_seconds: u64,
@@ -426,17 +444,49 @@ impl Settings {
 
     /// Host folders `upload_file` may read from, canonicalised so later prefix checks are exact.
     pub fn upload_roots(&self) -> Vec<PathBuf> {
-        let sep = if cfg!(windows) { ';' } else { ':' };
-        self.upload_dirs
-            .as_deref()
-            .unwrap_or("")
-            .split(sep)
-            .map(|s| PathBuf::from(s.trim()))
-            .chain(self.upload_dir.iter().cloned())
-            .filter(|p| !p.as_os_str().is_empty())
-            .filter_map(|p| std::fs::canonicalize(p).ok())
-            .collect()
+        folder_list(self.upload_dirs.as_deref(), &self.upload_dir)
     }
+
+    /// Host folders sandboxes read in place, canonicalised; one that does not exist is left
+    /// out (and said in the log).
+    pub fn read_roots(&self) -> Vec<PathBuf> {
+        folder_list(self.read_dirs.as_deref(), &self.read_dir)
+    }
+
+    /// Host folders `save_file` may write into, canonicalised.
+    pub fn save_roots(&self) -> Vec<PathBuf> {
+        folder_list(self.save_dirs.as_deref(), &self.save_dir)
+    }
+}
+
+/// A setting's folders (the platform's path-list separator) and a flag's, canonical; a folder
+/// that cannot be found is logged and left out, so it grants nothing.
+fn folder_list(listed: Option<&str>, flags: &[PathBuf]) -> Vec<PathBuf> {
+    let sep = if cfg!(windows) { ';' } else { ':' };
+    listed
+        .unwrap_or("")
+        .split(sep)
+        .map(|s| PathBuf::from(s.trim()))
+        .chain(flags.iter().cloned())
+        .filter(|p| !p.as_os_str().is_empty())
+        .filter_map(|p| match std::fs::canonicalize(&p) {
+            Ok(c) if c.is_dir() => Some(c),
+            Ok(_) => {
+                tracing::warn!(
+                    "'{}' is not a folder; it is left out of the allowed folders",
+                    p.display()
+                );
+                None
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "the folder '{}' is left out of the allowed folders: {e}",
+                    p.display()
+                );
+                None
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

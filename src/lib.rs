@@ -9,6 +9,7 @@
 
 pub mod app;
 pub mod config;
+pub mod dir_read;
 pub mod disk_quota;
 pub mod downstream;
 pub mod e2b;

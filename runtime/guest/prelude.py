@@ -52,13 +52,33 @@ def __code_sandbox_setup():
         except BaseException:
             pass
 
+    def shared_folder_hint(value):
+        # The user's folders under /mnt are read-only preopens: say what that means and what
+        # to do instead, where the bare errno would only say "not permitted" (69 is EROFS).
+        try:
+            name = getattr(value, "filename", None)
+            refused = isinstance(value, PermissionError) or getattr(value, "errno", None) == 69
+            if not (refused and isinstance(name, str) and name.startswith("/mnt/")):
+                return ""
+            folder = "/".join(name.split("/")[:3])
+            return (
+                f"\n{folder} is the user's folder, shared read-only: nothing in it can be created,"
+                " changed or deleted, and links leading out of it are not followed. Write results"
+                " under /home/user; the save_file tool, where offered, copies one to the user's"
+                " folders.\n"
+            )
+        except BaseException:
+            return ""
+
     def excepthook(exc_type, value, tb):
         import traceback
 
         text = "".join(traceback.format_exception(exc_type, value, tb))
+        hint = shared_folder_hint(value)
+        text += hint
         sys.stderr.write(text)
         try:
-            message = str(value)
+            message = str(value) + hint
         except BaseException:
             message = "<unprintable>"
         send("error", name=exc_type.__name__, value=message[:10_000], traceback=text[-50_000:])

@@ -7,6 +7,7 @@ pub mod census;
 pub mod events;
 mod guest_services;
 pub mod last_use;
+pub mod mounts;
 pub mod open_set;
 pub mod paths;
 pub mod png;
@@ -94,6 +95,12 @@ pub trait Interpreter: Send + Sync {
 
     /// The file operations of the same sandboxes.
     fn files(&self) -> &dyn SandboxFiles;
+
+    /// The user's folders sandboxes read in place at `/mnt` (none unless the backend
+    /// preopens them).
+    fn mounts(&self) -> mounts::Mounts {
+        mounts::Mounts::default()
+    }
 
     /// Stops every running call at once, each answering that the server is shutting down (the
     /// first step of a shutdown, so those answers reach their clients before it ends).

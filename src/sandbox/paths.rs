@@ -55,6 +55,12 @@ impl WorkspacePath {
         let rel = if let Some(rest) = path.strip_prefix('/') {
             match rest.strip_prefix(&WORKSPACE[1..]) {
                 Some(r) if r.is_empty() || r.starts_with('/') => r,
+                _ if rest == "mnt" || rest.starts_with("mnt/") => {
+                    return Err(SandboxError::InvalidPath(format!(
+                        "'{}' is in /mnt, where the user's shared folders are read-only. Write under {WORKSPACE} instead; save_file copies a result out to the user's folders",
+                        path.chars().take(80).collect::<String>().escape_debug()
+                    )));
+                }
                 _ => return Err(invalid(path, "is outside the workspace")),
             }
         } else {

@@ -33,6 +33,14 @@ const TABLE: &[(&str, &str, bool, bool, bool)] = &[
         true,
     ),
     ("upload_file", "Copy a file into a sandbox", false, true, true),
+    // Destructive only with overwrite: true, which replaces a file of the user's.
+    (
+        "save_file",
+        "Save a sandbox file to the user's folder",
+        false,
+        true,
+        false,
+    ),
     (
         "fork_sandbox",
         "Copy a sandbox into a new one",

@@ -163,6 +163,19 @@ pub struct UploadFileArgs {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct SaveFileArgs {
+    /// The file in the sandbox: relative to /home/user, absolute inside it, or in a shared folder under /mnt.
+    pub path: String,
+    /// Where to save it on the user's computer: a file path inside one of the folders save_file may write into (CODE_SANDBOX_SAVE_DIRS); a relative path is taken inside the first of them. Its folder must exist.
+    pub destination: String,
+    /// Replace a file already there (default false: an existing file is refused and left as it is).
+    pub overwrite: Option<bool>,
+    /// Which sandbox; omitted means the one this session created or used last, never an older one.
+    #[schemars(transform = sandbox_id_header)]
+    pub sandbox_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct CheckpointArgs {
     /// Which sandbox; omitted means the one this session created or used last, never an older one (an error if it is closed).
     #[schemars(transform = sandbox_id_header)]

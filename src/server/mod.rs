@@ -26,6 +26,7 @@ mod run_budget;
 mod run_output;
 mod run_pool;
 mod runs;
+mod save;
 mod schema;
 mod services;
 mod stdio;

@@ -178,6 +178,18 @@ pub struct WriteResult {
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
+pub struct SaveResult {
+    pub sandbox_id: String,
+    /// The file saved, as the sandbox sees it.
+    pub path: String,
+    /// Where it now is on the user's computer.
+    pub destination: String,
+    pub bytes_written: u64,
+    /// Whether a file that was there was replaced.
+    pub replaced: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct ForkResult {
     /// The new sandbox.
     pub sandbox_id: String,

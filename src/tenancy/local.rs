@@ -113,6 +113,9 @@ impl Interpreter for LocalView {
     fn files(&self) -> &dyn SandboxFiles {
         self
     }
+    fn mounts(&self) -> crate::sandbox::mounts::Mounts {
+        self.inner.mounts()
+    }
     fn stop_running(&self) {
         self.inner.stop_running()
     }

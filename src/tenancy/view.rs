@@ -343,6 +343,9 @@ impl Interpreter for View {
     fn files(&self) -> &dyn SandboxFiles {
         self
     }
+    fn mounts(&self) -> crate::sandbox::mounts::Mounts {
+        self.t.inner.mounts()
+    }
 
     /// The shared backend shuts down once, with the server, not per principal.
     async fn shutdown(&self) {}

@@ -17,6 +17,7 @@ use super::vm::{self, MemoryBudget, WASM32_MAX_BYTES};
 use super::{call, checkpoints, housekeeping, persist, recovery};
 use crate::config::Settings;
 use crate::runtime::Layout;
+use crate::sandbox::mounts::Mounts;
 use crate::sandbox::{
     Admission, Checkpoint, CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Limits,
     SandboxError, SandboxFiles, SandboxInfo, SandboxStatus, Usage,
@@ -41,6 +42,8 @@ pub struct WasmBackend {
     files: WasmFiles,
     /// `CODE_SANDBOX_INDEX_URL`, when set: installs fetch what the local cache lacks.
     index: Option<Arc<PackageIndex>>,
+    /// The user's folders every sandbox reads in place.
+    mounts: Mounts,
 }
 
 impl WasmBackend {
@@ -65,7 +68,20 @@ impl WasmBackend {
         registry.empty_stale_trash();
         let keep_bytes = settings.keep_bytes();
         tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
-        let programs = Programs::new(layout, settings.fuel_per_call > 0, settings.warm_image);
+        let named = Mounts::from_roots(&settings.read_roots());
+        let mounts = named.clone().indexed_in(&layout.cache_dir()).unwrap_or_else(|e| {
+            tracing::warn!("/mnt cannot be listed in sandboxes ({e}); its folders can still be read");
+            named
+        });
+        for m in mounts.iter() {
+            tracing::info!("shared folder {} is {} (read-only)", m.guest(), m.host.display());
+        }
+        let programs = Programs::new(
+            layout,
+            settings.fuel_per_call > 0,
+            settings.warm_image,
+            mounts.clone(),
+        );
         programs.start();
         housekeeping::start(
             &registry,
@@ -87,6 +103,7 @@ impl WasmBackend {
             calls: Arc::new(tokio::sync::Semaphore::new(settings.max_concurrent_calls.max(1))),
             files: WasmFiles::new(registry),
             index,
+            mounts,
             settings,
         };
         backend.warm_spare();
@@ -369,6 +386,10 @@ impl Interpreter for WasmBackend {
 
     fn files(&self) -> &dyn SandboxFiles {
         &self.files
+    }
+
+    fn mounts(&self) -> Mounts {
+        self.mounts.clone()
     }
 
     fn stop_running(&self) {

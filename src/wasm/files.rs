@@ -5,7 +5,7 @@
 //! refuses absolute or `..` symlinks, so a link the guest planted cannot lead a host read or
 //! write outside. Reads refuse links outright and never block on a FIFO (`host_open`).
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -14,12 +14,10 @@ use cap_std::fs::{Dir, OpenOptions};
 
 use super::errors::blocking;
 use super::registry::Registry;
+use crate::dir_read::{self, not_found_or};
 use crate::disk_quota::{DiskQuota, ENTRY_COST};
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{FileEntry, FileKind, SandboxError, SandboxFiles};
-
-/// Most entries read from one folder; `list_files` pages through them.
-const MAX_ENTRIES: usize = 100_000;
+use crate::sandbox::{FileEntry, SandboxError, SandboxFiles};
 
 pub struct WasmFiles {
     registry: Arc<Registry>,
@@ -40,95 +38,6 @@ impl WasmFiles {
             .map_err(SandboxError::io("could not open the sandbox's workspace"))?;
         Ok((root, sb.quota.clone()))
     }
-}
-
-fn not_found_or(path: &WorkspacePath, context: &str) -> impl FnOnce(std::io::Error) -> SandboxError {
-    let shown = path.relative();
-    let context = context.to_string();
-    move |e| match e.kind() {
-        std::io::ErrorKind::NotFound => SandboxError::FileNotFound { path: shown },
-        _ => SandboxError::Io {
-            context: format!("{context} '{shown}'"),
-            source: e,
-        },
-    }
-}
-
-fn list_blocking(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
-    let dir = if path.is_root() {
-        root
-    } else {
-        let md = root
-            .symlink_metadata(path.relative())
-            .map_err(not_found_or(&path, "could not list"))?;
-        if !md.is_dir() {
-            return Err(SandboxError::InvalidArgument(format!(
-                "'{}' is a file, not a folder; use read_file to read it",
-                path.relative()
-            )));
-        }
-        root.open_dir(path.relative())
-            .map_err(not_found_or(&path, "could not list"))?
-    };
-    let mut out = Vec::new();
-    for entry in dir.entries().map_err(not_found_or(&path, "could not list"))? {
-        let Ok(entry) = entry else { continue };
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Ok(md) = entry.metadata() else { continue };
-        let ft = md.file_type();
-        let kind = if ft.is_symlink() {
-            FileKind::Symlink
-        } else if ft.is_dir() {
-            FileKind::Directory
-        } else if ft.is_file() {
-            FileKind::File
-        } else {
-            FileKind::Other
-        };
-        out.push(FileEntry {
-            path: path.join(&name).relative(),
-            name,
-            kind,
-            size: if ft.is_file() { md.len() } else { 0 },
-        });
-        if out.len() >= MAX_ENTRIES {
-            break;
-        }
-    }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
-}
-
-fn read_blocking(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
-    let rel = path.relative();
-    let md = root
-        .symlink_metadata(&rel)
-        .map_err(not_found_or(&path, "could not read"))?;
-    if md.is_dir() {
-        return Err(SandboxError::IsDirectory { path: rel });
-    }
-    if !md.is_file() {
-        return Err(SandboxError::NotRegular { path: rel });
-    }
-    // The guest may swap the file for a FIFO or a link after the check above.
-    let file =
-        crate::host_open::open_read(&root, &rel, false).map_err(not_found_or(&path, "could not open"))?;
-    let md = file.metadata().map_err(not_found_or(&path, "could not read"))?;
-    if !md.is_file() {
-        return Err(SandboxError::NotRegular { path: rel });
-    }
-    if md.len() > limit {
-        return Err(SandboxError::TooLarge {
-            path: rel,
-            size: md.len(),
-            limit,
-        });
-    }
-    let mut buf = Vec::with_capacity(md.len() as usize);
-    file.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(not_found_or(&path, "could not read"))?;
-    Ok(buf)
 }
 
 /// Folders of `path` that do not exist yet.
@@ -217,13 +126,13 @@ impl SandboxFiles for WasmFiles {
     async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
         let root = self.root(id)?;
         let path = path.clone();
-        blocking(move || list_blocking(root, path)).await
+        blocking(move || dir_read::list(root, path)).await
     }
 
     async fn read(&self, id: &str, path: &WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
         let root = self.root(id)?;
         let path = path.clone();
-        blocking(move || read_blocking(root, path, limit)).await
+        blocking(move || dir_read::read(root, path, limit)).await
     }
 
     /// A write is a use (reads are not: a client listing resources must not make every kept

@@ -15,6 +15,7 @@ use crate::lock::Locked;
 use crate::runtime::{self, Layout, RuntimeError, Stage};
 use crate::sandbox::SandboxError;
 use crate::sandbox::call_scope;
+use crate::sandbox::mounts::Mounts;
 
 #[derive(Clone)]
 pub enum State {
@@ -34,6 +35,8 @@ pub enum InstallError {
 
 pub struct Programs {
     layout: Layout,
+    /// The shared folders every program preopens (fixed for the server's life).
+    mounts: Mounts,
     metered: bool,
     /// Build (or load) a warm image once the plain one is ready.
     warm_enabled: bool,
@@ -80,7 +83,7 @@ pub fn install_and_load(
     metered: bool,
     progress: &dyn Fn(Stage),
 ) -> Result<Arc<Program>, InstallError> {
-    load_with(layout, from, metered, false, progress)
+    load_with(layout, from, metered, false, Mounts::default(), progress)
 }
 
 /// [`install_and_load`], where `shipped_warm` lets the warm image a bundle ships be the
@@ -90,10 +93,12 @@ fn load_with(
     from: Option<&std::path::Path>,
     metered: bool,
     shipped_warm: bool,
+    mounts: Mounts,
     progress: &dyn Fn(Stage),
 ) -> Result<Arc<Program>, InstallError> {
     let files = runtime::install(layout, from, progress)?;
-    let shipped = (shipped_warm && !metered)
+    // A shipped image holds the preopen table of no shared folders.
+    let shipped = (shipped_warm && !metered && mounts.is_empty())
         .then(|| {
             progress(Stage::Loading);
             vm::shipped_warm_image(&files)
@@ -101,7 +106,7 @@ fn load_with(
         .flatten();
     let program = match shipped {
         Some(warm) => warm,
-        None => Program::load(layout, files, metered, progress)?,
+        None => Program::load(layout, files, metered, mounts, progress)?,
     };
     // The wheel cache is a convenience: without it the interpreter still works.
     if let Err(e) = crate::wheels::catalog::fetch(layout, &|m| tracing::info!("wheels: {m}")) {
@@ -127,10 +132,11 @@ pub fn prepare_warm_image(plain: &Arc<Program>, layout: &Layout) -> Result<Arc<P
 }
 
 impl Programs {
-    pub fn new(layout: Layout, metered: bool, warm_enabled: bool) -> Arc<Self> {
+    pub fn new(layout: Layout, metered: bool, warm_enabled: bool, mounts: Mounts) -> Arc<Self> {
         let (tx, _) = watch::channel(State::Idle);
         Arc::new(Programs {
             layout,
+            mounts,
             metered,
             warm_enabled,
             warm: Mutex::new(None),
@@ -172,7 +178,14 @@ impl Programs {
                 tx.send_replace(State::Installing(stage.to_string()));
             };
             // The first program: from a bundle, the warm image it ships; else the plain one.
-            let state = match load_with(&me.layout, None, me.metered, me.warm_enabled, &progress) {
+            let state = match load_with(
+                &me.layout,
+                None,
+                me.metered,
+                me.warm_enabled,
+                me.mounts.clone(),
+                &progress,
+            ) {
                 Ok(program) if program.image != Image::Plain => {
                     tracing::info!(
                         "the warm image shipped with the bundle is in use: new sandboxes start from it"
@@ -215,8 +228,9 @@ impl Programs {
                     "compiling the plain interpreter for this sandbox (once, about a minute)".into()
                 });
                 let (layout, files, metered) = (self.layout.clone(), ready.files.clone(), self.metered);
+                let mounts = self.mounts.clone();
                 let loaded = tokio::task::spawn_blocking(move || {
-                    Program::load(&layout, files, metered, &|s| {
+                    Program::load(&layout, files, metered, mounts, &|s| {
                         tracing::info!("plain interpreter: {s}")
                     })
                 })

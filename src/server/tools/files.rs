@@ -1,10 +1,10 @@
-//! The file tools: list_files, read_file, write_file, upload_file.
+//! The file tools: list_files, read_file, write_file, upload_file, save_file.
 
 use base64::Engine as _;
 
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{FileKind, SandboxError};
-use crate::server::{figures, file_part, upload};
+use crate::server::{figures, file_part, save, upload};
 
 use super::shared::page_of;
 use rmcp::model::JsonObject;
@@ -26,22 +26,22 @@ const MAX_WRITE: usize = 50 << 20;
 #[tool_router(router = file_tools, vis = "pub(super)")]
 impl SandboxServer {
     #[tool(
-        description = "List the files in a sandbox folder (default: the workspace /home/user).",
+        description = "List the files in a sandbox folder (default: the workspace /home/user; /mnt lists the user's shared folders, read-only).",
         input_schema = schema::input::<ListFilesArgs>(),
         output_schema = schema::output::<ListResult>()
     )]
     async fn list_files(&self, args: JsonObject) -> ToolResult {
         let a: ListFilesArgs = attempt!(parse("list_files", args));
-        let path = attempt!(WorkspacePath::parse(a.path.as_deref().unwrap_or("")));
+        let place = attempt!(self.place(a.path.as_deref().unwrap_or("")));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
-        let mut entries = attempt!(self.backend.files().list(&id, &path).await);
+        let mut entries = attempt!(self.list_place(&id, &place).await);
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         let total = entries.len();
         let offset = a.offset.unwrap_or(0).min(total as u64) as usize;
-        let fixed = 4096 + path.relative().len() * 2;
+        let fixed = 4096 + place.shown().len() * 2;
         let (page, next_offset) = page_of(entries, offset, LIST_PAGE, fixed, self.settings.result_budget());
         let next = offset + page.len();
-        let mut text = format!("{} ({total} entries)\n", path.guest());
+        let mut text = format!("{} ({total} entries)\n", place.guest());
         if offset > 0 {
             text.push_str(&format!("  (from entry {offset})\n"));
         }
@@ -58,7 +58,7 @@ impl SandboxServer {
         Ok(ok(
             &ListResult {
                 sandbox_id: id,
-                path: path.relative(),
+                path: place.shown(),
                 total: total as u64,
                 offset: offset as u64,
                 next_offset,
@@ -69,21 +69,21 @@ impl SandboxServer {
     }
 
     #[tool(
-        description = "Read a file from a sandbox. Text comes back as `content`, other bytes as `content_base64`.",
+        description = "Read a file from a sandbox (or a shared folder under /mnt). Text comes back as `content`, other bytes as `content_base64`.",
         input_schema = schema::input::<ReadFileArgs>(),
         output_schema = schema::output::<ReadResult>()
     )]
     async fn read_file(&self, args: JsonObject) -> ToolResult {
         let a: ReadFileArgs = attempt!(parse("read_file", args));
-        let path = attempt!(WorkspacePath::parse_file(&a.file_path));
+        let place = attempt!(self.place(&a.file_path));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
+        let path = place.shown();
         // The size is checked before the file is read, so a huge file costs nothing.
-        let bytes = match self.backend.files().read(&id, &path, file_part::MAX_PAGED).await {
+        let bytes = match self.read_place(&id, &place, file_part::MAX_PAGED).await {
             Ok(b) => b,
             Err(SandboxError::TooLarge { size, .. }) => {
                 return Ok(fail(format!(
-                    "'{}' is {size} bytes; read_file pages through files of up to {} MiB. Read a part of it with execute_code (for example pandas' nrows, or f.seek and f.read(50000)), or look at it in code",
-                    path.relative(),
+                    "'{path}' is {size} bytes; read_file pages through files of up to {} MiB. Read a part of it with execute_code (for example pandas' nrows, or f.seek and f.read(50000)), or look at it in code",
                     file_part::MAX_PAGED >> 20
                 )));
             }
@@ -92,8 +92,7 @@ impl SandboxServer {
         let offset = a.offset.unwrap_or(0);
         if offset > bytes.len() as u64 {
             return Ok(fail(format!(
-                "offset {offset} is past the end of '{}', which has {} bytes",
-                path.relative(),
+                "offset {offset} is past the end of '{path}', which has {} bytes",
                 bytes.len()
             )));
         }
@@ -108,7 +107,7 @@ impl SandboxServer {
             let _permit = permit;
             let ask = file_part::Ask {
                 sandbox_id: &id,
-                path: &path.relative(),
+                path: &path,
                 offset,
                 budget,
             };
@@ -208,6 +207,65 @@ impl SandboxServer {
                 bytes_written: n,
             },
             format!("Uploaded {n} bytes to {}.", path.guest()),
+        ))
+    }
+
+    #[tool(
+        description = "Save a file from a sandbox onto the user's computer, into one of the folders they allowed (CODE_SANDBOX_SAVE_DIRS). An existing file is replaced only with overwrite: true; the file is written beside its destination and then moved into place, so nothing is ever half-written.",
+        input_schema = schema::input::<SaveFileArgs>(),
+        output_schema = schema::output::<SaveResult>()
+    )]
+    async fn save_file(&self, args: JsonObject) -> ToolResult {
+        let a: SaveFileArgs = attempt!(parse("save_file", args));
+        let roots = self.settings.save_roots();
+        let given = a.destination.clone();
+        let dest = attempt!(
+            tokio::task::spawn_blocking(move || save::destination(&given, &roots))
+                .await
+                .map_err(SandboxError::from)
+                .and_then(|r| r)
+        );
+        let place = attempt!(self.place(&a.path));
+        let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
+        let bytes = match self.read_place(&id, &place, save::MAX_SAVE).await {
+            Ok(b) => b,
+            Err(SandboxError::IsDirectory { path }) => {
+                return Ok(fail(format!(
+                    "'{path}' is a folder; save_file copies one file. Make an archive of it first (shutil.make_archive in execute_code) and save that"
+                )));
+            }
+            Err(SandboxError::TooLarge { size, .. }) => {
+                return Ok(fail(format!(
+                    "'{}' is {size} bytes, over the {} MiB save_file copies at once. Compress it, or split it into parts",
+                    place.shown(),
+                    save::MAX_SAVE >> 20
+                )));
+            }
+            Err(e) => return Ok(fail(e)),
+        };
+        let overwrite = a.overwrite.unwrap_or(false);
+        let saved = attempt!(
+            tokio::task::spawn_blocking(move || save::write(&dest, &bytes, overwrite))
+                .await
+                .map_err(SandboxError::from)
+                .and_then(|r| r)
+        );
+        let verb = if saved.replaced { "Replaced" } else { "Saved" };
+        let text = format!(
+            "{verb} {} with {} ({} bytes).",
+            saved.path.display(),
+            place.guest(),
+            saved.bytes
+        );
+        Ok(ok(
+            &SaveResult {
+                sandbox_id: id,
+                path: place.shown(),
+                destination: saved.path.display().to_string(),
+                bytes_written: saved.bytes,
+                replaced: saved.replaced,
+            },
+            text,
         ))
     }
 }

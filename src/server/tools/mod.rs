@@ -5,6 +5,7 @@
 
 mod code;
 mod files;
+mod places;
 mod run_start;
 mod runs;
 mod sandboxes;

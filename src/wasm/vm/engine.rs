@@ -18,6 +18,7 @@ use super::compile::{
 use super::state::GuestState;
 use super::{door, guest_fs};
 use crate::runtime::{Layout, RuntimeFiles, Stage};
+use crate::sandbox::mounts::Mounts;
 
 /// How often the epoch advances: the granularity of timeouts and of yielding to other tasks.
 pub const TICK: Duration = Duration::from_millis(10);
@@ -51,6 +52,9 @@ pub struct Program {
     /// Names older versions gave this same image (they also carried the engine's settings),
     /// so the states they saved still come back.
     pub aliases: Vec<String>,
+    /// The shared folders every interpreter of it preopens, after the fixed ones: the guest
+    /// keeps its preopen table in memory, so images and states belong to one layout.
+    pub mounts: Mounts,
     /// The image's initial memory, read once when a state is first saved: saved states keep
     /// only the pages that differ from it.
     base: tokio::sync::OnceCell<Arc<Vec<u8>>>,
@@ -149,6 +153,7 @@ impl Program {
         layout: &Layout,
         files: RuntimeFiles,
         metered: bool,
+        mounts: Mounts,
         progress: &dyn Fn(Stage),
     ) -> Result<Arc<Self>, EngineError> {
         let engine =
@@ -156,12 +161,20 @@ impl Program {
         let module = load(&engine, layout, &files, progress)?;
         let pre = link(&engine, &module)?;
         start_ticker(&engine);
-        let id = format!("plain-{}", &files.module_sha256[..16]);
-        let aliases = vec![format!(
-            "plain-{}-{:016x}",
-            &files.module_sha256[..16],
-            engine_key(&engine)
-        )];
+        let (id, aliases) = match mounts.is_empty() {
+            true => (
+                format!("plain-{}", &files.module_sha256[..16]),
+                vec![format!(
+                    "plain-{}-{:016x}",
+                    &files.module_sha256[..16],
+                    engine_key(&engine)
+                )],
+            ),
+            false => (
+                format!("plain-{}-{}", &files.module_sha256[..16], mounts.tag()),
+                Vec::new(),
+            ),
+        };
         Ok(Arc::new(Program {
             engine,
             pre,
@@ -170,6 +183,7 @@ impl Program {
             image: Image::Plain,
             id,
             aliases,
+            mounts,
             base: Default::default(),
         }))
     }
@@ -193,6 +207,7 @@ impl Program {
             image,
             id,
             aliases: Vec::new(),
+            mounts: Mounts::default(),
             base: Default::default(),
         }))
     }
@@ -207,6 +222,7 @@ impl Program {
             image,
             id,
             aliases: Vec::new(),
+            mounts: self.mounts.clone(),
             base: Default::default(),
         }))
     }

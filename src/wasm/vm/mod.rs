@@ -23,6 +23,7 @@ mod state;
 mod target;
 mod turn;
 mod warm_image;
+mod warm_key;
 
 pub use compile::EngineError;
 pub use engine::{Image, Program};
@@ -33,6 +34,7 @@ pub use session::{Session, SessionError};
 pub use target::Target;
 pub use turn::{Ended, TurnOutput};
 pub use warm_image::{
-    WARM_UP, WarmError, build_or_load as warm_image, is_cached as warm_image_cached,
+    WarmError, build_or_load as warm_image, is_cached as warm_image_cached,
     load_shipped as shipped_warm_image, ship as ship_warm_image, verify_cached as verify_warm_image,
 };
+pub use warm_key::WARM_UP;

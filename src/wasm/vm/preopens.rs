@@ -15,6 +15,7 @@ use super::memory_budget::MemoryBudget;
 use super::output::Capture;
 use crate::disk_quota::DiskQuota;
 // Guest paths. The workspace (the working folder and HOME) is the one every tool names.
+use crate::sandbox::mounts::MOUNT_ROOT;
 use crate::sandbox::paths::WORKSPACE;
 const STDLIB_DIR: &str = "/usr/local/lib";
 pub const SITE_PACKAGES: &str = "/usr/local/site-packages";
@@ -23,6 +24,14 @@ pub const SITE_PACKAGES: &str = "/usr/local/site-packages";
 #[derive(Debug, thiserror::Error)]
 #[error("could not prepare the sandbox folders: {0}")]
 pub struct FoldersError(String);
+
+fn shared_folder_gone(m: &crate::sandbox::mounts::Mount, why: &str) -> FoldersError {
+    FoldersError(format!(
+        "the shared folder {} ({}) cannot be opened: {why}. Put it back, or remove it from CODE_SANDBOX_READ_DIRS and restart the server",
+        m.guest(),
+        m.host.display()
+    ))
+}
 
 /// The guest's monotonic clock: nanoseconds since the Store began, plus an offset (the warm-up's
 /// own reading, for interpreters started from a warm image), so it never runs backwards.
@@ -118,24 +127,42 @@ pub fn wasi_context(
         .map_err(folders)?;
     b.preopened_dir(&cfg.tmp, "/tmp", FsPerms::ReadWrite)
         .map_err(folders)?;
+    // The user's shared folders last, read-only: a missing one fails the start with its name,
+    // since leaving it out would change the layout the guest's memory expects.
+    if let Some(index) = program.mounts.index() {
+        b.preopened_dir(index, MOUNT_ROOT, FsPerms::ReadOnly)
+            .map_err(folders)?;
+    }
+    for m in program.mounts.iter() {
+        b.preopened_dir(&m.host, m.guest(), FsPerms::ReadOnly)
+            .map_err(|e| shared_folder_gone(m, &format!("{e:#}")))?;
+    }
     Ok(b.build_p1())
 }
 
 /// The descriptor table's starting point, in the order `wasi_context` preopens: the
 /// read-only stdlib, mpl-data and site-packages, then the workspace and /tmp, which count
-/// towards the disk quota.
+/// towards the disk quota, then the shared folders (read-only, never counted).
 pub fn watched_folders(program: &Program, cfg: &SessionConfig) -> Result<GuestFs, FoldersError> {
     let open = |p: &PathBuf, watched: bool| {
         cap_std::fs::Dir::open_ambient_dir(p, cap_std::ambient_authority())
             .map(|d| (d, watched))
             .map_err(|e| FoldersError(format!("{}: {e}", p.display())))
     };
-    let preopens = vec![
+    let mut preopens = vec![
         open(&program.files.lib_dir, false)?,
         open(&program.files.mpl_data, false)?,
         open(&cfg.site_packages, false)?,
         open(&cfg.workspace, true)?,
         open(&cfg.tmp, true)?,
     ];
+    if let Some(index) = program.mounts.index() {
+        preopens.push(open(&index.to_path_buf(), false)?);
+    }
+    for m in program.mounts.iter() {
+        let d = cap_std::fs::Dir::open_ambient_dir(&m.host, cap_std::ambient_authority())
+            .map_err(|e| shared_folder_gone(m, &e.to_string()))?;
+        preopens.push((d, false));
+    }
     Ok(GuestFs::new(cfg.quota.clone(), preopens))
 }

@@ -20,18 +20,15 @@ use wasmtime::Val;
 use wasmtime_wizer::{InstanceState, SnapshotVal, ValType, Wizer};
 
 use super::build_dir::BuildDir;
-use super::compile::{DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, in_background, write_aside};
+use super::compile::{EngineError, in_background, write_aside};
 use super::engine::{self, Image, Program};
 use super::preopens::SessionConfig;
-use super::session::{PRELUDE, Session};
+use super::session::Session;
 use super::shipped::{self, WarmRecord};
 use super::target::Target;
+use super::warm_key::{WARM_UP, key, snapshot_key};
 use crate::runtime::{Layout, RuntimeFiles};
 
-pub const WARM_UP: &str = include_str!("../../../runtime/guest/warm_up.py");
-/// The guest paths and their order, as `session.rs` preopens them: part of the key, since
-/// the image holds the guest's preopen table.
-const LAYOUT: &str = "/usr/local/lib,mpl-data,/usr/local/site-packages,/home/user,/tmp";
 /// What the warm-up may take (it imports for about two seconds here).
 const WARM_UP_TIME: Duration = Duration::from_secs(300);
 /// Memory the warm-up's interpreter may grow to.
@@ -81,40 +78,6 @@ struct Meta {
     /// cached before this was recorded, which keeps the name its saved states carry.
     #[serde(default)]
     snapshot_sha256: String,
-}
-
-/// The cache name of the warm image for `plain`: what the snapshot depends on (see
-/// [`snapshot_key`]) and the engine's settings (fuel included).
-fn key(plain: &Program) -> String {
-    key_of(
-        &plain.files.module_sha256,
-        &engine::engine_key(&plain.engine).to_le_bytes(),
-    )
-}
-
-/// What a snapshot depends on, whatever compiles it: the runtime, the prelude, the warm-up,
-/// the preopen layout and wasmtime's version. A shipped image is named by it.
-pub fn snapshot_key(module_sha256: &str) -> String {
-    key_of(module_sha256, b"portable")
-}
-
-fn key_of(module_sha256: &str, compiled_for: &[u8]) -> String {
-    let mut h = Sha256::new();
-    for part in [
-        module_sha256.as_bytes(),
-        PRELUDE.as_bytes(),
-        WARM_UP.as_bytes(),
-        LAYOUT.as_bytes(),
-        // The image is instrumented too, so saved states can read its globals.
-        b"instrumented",
-        WASMTIME_VERSION.as_bytes(),
-        &DENSE_IMAGE_BYTES.to_le_bytes(),
-        compiled_for,
-    ] {
-        h.update((part.len() as u64).to_le_bytes());
-        h.update(part);
-    }
-    hex::encode(&h.finalize()[..12])
 }
 
 /// A warm-up's snapshot, before any compile.

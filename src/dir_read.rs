@@ -1,0 +1,127 @@
+//! Reading a folder's files for the file tools, through a `cap_std::fs::Dir`: each component
+//! is resolved inside the folder, links are refused rather than followed, and a FIFO never
+//! blocks a read (`host_open`). Shared by a sandbox's workspace and the folders it reads in
+//! place, so both answer alike.
+
+use std::io::Read;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+
+use crate::sandbox::mounts::MountPath;
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{FileEntry, FileKind, SandboxError};
+
+/// Most entries read from one folder; `list_files` pages through them.
+const MAX_ENTRIES: usize = 100_000;
+
+pub fn not_found_or(path: &WorkspacePath, context: &str) -> impl FnOnce(std::io::Error) -> SandboxError {
+    let shown = path.relative();
+    let context = context.to_string();
+    move |e| match e.kind() {
+        std::io::ErrorKind::NotFound => SandboxError::FileNotFound { path: shown },
+        _ => SandboxError::Io {
+            context: format!("{context} '{shown}'"),
+            source: e,
+        },
+    }
+}
+
+pub fn list(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+    let dir = if path.is_root() {
+        root
+    } else {
+        let md = root
+            .symlink_metadata(path.relative())
+            .map_err(not_found_or(&path, "could not list"))?;
+        if !md.is_dir() {
+            return Err(SandboxError::InvalidArgument(format!(
+                "'{}' is a file, not a folder; use read_file to read it",
+                path.relative()
+            )));
+        }
+        root.open_dir(path.relative())
+            .map_err(not_found_or(&path, "could not list"))?
+    };
+    let mut out = Vec::new();
+    for entry in dir.entries().map_err(not_found_or(&path, "could not list"))? {
+        let Ok(entry) = entry else { continue };
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(md) = entry.metadata() else { continue };
+        let ft = md.file_type();
+        let kind = if ft.is_symlink() {
+            FileKind::Symlink
+        } else if ft.is_dir() {
+            FileKind::Directory
+        } else if ft.is_file() {
+            FileKind::File
+        } else {
+            FileKind::Other
+        };
+        out.push(FileEntry {
+            path: path.join(&name).relative(),
+            name,
+            kind,
+            size: if ft.is_file() { md.len() } else { 0 },
+        });
+        if out.len() >= MAX_ENTRIES {
+            break;
+        }
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+pub fn read(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
+    let rel = path.relative();
+    let md = root
+        .symlink_metadata(&rel)
+        .map_err(not_found_or(&path, "could not read"))?;
+    if md.is_dir() {
+        return Err(SandboxError::IsDirectory { path: rel });
+    }
+    if !md.is_file() {
+        return Err(SandboxError::NotRegular { path: rel });
+    }
+    // The guest may swap the file for a FIFO or a link after the check above.
+    let file =
+        crate::host_open::open_read(&root, &rel, false).map_err(not_found_or(&path, "could not open"))?;
+    let md = file.metadata().map_err(not_found_or(&path, "could not read"))?;
+    if !md.is_file() {
+        return Err(SandboxError::NotRegular { path: rel });
+    }
+    if md.len() > limit {
+        return Err(SandboxError::TooLarge {
+            path: rel,
+            size: md.len(),
+            limit,
+        });
+    }
+    let mut buf = Vec::with_capacity(md.len() as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut buf)
+        .map_err(not_found_or(&path, "could not read"))?;
+    Ok(buf)
+}
+
+fn open(mp: &MountPath) -> Result<Dir, SandboxError> {
+    Dir::open_ambient_dir(&mp.mount.host, ambient_authority()).map_err(SandboxError::io(format!(
+        "could not open the shared folder {} ({}); it may have been moved or deleted",
+        mp.mount.guest(),
+        mp.mount.host.display()
+    )))
+}
+
+/// Lists a folder under a shared folder; entries carry their full guest paths.
+pub fn list_shared(mp: &MountPath) -> Result<Vec<FileEntry>, SandboxError> {
+    let mut entries = list(open(mp)?, mp.rel.clone())?;
+    for e in &mut entries {
+        e.path = format!("{}/{}", mp.mount.guest(), e.path);
+    }
+    Ok(entries)
+}
+
+/// Reads a file under a shared folder, up to `limit` bytes (checked before reading).
+pub fn read_shared(mp: &MountPath, limit: u64) -> Result<Vec<u8>, SandboxError> {
+    read(open(mp)?, mp.rel.clone(), limit)
+}

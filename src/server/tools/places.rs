@@ -1,0 +1,82 @@
+//! Where a file tool's path points: a sandbox's workspace, or one of the user's folders
+//! sandboxes read in place under `/mnt` (read host-side, never through the sandbox).
+
+use crate::dir_read;
+use crate::sandbox::mounts::MountPath;
+use crate::sandbox::paths::WorkspacePath;
+use crate::sandbox::{FileEntry, SandboxError};
+use crate::server::SandboxServer;
+
+pub(super) enum Place {
+    Workspace(WorkspacePath),
+    /// `/mnt` itself: the shared folders.
+    SharedRoot,
+    Shared(MountPath),
+}
+
+impl Place {
+    /// How results name it: relative for the workspace (as always), absolute under `/mnt`.
+    pub fn shown(&self) -> String {
+        match self {
+            Place::Workspace(p) => p.relative(),
+            _ => self.guest(),
+        }
+    }
+
+    /// The absolute path the guest sees.
+    pub fn guest(&self) -> String {
+        match self {
+            Place::Workspace(p) => p.guest(),
+            Place::SharedRoot => crate::sandbox::mounts::MOUNT_ROOT.into(),
+            Place::Shared(m) => m.guest(),
+        }
+    }
+}
+
+impl SandboxServer {
+    pub(super) fn place(&self, path: &str) -> Result<Place, SandboxError> {
+        match self.backend.mounts().resolve(path) {
+            None => WorkspacePath::parse(path).map(Place::Workspace),
+            Some(Ok(None)) => Ok(Place::SharedRoot),
+            Some(Ok(Some(m))) => Ok(Place::Shared(m)),
+            Some(Err(e)) => Err(e),
+        }
+    }
+
+    /// The shared folders answer for a sandbox that exists, like its own files do.
+    fn exists(&self, id: &str) -> Result<(), SandboxError> {
+        self.backend.usage(id).map(|_| ())
+    }
+
+    pub(super) async fn list_place(&self, id: &str, place: &Place) -> Result<Vec<FileEntry>, SandboxError> {
+        match place {
+            Place::Workspace(p) => self.backend.files().list(id, p).await,
+            Place::SharedRoot => self.exists(id).map(|_| self.backend.mounts().entries()),
+            Place::Shared(m) => {
+                self.exists(id)?;
+                let m = m.clone();
+                tokio::task::spawn_blocking(move || dir_read::list_shared(&m)).await?
+            }
+        }
+    }
+
+    /// The file's bytes, up to `limit` (checked before reading).
+    pub(super) async fn read_place(
+        &self,
+        id: &str,
+        place: &Place,
+        limit: u64,
+    ) -> Result<Vec<u8>, SandboxError> {
+        match place {
+            Place::Workspace(p) if p.is_root() => Err(SandboxError::IsDirectory { path: p.guest() }),
+            Place::Workspace(p) => self.backend.files().read(id, p, limit).await,
+            Place::SharedRoot => Err(SandboxError::IsDirectory { path: place.guest() }),
+            Place::Shared(m) if m.rel.is_root() => Err(SandboxError::IsDirectory { path: m.guest() }),
+            Place::Shared(m) => {
+                self.exists(id)?;
+                let m = m.clone();
+                tokio::task::spawn_blocking(move || dir_read::read_shared(&m, limit)).await?
+            }
+        }
+    }
+}
