@@ -50,6 +50,7 @@ mod runs;
 mod team_server;
 mod threats;
 mod ts_sdk;
+mod user_folders;
 mod views;
 mod warm;
 mod workflows;

@@ -86,8 +86,8 @@ fn manifest_json(tools: Vec<Value>, target: &Target) -> Value {
         "name": "mcp-code-sandbox",
         "display_name": "Code Sandbox",
         "version": env!("CARGO_PKG_VERSION"),
-        "description": "Run Python safely on your computer: each sandbox is CPython in WebAssembly, with its own folder, no network and no access to your files.",
-        "long_description": "Claude writes and runs Python here to analyse a CSV, plot it, try a snippet or transform a file. numpy, pandas, scipy, matplotlib, scikit-learn, sympy and dozens more Python packages are inside, and more install from a local cache. Nothing is downloaded: the runtime is in this bundle.\n\nEach sandbox has hard limits on time, memory, output and disk, and sees only the files you upload into it (from the folders you allow below). Variables and files are kept between calls and across restarts.",
+        "description": "Run Python safely on your computer: each sandbox is CPython in WebAssembly, with its own folder, no network, and no access to your files but the folders you share with it.",
+        "long_description": "Claude writes and runs Python here to analyse a CSV, plot it, try a snippet or transform a file. numpy, pandas, scipy, matplotlib, scikit-learn, sympy and dozens more Python packages are inside, and more install from a local cache. Nothing is downloaded: the runtime is in this bundle.\n\nEach sandbox has hard limits on time, memory, output and disk, and sees only the files you upload into it and the folders you let it read, read-only; results reach your computer only in the folders you let Claude save into. Variables and files are kept between calls and across restarts.",
         "author": {"name": "mcp-code-sandbox contributors"},
         "license": "MIT",
         "icon": "icon.png",
@@ -97,7 +97,11 @@ fn manifest_json(tools: Vec<Value>, target: &Target) -> Value {
             "entry_point": exe,
             "mcp_config": {
                 "command": format!("${{__dirname}}/{exe}"),
-                "args": ["--upload-dir", "${user_config.upload_dirs}"],
+                "args": [
+                    "--upload-dir", "${user_config.upload_dirs}",
+                    "--read-dir", "${user_config.read_dirs}",
+                    "--save-dir", "${user_config.save_dirs}"
+                ],
                 "env": {
                     "CODE_SANDBOX_MEMORY_MB": "${user_config.memory_mb}",
                     "CODE_SANDBOX_TIMEOUT": "${user_config.timeout_seconds}",
@@ -115,6 +119,22 @@ fn manifest_json(tools: Vec<Value>, target: &Target) -> Value {
                 "type": "directory",
                 "title": "Folders Claude may upload from",
                 "description": "upload_file may copy files from these folders into a sandbox. Nothing else on your computer is reachable.",
+                "multiple": true,
+                "required": false,
+                "default": []
+            },
+            "read_dirs": {
+                "type": "directory",
+                "title": "Folders sandboxes may read",
+                "description": "Every sandbox sees these folders read-only under /mnt (each by its own name), in place: nothing is copied, and nothing in them can be changed.",
+                "multiple": true,
+                "required": false,
+                "default": []
+            },
+            "save_dirs": {
+                "type": "directory",
+                "title": "Folders Claude may save into",
+                "description": "save_file may copy results from a sandbox into these folders. An existing file is replaced only when Claude asks to overwrite it.",
                 "multiple": true,
                 "required": false,
                 "default": []
