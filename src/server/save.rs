@@ -21,6 +21,7 @@ const EVERYWHERE: NameRules = NameRules {
 };
 
 /// What was written.
+#[derive(Debug)]
 pub struct Saved {
     pub path: PathBuf,
     pub bytes: u64,
@@ -31,12 +32,19 @@ fn refuse(why: String) -> SandboxError {
     SandboxError::InvalidArgument(why)
 }
 
+/// A path as the user writes it: Windows' long-path prefix (`\\?\`, which canonical paths
+/// carry there) left off.
+pub fn shown(p: &Path) -> String {
+    let s = p.display().to_string();
+    match s.strip_prefix(r"\\?\") {
+        Some(rest) if rest.starts_with(r"UNC\") => format!(r"\\{}", &rest[4..]),
+        Some(rest) if rest.as_bytes().get(1) == Some(&b':') => rest.to_string(),
+        _ => s,
+    }
+}
+
 fn listed(roots: &[PathBuf]) -> String {
-    roots
-        .iter()
-        .map(|r| r.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    roots.iter().map(|r| shown(r)).collect::<Vec<_>>().join(", ")
 }
 
 /// The file `destination` names, once its folder and any link are resolved, if it lies in
@@ -83,7 +91,7 @@ pub fn destination(destination: &str, roots: &[PathBuf]) -> Result<PathBuf, Sand
         Ok(md) if md.file_type().is_symlink() => through_link(&path, destination, &inside, roots),
         Ok(md) if md.is_dir() => Err(refuse(format!(
             "'{destination}' is a folder; name a file inside it (like '{}')",
-            path.join("result.csv").display()
+            shown(&path.join("result.csv"))
         ))),
         Ok(md) if !md.is_file() => Err(refuse(format!("'{destination}' is not a regular file"))),
         _ => Ok(path),
@@ -110,7 +118,7 @@ fn existing_name(folder: &Path, name: &str) -> Result<String, SandboxError> {
         // On a disk that keeps both, the new name is a file of its own.
         Some(other) if std::fs::symlink_metadata(folder.join(name)).is_ok() => Err(refuse(format!(
             "'{name}' differs only in case from '{other}', already in {}, and this disk takes them for one file. Save as '{other}' (with overwrite: true to replace it) or choose another name",
-            folder.display()
+            shown(folder)
         ))),
         _ => Ok(name.to_string()),
     }
@@ -127,14 +135,14 @@ fn through_link(
     if !inside(&target) {
         return Err(refuse(format!(
             "'{destination}' is a link to '{}', outside the folders save_file may write into ({})",
-            target.display(),
+            shown(&target),
             listed(roots)
         )));
     }
     if !target.is_file() {
         return Err(refuse(format!(
             "'{destination}' is a link to '{}', which is not a file",
-            target.display()
+            shown(&target)
         )));
     }
     Ok(target)
@@ -146,14 +154,14 @@ pub fn write(path: &Path, bytes: &[u8], overwrite: bool) -> Result<Saved, Sandbo
     if replaced && !overwrite {
         return Err(refuse(format!(
             "'{}' already exists and was left as it is. Pass overwrite: true to replace it, or choose another name",
-            path.display()
+            shown(path)
         )));
     }
     let folder = path.parent().unwrap_or(Path::new("."));
     let failed = |e: std::io::Error| SandboxError::Io {
         context: format!(
             "could not save '{}' (nothing was changed{})",
-            path.display(),
+            shown(path),
             if replaced {
                 ": the file there is as it was"
             } else {
@@ -176,7 +184,7 @@ pub fn write(path: &Path, bytes: &[u8], overwrite: bool) -> Result<Saved, Sandbo
     placed.map_err(|e| match e.error.kind() {
         std::io::ErrorKind::AlreadyExists => refuse(format!(
             "'{}' appeared while saving and was left as it is. Pass overwrite: true to replace it",
-            path.display()
+            shown(path)
         )),
         _ => failed(e.error),
     })?;
@@ -210,6 +218,13 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         std::fs::canonicalize(d).unwrap()
+    }
+
+    #[test]
+    fn paths_are_shown_without_the_long_path_prefix() {
+        assert_eq!(shown(Path::new(r"\\?\C:\Users\me")), r"C:\Users\me");
+        assert_eq!(shown(Path::new(r"\\?\UNC\host\share\x")), r"\\host\share\x");
+        assert_eq!(shown(Path::new("/home/me")), "/home/me");
     }
 
     #[test]

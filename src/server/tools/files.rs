@@ -253,7 +253,7 @@ impl SandboxServer {
         let verb = if saved.replaced { "Replaced" } else { "Saved" };
         let text = format!(
             "{verb} {} with {} ({} bytes).",
-            saved.path.display(),
+            save::shown(&saved.path),
             place.guest(),
             saved.bytes
         );
@@ -261,7 +261,7 @@ impl SandboxServer {
             &SaveResult {
                 sandbox_id: id,
                 path: place.shown(),
-                destination: saved.path.display().to_string(),
+                destination: save::shown(&saved.path),
                 bytes_written: saved.bytes,
                 replaced: saved.replaced,
             },
