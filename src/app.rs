@@ -24,6 +24,11 @@ pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxE
                     "CODE_SANDBOX_INDEX_URL is ignored: the e2b backend's sandboxes install with pip from their own network"
                 );
             }
+            if !settings.read_roots().is_empty() {
+                tracing::warn!(
+                    "CODE_SANDBOX_READ_DIRS is ignored: E2B's sandboxes run in the cloud and cannot read this computer's folders; upload the files instead"
+                );
+            }
             crate::e2b::E2bBackend::build(settings)
         }
     }

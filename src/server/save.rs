@@ -59,6 +59,13 @@ pub fn destination(destination: &str, roots: &[PathBuf]) -> Result<PathBuf, Sand
         return Err(refuse("the destination is empty or holds a NUL character".into()));
     }
     let given = Path::new(destination);
+    // `C:name` is relative to a drive's current folder, which a server has no say in.
+    if !given.is_absolute() && matches!(given.components().next(), Some(std::path::Component::Prefix(_))) {
+        return Err(refuse(format!(
+            "'{destination}' is relative to a drive's current folder; give a full path inside one of {}",
+            listed(roots)
+        )));
+    }
     let full = if given.is_absolute() {
         given.to_path_buf()
     } else {
@@ -231,7 +238,8 @@ mod tests {
     fn names_windows_refuses_are_refused_everywhere() {
         let root = folder("names");
         for bad in ["CON", "nul.txt", "a:b", "what?.csv", "trailing.", "com1.csv"] {
-            let err = destination(&root.join(bad).to_string_lossy(), std::slice::from_ref(&root))
+            let path = format!("{}{}{bad}", root.display(), std::path::MAIN_SEPARATOR);
+            let err = destination(&path, std::slice::from_ref(&root))
                 .unwrap_err()
                 .to_string();
             assert!(err.contains("choose another file name"), "{bad}: {err}");

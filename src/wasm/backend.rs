@@ -13,8 +13,8 @@ use super::live::{self, Room};
 use super::programs::Programs;
 use super::registry::Registry;
 use super::spare::Spare;
-use super::vm::{self, MemoryBudget, WASM32_MAX_BYTES};
-use super::{call, checkpoints, housekeeping, persist, recovery};
+use super::vm::{self, MemoryBudget};
+use super::{call, checkpoints, housekeeping, persist, recovery, sandbox_limits};
 use crate::config::Settings;
 use crate::runtime::Layout;
 use crate::sandbox::mounts::Mounts;
@@ -25,8 +25,6 @@ use crate::sandbox::{
 use crate::wheels::package_index::PackageIndex;
 
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
-/// Smallest memory limit that still starts the interpreter (its image alone is 40 MiB).
-const MIN_MEMORY_MB: u64 = 64;
 /// At shutdown, how long a running call may hold a sandbox before it is left unsaved.
 const SAVE_WAIT: Duration = Duration::from_secs(3);
 /// At shutdown, how long (from its start) deletions under way may go on: clients send SIGTERM
@@ -62,9 +60,11 @@ impl WasmBackend {
         let total = settings
             .total_memory_mb
             .map_or_else(vm::half_of_machine, |mb| mb.saturating_mul(1 << 20));
-        recovery::recover(&registry, &|kept| clamp_kept(&settings, total, kept), &|id| {
-            leave.contains(id)
-        });
+        recovery::recover(
+            &registry,
+            &|kept| sandbox_limits::clamp_kept(&settings, total, kept),
+            &|id| leave.contains(id),
+        );
         registry.empty_stale_trash();
         let keep_bytes = settings.keep_bytes();
         tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
@@ -126,44 +126,7 @@ impl WasmBackend {
 
     /// The limits a new sandbox really gets, and notes on what was clamped.
     fn limits(&self, opts: &CreateOptions) -> (Limits, Vec<String>) {
-        let mut notes = Vec::new();
-        let asked = opts.memory_mb.unwrap_or(self.settings.default_memory_mb);
-        let budget_mb = self.ctx.memory.limit() >> 20;
-        let most = (WASM32_MAX_BYTES >> 20).min(budget_mb).max(MIN_MEMORY_MB);
-        let memory_mb = asked.clamp(MIN_MEMORY_MB, most);
-        if memory_mb != asked {
-            let why = if asked < MIN_MEMORY_MB {
-                format!("the smallest that runs the interpreter is {MIN_MEMORY_MB} MiB")
-            } else if most == WASM32_MAX_BYTES >> 20 {
-                "32-bit WebAssembly addresses at most 4096 MiB".to_string()
-            } else {
-                format!("all sandboxes together may hold {budget_mb} MiB (CODE_SANDBOX_TOTAL_MEMORY_MB)")
-            };
-            notes.push(format!("memory_mb {asked} was clamped to {memory_mb}: {why}."));
-        }
-        let limits = Limits {
-            timeout_seconds: self.settings.sandbox_timeout_seconds(opts.timeout_seconds),
-            memory_mb,
-            disk_bytes: self.settings.disk_mb.saturating_mul(1 << 20),
-            output_bytes: self.settings.output_limit_bytes as u64,
-            fuel_per_call: (self.settings.fuel_per_call > 0).then_some(self.settings.fuel_per_call),
-        };
-        (limits, notes)
-    }
-}
-
-/// The limits of a kept sandbox, read from its metadata on disk, bounded by what a request
-/// could have asked for under these settings (an edited file must not raise them).
-fn clamp_kept(settings: &Settings, total_memory: u64, kept: Limits) -> Limits {
-    let most_mb = (WASM32_MAX_BYTES >> 20)
-        .min(total_memory >> 20)
-        .max(MIN_MEMORY_MB);
-    Limits {
-        timeout_seconds: settings.sandbox_timeout_seconds(Some(kept.timeout_seconds)),
-        memory_mb: kept.memory_mb.clamp(MIN_MEMORY_MB, most_mb),
-        disk_bytes: kept.disk_bytes.min(settings.disk_mb.saturating_mul(1 << 20)),
-        output_bytes: kept.output_bytes.min(settings.output_limit_bytes as u64),
-        fuel_per_call: (settings.fuel_per_call > 0).then_some(settings.fuel_per_call),
+        sandbox_limits::for_new(&self.settings, self.ctx.memory.limit(), opts)
     }
 }
 

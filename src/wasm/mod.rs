@@ -32,6 +32,7 @@ mod registry;
 mod removals;
 mod remove_tree;
 mod results;
+mod sandbox_limits;
 mod spare;
 mod trash;
 mod vm;

@@ -126,7 +126,7 @@ pub async fn resume(
             tracing::warn!("the saved state of sandbox {} could not be used: {e}", sb.id);
             let why = match e {
                 StateError::OtherImage => {
-                    "its saved state was made from an interpreter image this server no longer has (the image was rebuilt, or the runtime changed)"
+                    "its saved state was made from an interpreter image this server no longer has (the image was rebuilt, the runtime changed, or the folders shared with sandboxes changed)"
                 }
                 _ => "its saved state was damaged, incomplete or not its own",
             };

@@ -346,3 +346,53 @@ test("resources are paged with cursors", async () => {
   const one = await client.readResource({ uri: `sandbox://${id}/r007.txt` });
   assert.equal(one.contents[0].text, "x");
 });
+
+test("shared folders and save_file: results the SDK accepts, errors included", LONG, async () => {
+  const fs = await import("node:fs");
+  const os = await import("node:os");
+  const path = await import("node:path");
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "ts-folders-"));
+  const shared = path.join(root, "reports");
+  const saves = path.join(root, "saved");
+  fs.mkdirSync(shared);
+  fs.mkdirSync(saves);
+  fs.writeFileSync(path.join(shared, "q1.csv"), "a,b\n1,2\n");
+  const transport = new StdioClientTransport({
+    command: BIN,
+    args: [],
+    env: {
+      PATH: process.env.PATH, HOME: process.env.HOME, CODE_SANDBOX_HOME: HOME, CODE_SANDBOX_PERSIST: "false",
+      RUST_LOG: "warn", CODE_SANDBOX_READ_DIRS: shared, CODE_SANDBOX_SAVE_DIRS: saves,
+      // The plain image: a warm one for this layout of folders is another test's business.
+      CODE_SANDBOX_WARM_IMAGE: "false",
+    },
+    stderr: "inherit",
+  });
+  const other = new Client({ name: "ts-sdk-folders", version: "1.0.0" });
+  await other.connect(transport);
+  try {
+    const tools = (await other.listTools()).tools;
+    const saveTool = tools.find((t) => t.name === "save_file");
+    assert.ok(saveTool?.outputSchema, "save_file is offered, with an output schema");
+    const use = (name, args) => other.callTool({ name, arguments: args }, undefined, LONG);
+    const id = (await use("create_sandbox", {})).structuredContent.sandbox_id;
+    const e = await use("execute_code", { sandbox_id: id, code: "import pandas as pd\nd = pd.read_csv('/mnt/reports/q1.csv')\nd.to_csv('out.csv', index=False)\nint(d.b.sum())" });
+    assert.equal(e.structuredContent.result, "2", text(e));
+    const listed = await use("list_files", { sandbox_id: id, path: "/mnt/reports" });
+    assert.deepEqual(listed.structuredContent.entries.map((x) => x.path), ["/mnt/reports/q1.csv"]);
+    const read = await use("read_file", { sandbox_id: id, file_path: "/mnt/reports/q1.csv" });
+    assert.equal(read.structuredContent.content, "a,b\n1,2\n");
+    const saved = await use("save_file", { sandbox_id: id, path: "out.csv", destination: path.join(saves, "out.csv") });
+    assert.equal(saved.structuredContent.bytes_written, 8, text(saved));
+    assert.equal(saved.structuredContent.replaced, false);
+    const again = await use("save_file", { sandbox_id: id, path: "out.csv", destination: path.join(saves, "out.csv") });
+    assert.equal(again.isError, true);
+    assert.match(text(again), /overwrite: true/);
+    const refused = await use("write_file", { sandbox_id: id, file_path: "/mnt/reports/x", content: "x" });
+    assert.equal(refused.isError, true);
+    assert.equal(fs.readFileSync(path.join(saves, "out.csv"), "utf8"), "a,b\n1,2\n");
+  } finally {
+    await other.close();
+    fs.rmSync(root, { recursive: true, force: true });
+  }
+});

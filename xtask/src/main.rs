@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode|--network|--views]`,
+//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode|--network|--views|--folders]`,
 //! `cargo xtask bundle [--target TRIPLE]`, `cargo xtask windows [--test]`, `cargo xtask macos-check`, `cargo xtask layers [--all]`.
 
 mod bench;
@@ -57,6 +57,10 @@ enum Task {
         /// Measure only replicas behind haproxy: its added latency, calls per second with 1 and 3.
         #[arg(long)]
         scale: bool,
+        /// Measure only the user's folders: a 1 GiB CSV read in place beside native pandas and
+        /// an upload, save_file of 100 MB beside cp.
+        #[arg(long)]
+        folders: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle {
@@ -273,6 +277,7 @@ fn main() -> anyhow::Result<()> {
             network,
             views,
             scale,
+            folders,
         } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
@@ -286,6 +291,7 @@ fn main() -> anyhow::Result<()> {
                 (network, bench::Part::Network),
                 (views, bench::Part::Views),
                 (scale, bench::Part::Scale),
+                (folders, bench::Part::Folders),
             ]
             .into_iter()
             .find_map(|(asked, part)| asked.then_some(part));

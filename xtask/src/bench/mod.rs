@@ -10,6 +10,7 @@ mod background;
 mod baselines;
 mod cluster;
 mod code_mode;
+mod folders;
 mod fresh;
 mod harness;
 mod index;
@@ -50,6 +51,8 @@ pub enum Part {
     Views,
     /// `--scale`: replicas behind haproxy: its added latency, calls per second with 1 and 3.
     Scale,
+    /// `--folders`: a 1 GiB CSV read in place, beside native pandas and an upload; save_file.
+    Folders,
 }
 
 /// Only the rows of `part`, with its note.
@@ -80,6 +83,10 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
         Part::Views => {
             eprintln!("bench: views (read_table, export_notebook)");
             views::rows(&root, &bin, &home).await?
+        }
+        Part::Folders => {
+            eprintln!("bench: the user's folders (read in place, save_file)");
+            folders::rows(&root, &bin, &home).await?
         }
         Part::CodeMode => {
             eprintln!("bench: code mode (downstream calls from guest code)");
