@@ -227,6 +227,10 @@ pub fn home_sharing_the_runtime(
     for entry in std::fs::read_dir(shared.join("cache")).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let to = cache.join(&name);
+        // Folders (a shared-folder layout's /mnt index) are made again when needed.
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
         if name.starts_with("warm-") && !warm {
             continue;
         }

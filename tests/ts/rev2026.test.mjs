@@ -291,10 +291,12 @@ test("http: sandbox_id and run_id travel in Mcp-Param headers a proxy can route 
     assert.equal(sent.at(-1)["mcp-param-sandbox-id"], sb, JSON.stringify(sent.at(-1)));
     const started = await run(client, "print('hi')", { args: { sandbox_id: sb, background: true } });
     // Until the run is over (on a busy machine it may wait its turn longer than one get_run).
+    let got;
     for (let turn = 0; turn < 24; turn++) {
-      const got = await client.callTool({ name: "get_run", arguments: { run_id: started.run_id, wait_seconds: 5 } });
-      if (!["queued", "running"].includes(got.structuredContent?.state)) break;
+      got = await client.callTool({ name: "get_run", arguments: { run_id: started.run_id, wait_seconds: 5 } });
+      if (["finished", "cancelled", "timed_out", "interrupted"].includes(got.structuredContent?.state)) break;
     }
+    assert.equal(got.structuredContent?.state, "finished", JSON.stringify(got));
     assert.equal(sent.at(-1)["mcp-param-run-id"], started.run_id, JSON.stringify(sent.at(-1)));
     // Null (as omitted): no header, and the call still runs.
     sent.length = 0;

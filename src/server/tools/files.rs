@@ -75,7 +75,7 @@ impl SandboxServer {
     )]
     async fn read_file(&self, args: JsonObject) -> ToolResult {
         let a: ReadFileArgs = attempt!(parse("read_file", args));
-        let place = attempt!(self.place(&a.file_path));
+        let place = attempt!(self.file_place(&a.file_path));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
         let path = place.shown();
         // The size is checked before the file is read, so a huge file costs nothing.
@@ -225,7 +225,7 @@ impl SandboxServer {
                 .map_err(SandboxError::from)
                 .and_then(|r| r)
         );
-        let place = attempt!(self.place(&a.path));
+        let place = attempt!(self.file_place(&a.path));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
         let bytes = match self.read_place(&id, &place, save::MAX_SAVE).await {
             Ok(b) => b,

@@ -43,6 +43,20 @@ impl SandboxServer {
         }
     }
 
+    /// A path that must name a file: the workspace or a shared folder itself is refused as
+    /// an invalid path, before any sandbox is looked up.
+    pub(super) fn file_place(&self, path: &str) -> Result<Place, SandboxError> {
+        match self.place(path)? {
+            Place::Workspace(p) if p.is_root() => WorkspacePath::parse_file(path).map(Place::Workspace),
+            Place::Workspace(p) => Ok(Place::Workspace(p)),
+            Place::Shared(m) if !m.rel.is_root() => Ok(Place::Shared(m)),
+            folder => Err(SandboxError::InvalidPath(format!(
+                "'{}' is a shared folder, not a file; list_files shows what is in it",
+                folder.guest()
+            ))),
+        }
+    }
+
     /// The shared folders answer for a sandbox that exists, like its own files do.
     fn exists(&self, id: &str) -> Result<(), SandboxError> {
         self.backend.usage(id).map(|_| ())
