@@ -430,6 +430,14 @@ impl From<tokio::task::JoinError> for SandboxError {
     }
 }
 
+/// Runs file work off the async threads (a backend's, or the server's own on the user's
+/// folders), its panic or cancellation an error like any other.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
+) -> Result<T, SandboxError> {
+    tokio::task::spawn_blocking(f).await?
+}
+
 impl SandboxError {
     pub fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SandboxError {
         let context = context.into();

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::context::Context;
-use super::errors::blocking;
 use super::folders::{
     CHECKPOINT_PACKAGES as PACKAGES, CHECKPOINT_SIZE as SIZE, CHECKPOINT_WORKSPACE as WORKSPACE, STATE,
 };
@@ -18,6 +17,7 @@ use super::record::{Sandbox, Slot};
 use super::remove_tree;
 use super::vm::{Program, SavedState};
 use crate::disk_quota::{ENTRY_COST, tree_cost};
+use crate::sandbox::blocking;
 use crate::sandbox::{Checkpoint, SandboxError};
 
 const MAX_NAME: usize = 64;

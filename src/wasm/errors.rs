@@ -1,5 +1,5 @@
 //! The local backend's errors at its edge: what a failed interpreter start becomes for the
-//! tools, in one place; and running file work off the async threads.
+//! tools, in one place.
 
 use super::vm::SessionError;
 use crate::sandbox::SandboxError;
@@ -15,11 +15,4 @@ impl From<SessionError> for SandboxError {
             other => SandboxError::Backend(Box::new(other)),
         }
     }
-}
-
-/// Runs file work off the async threads.
-pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, SandboxError> + Send + 'static,
-) -> Result<T, SandboxError> {
-    tokio::task::spawn_blocking(f).await?
 }

@@ -12,10 +12,10 @@ use async_trait::async_trait;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 
-use super::errors::blocking;
 use super::registry::Registry;
 use crate::dir_read::{self, not_found_or};
 use crate::disk_quota::{DiskQuota, ENTRY_COST};
+use crate::sandbox::blocking;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{FileEntry, SandboxError, SandboxFiles};
 

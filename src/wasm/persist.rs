@@ -9,11 +9,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::errors::blocking;
 use super::folders::STATE;
 use super::record::{Sandbox, Slot};
 use super::vm::{MemoryBudget, Program, SavedState, Session, SessionError, StateError};
 use crate::sandbox::SandboxError;
+use crate::sandbox::blocking;
 
 /// Why a saved state could not be used, for the note the next call carries.
 fn lost(slot: &mut Slot, why: String) {

@@ -3,7 +3,7 @@
 use base64::Engine as _;
 
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{FileKind, SandboxError};
+use crate::sandbox::{FileKind, SandboxError, blocking};
 use crate::server::{figures, file_part, save, upload};
 
 use super::shared::page_of;
@@ -170,12 +170,7 @@ impl SandboxServer {
             (Some(src), None) => {
                 let roots = self.settings.upload_roots();
                 let src = src.clone();
-                attempt!(
-                    tokio::task::spawn_blocking(move || upload::read_allowed(&src, &roots))
-                        .await
-                        .map_err(SandboxError::from)
-                        .and_then(|r| r)
-                )
+                attempt!(blocking(move || upload::read_allowed(&src, &roots)).await)
             }
             (None, Some(b64)) => {
                 if b64.len() as u64 > upload::MAX_UPLOAD * 4 / 3 + 4 {
@@ -219,12 +214,7 @@ impl SandboxServer {
         let a: SaveFileArgs = attempt!(parse("save_file", args));
         let roots = self.settings.save_roots();
         let given = a.destination.clone();
-        let dest = attempt!(
-            tokio::task::spawn_blocking(move || save::destination(&given, &roots))
-                .await
-                .map_err(SandboxError::from)
-                .and_then(|r| r)
-        );
+        let dest = attempt!(blocking(move || save::destination(&given, &roots)).await);
         let place = attempt!(self.file_place(&a.path));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
         let bytes = match self.read_place(&id, &place, save::MAX_SAVE).await {
@@ -244,12 +234,7 @@ impl SandboxServer {
             Err(e) => return Ok(fail(e)),
         };
         let overwrite = a.overwrite.unwrap_or(false);
-        let saved = attempt!(
-            tokio::task::spawn_blocking(move || save::write(&dest, &bytes, overwrite))
-                .await
-                .map_err(SandboxError::from)
-                .and_then(|r| r)
-        );
+        let saved = attempt!(blocking(move || save::write(&dest, &bytes, overwrite)).await);
         let verb = if saved.replaced { "Replaced" } else { "Saved" };
         let text = format!(
             "{verb} {} with {} ({} bytes).",

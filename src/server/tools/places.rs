@@ -4,7 +4,7 @@
 use crate::dir_read;
 use crate::sandbox::mounts::MountPath;
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{FileEntry, SandboxError};
+use crate::sandbox::{FileEntry, SandboxError, blocking};
 use crate::server::SandboxServer;
 
 pub(super) enum Place {
@@ -69,7 +69,7 @@ impl SandboxServer {
             Place::Shared(m) => {
                 self.exists(id)?;
                 let m = m.clone();
-                tokio::task::spawn_blocking(move || dir_read::list_shared(&m)).await?
+                blocking(move || dir_read::list_shared(&m)).await
             }
         }
     }
@@ -82,14 +82,12 @@ impl SandboxServer {
         limit: u64,
     ) -> Result<Vec<u8>, SandboxError> {
         match place {
-            Place::Workspace(p) if p.is_root() => Err(SandboxError::IsDirectory { path: p.guest() }),
             Place::Workspace(p) => self.backend.files().read(id, p, limit).await,
             Place::SharedRoot => Err(SandboxError::IsDirectory { path: place.guest() }),
-            Place::Shared(m) if m.rel.is_root() => Err(SandboxError::IsDirectory { path: m.guest() }),
             Place::Shared(m) => {
                 self.exists(id)?;
                 let m = m.clone();
-                tokio::task::spawn_blocking(move || dir_read::read_shared(&m, limit)).await?
+                blocking(move || dir_read::read_shared(&m, limit)).await
             }
         }
     }
