@@ -3,10 +3,10 @@
 //! so a 2 GB export costs no copy, no disk quota and nothing in a fork, checkpoint or kept
 //! sandbox, and a file the user changes is seen changed.
 //!
-//! The names are fixed when the server starts: the guest's preopen table lives in its
-//! memory (and so in warm images and saved states), so the layout they make is part of what
-//! names those images. The file tools read these folders host-side (`dir_read`), through the
-//! same capability-checked reads as a workspace.
+//! The names are fixed when the server starts. Images and saved states do not depend on
+//! them: every interpreter re-reads its preopens after it starts or is restored, so a kept
+//! sandbox comes back with its variables when the folders change. The file tools read these
+//! folders host-side (`dir_read`), through the same capability-checked reads as a workspace.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -144,17 +144,7 @@ impl Mounts {
         self.list.iter()
     }
 
-    /// The guest paths in order: what a warm image's and a saved state's preopen table hold.
-    pub fn layout(&self) -> String {
-        let index = self.index.as_ref().map(|_| MOUNT_ROOT.to_string());
-        index
-            .into_iter()
-            .chain(self.iter().map(Mount::guest))
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
-    /// A short name of the names (not the host folders): images and states carry it.
+    /// A short name of the names (not the host folders): the index folder's.
     pub fn tag(&self) -> String {
         use sha2::{Digest, Sha256};
         let names = self.iter().map(Mount::guest).collect::<Vec<_>>().join(",");
@@ -235,8 +225,8 @@ mod tests {
         let names: Vec<_> = m.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(names, ["Data", "data-2", "folder-CON", "a_b_", "folder"]);
         assert_eq!(
-            m.layout(),
-            "/mnt/Data,/mnt/data-2,/mnt/folder-CON,/mnt/a_b_,/mnt/folder"
+            m.named(),
+            "/mnt/Data, /mnt/data-2, /mnt/folder-CON, /mnt/a_b_, /mnt/folder"
         );
     }
 

@@ -97,11 +97,10 @@ fn load_with(
     progress: &dyn Fn(Stage),
 ) -> Result<Arc<Program>, InstallError> {
     let files = runtime::install(layout, from, progress)?;
-    // A shipped image holds the preopen table of no shared folders.
-    let shipped = (shipped_warm && !metered && mounts.is_empty())
+    let shipped = (shipped_warm && !metered)
         .then(|| {
             progress(Stage::Loading);
-            vm::shipped_warm_image(&files)
+            vm::shipped_warm_image(&files, mounts.clone())
         })
         .flatten();
     let program = match shipped {

@@ -10,8 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::{LOG_TO, Server};
 
-/// A fresh parent folder for a test's host folders (their own names are fixed, so the warm
-/// image made for them is built once and then found in the cache).
+/// A fresh parent folder for a test's host folders.
 fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("mcs-user-{tag}-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&d).unwrap();
@@ -26,7 +25,7 @@ fn joined(dirs: &[&Path]) -> String {
         .join(sep)
 }
 
-/// Waits until the log says the warm image (made for this layout of folders) is in use.
+/// Waits until the log says the warm image (the one every set of folders shares) is in use.
 async fn wait_for_warm_image(log: &Path) {
     let began = Instant::now();
     while !std::fs::read_to_string(log)
@@ -35,7 +34,7 @@ async fn wait_for_warm_image(log: &Path) {
     {
         assert!(
             began.elapsed() < Duration::from_secs(900),
-            "the warm image for the shared folders was never ready"
+            "the warm image was never ready with shared folders"
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -87,14 +86,14 @@ async fn a_shared_folder_is_read_in_place_never_written_and_never_copied() {
     let v = s
         .run_ok(
             &id,
-            "import os, sys, pandas as pd\nprint(sorted(os.listdir('/mnt')), open('/mnt/sales-2/note.txt').read())\nprint('warm' if 'pandas' in sys.modules else 'cold')\nint(pd.read_csv('/mnt/sales/q1.csv')['units'].sum())",
+            "import os, sys\nwarm = 'pandas' in sys.modules\nimport pandas as pd\nprint(sorted(os.listdir('/mnt')), open('/mnt/sales-2/note.txt').read())\nprint('warm' if warm else 'cold')\nint(pd.read_csv('/mnt/sales/q1.csv')['units'].sum())",
         )
         .await;
     assert_eq!(v["result"], "8", "{v}");
     let out = v["stdout"].as_str().unwrap();
     assert!(out.contains("['sales', 'sales-2'] the second folder"), "{out}");
     assert!(
-        out.contains("warm"),
+        out.contains("warm") && !out.contains("cold"),
         "the sandbox came from the warm image: {out}"
     );
 
@@ -192,6 +191,67 @@ async fn a_shared_folder_is_read_in_place_never_written_and_never_copied() {
     );
     assert!(!sales.join("x.csv").exists());
     s.stop().await;
+    let _ = std::fs::remove_dir_all(root);
+}
+
+/// Shared folders are in no image's or state's name: a kept sandbox restored under other
+/// folders (more, in another order, or none) keeps its variables and sees the folders of the
+/// server it now runs in.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_kept_sandbox_keeps_its_variables_when_the_shared_folders_change() {
+    use crate::persistence::{signal_and_wait, start};
+    let root = scratch("change");
+    let (first, second) = (root.join("first"), root.join("second"));
+    std::fs::create_dir_all(&first).unwrap();
+    std::fs::create_dir_all(&second).unwrap();
+    std::fs::write(first.join("a.txt"), "from the first").unwrap();
+    std::fs::write(second.join("b.txt"), "from the second").unwrap();
+    let home = crate::common::private_home();
+    let log = root.join("server.log");
+    let s = start(
+        &home,
+        &[
+            ("CODE_SANDBOX_READ_DIRS", &joined(&[&first])),
+            (LOG_TO, log.to_str().unwrap()),
+            ("RUST_LOG", "info"),
+        ],
+    )
+    .await;
+    wait_for_warm_image(&log).await;
+    let id = s.create().await;
+    let v = s
+        .run_ok(
+            &id,
+            "import sys\nkept = open('/mnt/first/a.txt').read()\n'pandas' in sys.modules",
+        )
+        .await;
+    assert_eq!(v["result"], "True", "started from the warm image: {v}");
+    signal_and_wait(s, libc::SIGTERM).await;
+
+    let both = joined(&[&second, &first]);
+    let s = start(&home, &[("CODE_SANDBOX_READ_DIRS", &both)]).await;
+    let v = s
+        .run_ok(
+            &id,
+            "import os\n(kept, sorted(os.listdir('/mnt')), open('/mnt/second/b.txt').read())",
+        )
+        .await;
+    assert_eq!(
+        v["result"], "('from the first', ['first', 'second'], 'from the second')",
+        "{v}"
+    );
+    assert_eq!(v["state_lost"], false, "{v}");
+    signal_and_wait(s, libc::SIGTERM).await;
+
+    let s = start(&home, &[]).await;
+    let v = s
+        .run_ok(&id, "import os\n(kept, os.path.exists('/mnt/first/a.txt'))")
+        .await;
+    assert_eq!(v["result"], "('from the first', False)", "{v}");
+    assert_eq!(v["state_lost"], false, "{v}");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
     let _ = std::fs::remove_dir_all(root);
 }
 

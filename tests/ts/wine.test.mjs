@@ -314,7 +314,7 @@ test("a file another program holds open (as antivirus does) is waited out: close
   await client.close();
 });
 
-test("Windows: save_file into a \\\\?\\ folder given as the bundle passes it, with folding names, devices and drive-relative names", LONG, async () => {
+test("Windows: a folder read in place and save_file, given as the bundle passes them (\\\\?\\ paths), with folding names, devices and drive-relative names", LONG, async () => {
   const home = fs.mkdtempSync(path.join(WORK, "home-folders-"));
   const root = fs.mkdtempSync(path.join(WORK, "folders-"));
   const elsewhere = path.join(root, "Elsewhere");
@@ -322,19 +322,38 @@ test("Windows: save_file into a \\\\?\\ folder given as the bundle passes it, wi
   fs.mkdirSync(elsewhere);
   fs.mkdirSync(results);
   fs.writeFileSync(path.join(results, "chart.csv"), "the user's own");
+  const data = path.join(root, "Data");
+  fs.mkdirSync(path.join(data, "2025"), { recursive: true });
+  fs.writeFileSync(path.join(data, "2025", "q1.csv"), "region,units\nNorth,3\nSouth,5\n");
   // As the bundle passes the folders picked in Claude Desktop's form, in the long (\\?\) form.
-  // (No folder to read here: with one, the warm image the bundle ships cannot be used and the
-  // interpreter is compiled first, which takes over six minutes under Wine on this machine.)
   const { client } = await start({
     wine: true,
     bundle: WINE_BUNDLE,
     home,
     env: { CODE_SANDBOX_PERSIST: "false" },
-    args: ["--save-dir", "\\\\?\\" + win(results)],
+    args: ["--save-dir", "\\\\?\\" + win(results), "--read-dir", "\\\\?\\" + win(data)],
   });
   const names = (await client.listTools()).tools.map((t) => t.name);
   assert.ok(names.includes("save_file"), "save_file is offered with a folder named for it");
   const id = (await ok(client, "create_sandbox")).sandbox_id;
+
+  // The folder to read, in place: from the shipped warm image (pandas already there), read-only.
+  const read = await ok(client, "execute_code", {
+    sandbox_id: id,
+    code: "import os, sys\nwarm = 'pandas' in sys.modules\nimport pandas as pd\nprint(os.listdir('/mnt'), warm)\nint(pd.read_csv('/mnt/Data/2025/q1.csv')['units'].sum())",
+  });
+  assert.equal(read.result, "8", JSON.stringify(read));
+  assert.match(read.stdout, /\['Data'\] True/, "listed, and started from the shipped warm image");
+  for (const attempt of ["open('/mnt/Data/new.csv', 'w')", "import os; os.remove('/mnt/Data/2025/q1.csv')"]) {
+    const refused = await call(client, "execute_code", { sandbox_id: id, code: attempt });
+    assert.match(JSON.stringify(refused.structuredContent), /\/mnt\/Data is the user's folder, shared read-only/, attempt);
+  }
+  fs.writeFileSync(path.join(data, "2025", "q1.csv"), "region,units\nNorth,30\n");
+  const again = await ok(client, "read_file", { sandbox_id: id, file_path: "/mnt/Data/2025/q1.csv" });
+  assert.equal(again.content, "region,units\nNorth,30\n", "the user's change is seen");
+  const listed = await ok(client, "list_files", { sandbox_id: id, path: "/mnt/Data" });
+  assert.match(JSON.stringify(listed), /\/mnt\/Data\/2025/);
+  assert.deepEqual(fs.readdirSync(data), ["2025"], "nothing appeared in the folder read");
   await ok(client, "execute_code", { sandbox_id: id, code: "open('out.csv', 'w').write('a,b\\n1,2\\n')" });
   const saved = await ok(client, "save_file", { sandbox_id: id, path: "out.csv", destination: win(path.join(results, "out.csv")) });
   assert.equal(saved.bytes_written, 8);

@@ -75,12 +75,16 @@ enum Task {
     /// Clippy (every target, -D warnings) for aarch64- and x86_64-apple-darwin, here.
     MacosCheck,
     /// Build the Windows x86_64 server here (Debian's rustc-web, MinGW) into
-    /// target/x86_64-pc-windows-gnu/release/, runnable under Wine.
+    /// target/cross/x86_64-pc-windows-gnu/release/, runnable under Wine.
     Windows {
         /// Then test it under Wine: its bundle on an empty home, over stdio, with the
         /// official TypeScript SDK.
         #[arg(long)]
         test: bool,
+        /// Build the server and every test program for Windows, and run nothing (what
+        /// `--test` builds first; `.ci/run` builds it beside `cargo test`).
+        #[arg(long, conflicts_with = "test")]
+        no_run: bool,
     },
     /// Write docs/settings.md from the settings in src/config.rs.
     Docs,
@@ -180,9 +184,12 @@ fn layers_task(all: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `cargo xtask windows [--test]`.
-fn windows_task(test: bool) -> anyhow::Result<()> {
-    if test {
+/// `cargo xtask windows [--test | --no-run]`.
+fn windows_task(test: bool, no_run: bool) -> anyhow::Result<()> {
+    if no_run {
+        let (exe, _) = windows::build_with_tests(&root())?;
+        eprintln!("windows: {} and its test programs built", exe.display());
+    } else if test {
         let (exe, units) = windows::build_with_tests(&root())?;
         eprintln!("windows: {}", exe.display());
         windows::unit_tests(&root(), &units)?;
@@ -332,7 +339,7 @@ fn main() -> anyhow::Result<()> {
         }
         Task::Bundle { target, exe } => bundle_task(target, exe)?,
         Task::MacosCheck => xtask::macos::check(&root())?,
-        Task::Windows { test } => windows_task(test)?,
+        Task::Windows { test, no_run } => windows_task(test, no_run)?,
         Task::Advisories { db } => advisories(db)?,
         Task::Layers { all } => layers_task(all)?,
     }

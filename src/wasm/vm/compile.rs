@@ -63,17 +63,27 @@ pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
 }
 
 /// The runtime module with its memories and mutable globals exported, as the warm-image
-/// snapshot reads them (wasmtime-wizer's instrumentation; it only adds exports). Every
+/// snapshot reads them (wasmtime-wizer's instrumentation; it only adds exports), and libc's
+/// preopen reset (see `preopen_reset`). Every
 /// interpreter runs this module, so a warm image needs no second compile of the runtime.
 pub fn instrumented(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
-    let wasm = std::fs::read(&files.module).map_err(io(&files.module))?;
     let (_, out) = wasmtime_wizer::Wizer::new()
-        .instrument(&wasm)
+        .instrument(&with_reset(files)?)
         .map_err(|e| EngineError::Compile {
             path: files.module.clone(),
             message: format!("instrumenting for snapshots failed: {e:#}"),
         })?;
     Ok(out)
+}
+
+/// The runtime module as every interpreter and every image runs it: with libc's preopen reset
+/// exported (see `preopen_reset`).
+pub fn with_reset(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
+    let wasm = std::fs::read(&files.module).map_err(io(&files.module))?;
+    super::preopen_reset::with_reset_export(&wasm).map_err(|e| EngineError::Compile {
+        path: files.module.clone(),
+        message: e.to_string(),
+    })
 }
 
 /// The runtime compiled by `engine`, serialised: the long step (most of a minute on two cores).

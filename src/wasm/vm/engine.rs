@@ -52,8 +52,8 @@ pub struct Program {
     /// Names older versions gave this same image (they also carried the engine's settings),
     /// so the states they saved still come back.
     pub aliases: Vec<String>,
-    /// The shared folders every interpreter of it preopens, after the fixed ones: the guest
-    /// keeps its preopen table in memory, so images and states belong to one layout.
+    /// The shared folders every interpreter of it preopens, after the fixed ones. Not part of
+    /// the image: the guest re-reads its preopens after every start and restore.
     pub mounts: Mounts,
     /// The image's initial memory, read once when a state is first saved: saved states keep
     /// only the pages that differ from it.
@@ -70,7 +70,7 @@ fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
     format!(
-        "python-{}-instrumented-wasmtime-{}-dense{}-{:016x}.cwasm",
+        "python-{}-{MODULE_FORM}-wasmtime-{}-dense{}-{:016x}.cwasm",
         &files.module_sha256[..16],
         WASMTIME_VERSION,
         DENSE_IMAGE_BYTES >> 20,
@@ -78,12 +78,18 @@ fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
     )
 }
 
-/// Removes compiled modules from before every interpreter ran the instrumented module: no
-/// version of this program loads them again (about 290 MB each).
-fn remove_uninstrumented(dir: &Path) {
+/// What was done to the runtime before compiling it (`compile::instrumented`): part of the
+/// compiled module's name.
+const MODULE_FORM: &str = "instrumented-reset";
+
+/// Removes compiled modules of another form (from before the module was instrumented, or
+/// before it exported libc's preopen reset): no version of this program loads them again
+/// (about 290 MB each).
+fn remove_outdated_forms(dir: &Path) {
+    let current = format!("-{MODULE_FORM}-");
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with("python-") && name.ends_with(".cwasm") && !name.contains("-instrumented-") {
+        if name.starts_with("python-") && name.ends_with(".cwasm") && !name.contains(&current) {
             tracing::info!("removing an outdated compiled module {name}");
             let _ = std::fs::remove_file(e.path());
         }
@@ -99,7 +105,7 @@ fn precompile(engine: &Engine, layout: &Layout, files: &RuntimeFiles) -> Result<
         return Ok(path);
     }
     write_aside(&path, &compile(engine, files)?)?;
-    remove_uninstrumented(&dir);
+    remove_outdated_forms(&dir);
     Ok(path)
 }
 
@@ -161,20 +167,8 @@ impl Program {
         let module = load(&engine, layout, &files, progress)?;
         let pre = link(&engine, &module)?;
         start_ticker(&engine);
-        let (id, aliases) = match mounts.is_empty() {
-            true => (
-                format!("plain-{}", &files.module_sha256[..16]),
-                vec![format!(
-                    "plain-{}-{:016x}",
-                    &files.module_sha256[..16],
-                    engine_key(&engine)
-                )],
-            ),
-            false => (
-                format!("plain-{}-{}", &files.module_sha256[..16], mounts.tag()),
-                Vec::new(),
-            ),
-        };
+        let id = format!("plain-{}", &files.module_sha256[..16]);
+        let aliases = vec![format!("{id}-{:016x}", engine_key(&engine))];
         Ok(Arc::new(Program {
             engine,
             pre,
@@ -196,6 +190,7 @@ impl Program {
         module: &Module,
         image: Image,
         id: String,
+        mounts: Mounts,
     ) -> Result<Arc<Self>, EngineError> {
         let pre = link(&engine, module)?;
         start_ticker(&engine);
@@ -207,7 +202,7 @@ impl Program {
             image,
             id,
             aliases: Vec::new(),
-            mounts: Mounts::default(),
+            mounts,
             base: Default::default(),
         }))
     }

@@ -15,6 +15,7 @@ mod guest_fs;
 mod guest_memory;
 mod memory_budget;
 mod output;
+mod preopen_reset;
 mod preopens;
 mod saved_state;
 mod session;

@@ -16,6 +16,7 @@ use super::door::Inbox;
 use super::engine::{Image, Program};
 use super::memory_budget::GuestLimiter;
 use super::output::{Capture, Tee};
+use super::preopen_reset::RESET;
 use super::preopens::{FoldersError, SessionConfig, wasi_context, watched_folders};
 use super::saved_state::{GlobalValue, SavedState};
 use super::turn::{DeadlineReached, Ended, TurnOutput, classify, run_turn};
@@ -101,6 +102,7 @@ impl Session {
             Image::Warm { clock_offset, .. } => clock_offset,
         };
         let mut session = Self::instantiate(program, cfg, offset).await?;
+        session.reread_preopens().await?;
         let first = match program.image {
             Image::Plain => PRELUDE,
             Image::Warm { .. } => REBIRTH,
@@ -160,6 +162,7 @@ impl Session {
             };
             global.set(&mut session.store, v).map_err(start)?;
         }
+        session.reread_preopens().await?;
         session.first_turn(if reseed { REBIRTH } else { "None" }).await?;
         Ok(session)
     }
@@ -235,6 +238,17 @@ impl Session {
 
     pub fn program(&self) -> &Arc<Program> {
         &self.program
+    }
+
+    /// Empties libc's table of preopened folders, which an image or a saved state brings from
+    /// the interpreter it was taken in: the guest reads this Store's folders on its next path.
+    async fn reread_preopens(&mut self) -> Result<(), SessionError> {
+        let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
+        let reset = self
+            .instance
+            .get_typed_func::<(), ()>(&mut self.store, RESET)
+            .map_err(start)?;
+        reset.call_async(&mut self.store, ()).await.map_err(start)
     }
 
     async fn first_turn(&mut self, code: &str) -> Result<(), SessionError> {

@@ -2,8 +2,9 @@
 //! (numpy, pandas, matplotlib), so a sandbox starts with them imported, in milliseconds, and
 //! all sandboxes share the image's pages copy-on-write.
 //!
-//! Building one runs the warm-up in a throwaway sandbox with the exact preopen layout every
-//! sandbox gets (the guest's preopen table lives in its memory), checks it left no file open,
+//! Building one runs the warm-up in a throwaway sandbox with the fixed folders every sandbox
+//! gets (each interpreter re-reads libc's preopen table after it starts: `preopen_reset`),
+//! checks it left no file open,
 //! reads memory and globals through wasmtime-wizer's split API, and compiles the result once
 //! into the cache. The cache entry's name is a hash of everything the image depends on; a
 //! metadata file written last records the compiled file's size and SHA-256, so a partial entry
@@ -28,6 +29,7 @@ use super::shipped::{self, WarmRecord};
 use super::target::Target;
 use super::warm_key::{WARM_UP, key, snapshot_key};
 use crate::runtime::{Layout, RuntimeFiles};
+use crate::sandbox::mounts::Mounts;
 
 /// What the warm-up may take (it imports for about two seconds here).
 const WARM_UP_TIME: Duration = Duration::from_secs(300);
@@ -237,7 +239,7 @@ async fn snapshot(plain: &Arc<Program>, dir: &Path) -> Result<Snapshot, WarmErro
     }
     let clock_offset = session.clock_elapsed();
     let memory_bytes = session.memory_bytes() as u64;
-    let original = std::fs::read(&plain.files.module).map_err(io(&plain.files.module))?;
+    let original = super::compile::with_reset(&plain.files)?;
     let wizer = Wizer::new();
     let (cx, _) = wizer
         .instrument(&original)
@@ -348,8 +350,8 @@ pub async fn ship(
 
 /// The warm image the bundle ships for `files`, checked (size, SHA-256, what it was made
 /// from) and mapped, as the whole program: nothing is compiled. `None` without a bundle, or
-/// (with a warning saying why) when the one there cannot be used.
-pub fn load_shipped(files: &RuntimeFiles) -> Option<Arc<Program>> {
+/// (with a warning saying why) when the one there cannot be used. Its sandboxes see `mounts`.
+pub fn load_shipped(files: &RuntimeFiles, mounts: Mounts) -> Option<Arc<Program>> {
     let target = Target::host()?;
     let portable = shipped::portable_engine(&target).ok()?;
     let path = crate::runtime::beside_binary(crate::runtime::BUNDLED_RUNTIME_DIR)?
@@ -377,7 +379,7 @@ pub fn load_shipped(files: &RuntimeFiles) -> Option<Arc<Program>> {
         Err(why) => return refused(why.to_string()),
     };
     let (image, id) = Snapshot::image_and_id(warm.clock_offset_ns, warm.memory_bytes, &warm.snapshot_sha256);
-    match Program::from_image(engine, files.clone(), &module, image, id) {
+    match Program::from_image(engine, files.clone(), &module, image, id, mounts) {
         Ok(p) => Some(p),
         Err(e) => refused(e.to_string()),
     }

@@ -1,27 +1,26 @@
 //! What names a warm image: everything its snapshot depends on (the runtime, the prelude,
-//! the warm-up, the preopen layout with any shared folders, wasmtime's version) and, for a
-//! compiled one, the engine's settings. A change to any of them makes a new name, so an image
-//! is never used with a layout or code it was not made from.
+//! the warm-up, the fixed preopen layout, wasmtime's version) and, for a compiled one, the
+//! engine's settings. A change to any of them makes a new name, so an image is never used
+//! with code it was not made from. Shared folders are not part of it: every interpreter
+//! re-reads its preopens after it starts (`preopen_reset`), so one image serves any folders.
 
 use sha2::{Digest, Sha256};
 
 use super::compile::{DENSE_IMAGE_BYTES, WASMTIME_VERSION};
 use super::engine::{self, Program};
 use super::session::PRELUDE;
-use crate::sandbox::mounts::Mounts;
 
 /// What the warm-up runs: the imports every sandbox then starts with.
 pub const WARM_UP: &str = include_str!("../../../runtime/guest/warm_up.py");
 
-/// The guest paths and their order, as `session.rs` preopens them: part of the key, since
-/// the image holds the guest's preopen table.
+/// The fixed guest paths and their order, as `preopens.rs` adds them: part of the key, since
+/// the descriptors the image's code opened folders by come in this order.
 const LAYOUT: &str = "/usr/local/lib,mpl-data,/usr/local/site-packages,/home/user,/tmp";
 /// The cache name of the warm image for `plain`: what the snapshot depends on (see
 /// [`snapshot_key`]) and the engine's settings (fuel included).
 pub fn key(plain: &Program) -> String {
     key_of(
         &plain.files.module_sha256,
-        &plain.mounts,
         &engine::engine_key(&plain.engine).to_le_bytes(),
     )
 }
@@ -29,23 +28,19 @@ pub fn key(plain: &Program) -> String {
 /// What a snapshot depends on, whatever compiles it: the runtime, the prelude, the warm-up,
 /// the preopen layout and wasmtime's version. A shipped image is named by it.
 pub fn snapshot_key(module_sha256: &str) -> String {
-    key_of(module_sha256, &Mounts::default(), b"portable")
+    key_of(module_sha256, b"portable")
 }
 
-/// Shared folders add their layout to the key; without them it is the key it always was, so
-/// cached and shipped images stay valid.
-fn key_of(module_sha256: &str, mounts: &Mounts, compiled_for: &[u8]) -> String {
+fn key_of(module_sha256: &str, compiled_for: &[u8]) -> String {
     let mut h = Sha256::new();
-    if !mounts.is_empty() {
-        h.update(mounts.layout().as_bytes());
-    }
     for part in [
         module_sha256.as_bytes(),
         PRELUDE.as_bytes(),
         WARM_UP.as_bytes(),
         LAYOUT.as_bytes(),
-        // The image is instrumented too, so saved states can read its globals.
-        b"instrumented",
+        // The image is instrumented too, so saved states can read its globals, and exports
+        // libc's preopen reset.
+        b"instrumented+reset-preopens",
         WASMTIME_VERSION.as_bytes(),
         &DENSE_IMAGE_BYTES.to_le_bytes(),
         compiled_for,
