@@ -27,6 +27,7 @@ pub mod remote;
 pub mod runtime;
 pub mod sandbox;
 pub mod server;
+pub mod store;
 pub mod tenancy;
 pub mod tls_roots;
 pub mod wasm;

@@ -35,6 +35,15 @@ pub struct TeamSettings {
     /// address. Plain HTTP from the proxy only (TLS ends there).
     #[arg(long = "trusted-proxy", env = "CODE_SANDBOX_TRUSTED_PROXIES", value_delimiter = ',', value_parser = ip_range)]
     pub trusted_proxies: Vec<IpRange>,
+
+    /// An object store kept sandboxes are also written to after each save, as a URL:
+    /// `s3://bucket/prefix` (for an S3-compatible store, `AWS_ENDPOINT_URL`, and
+    /// `AWS_ALLOW_HTTP=true` for plain HTTP), `gs://`, `az://`, or `file:///path`. Credentials
+    /// are read as each cloud's tools read them (environment, web identity, instance
+    /// metadata), never from the URL. Files are cut into content-addressed chunks, so an
+    /// unchanged file is not sent twice; a manifest per sandbox, written last, names them.
+    #[arg(long, env = "CODE_SANDBOX_STORE")]
+    pub store: Option<String>,
 }
 
 /// An address or a CIDR range of them.

@@ -30,6 +30,8 @@ const SAVE_WAIT: Duration = Duration::from_secs(3);
 /// At shutdown, how long (from its start) deletions under way may go on: clients send SIGTERM
 /// about 3 s after they let go of the server, and SIGKILL a few seconds later.
 const DELETE_WAIT: Duration = Duration::from_secs(2);
+/// At shutdown, how long the saves may take to reach the object store.
+const STORE_WAIT: Duration = Duration::from_secs(5);
 
 pub struct WasmBackend {
     settings: Arc<Settings>,
@@ -66,6 +68,10 @@ impl WasmBackend {
             &|id| leave.contains(id),
         );
         registry.empty_stale_trash();
+        if let Some(url) = &settings.team.store {
+            super::store_push::install(url, settings.team.replica.clone())
+                .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
+        }
         let keep_bytes = settings.keep_bytes();
         tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
         let named = Mounts::from_roots(&settings.read_roots());
@@ -416,6 +422,7 @@ impl Interpreter for WasmBackend {
             for s in saves {
                 let _ = s.await;
             }
+            super::store_push::flush(STORE_WAIT).await;
         } else {
             self.ctx.registry.close_all().await;
         }

@@ -46,6 +46,7 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
         sb.saved_executions.store(executions, Ordering::SeqCst);
     }
     let _ = sb.write_meta();
+    super::store_push::after_save(sb);
     if suspend {
         slot.session = None;
         slot.saved = true;

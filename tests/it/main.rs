@@ -47,6 +47,7 @@ mod red_team_server;
 mod remote;
 mod remote_harness;
 mod runs;
+mod store;
 mod team_server;
 mod threats;
 mod ts_sdk;

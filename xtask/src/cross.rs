@@ -11,11 +11,12 @@ const TOOLCHAIN: &[&str] = &["rustc-web", "cargo-web", "rust-web-src"];
 /// The oldest `rustc-web` that builds this crate (its `rust-version`).
 const MIN_RUSTC: (u32, u32) = (1, 95);
 
-/// Where Debian's toolchain builds: a target folder of its own. Its builds share nothing with
-/// rustup's anyway (another compiler), and cargo locks a target folder while it builds, so a
-/// cross build here can run beside `cargo test` (as `.ci/run` does) without holding it up.
-pub fn target_dir(root: &std::path::Path) -> std::path::PathBuf {
-    root.join("target/cross")
+/// Where Debian's toolchain builds for `platform` (`windows`, `macos`): a target folder of its
+/// own. Its builds share nothing with rustup's anyway (another compiler), and cargo locks a
+/// target folder while it builds, so a cross build can run beside `cargo test`, and the macOS
+/// check beside the Windows tests (as `.ci/run` does), without holding either up.
+pub fn target_dir(root: &std::path::Path, platform: &str) -> std::path::PathBuf {
+    root.join("target/cross").join(platform)
 }
 
 /// Debian's compiler and cargo, not rustup's (which come first on PATH).

@@ -136,7 +136,7 @@ pub fn check(root: &Path) -> anyhow::Result<()> {
         .args(["--", "-D", "warnings"])
         .env("PATH", &path)
         .env("RUSTC_BOOTSTRAP", "1")
-        .env("CARGO_TARGET_DIR", crate::cross::target_dir(root))
+        .env("CARGO_TARGET_DIR", crate::cross::target_dir(root, "macos"))
         .env("CARGO", crate::cross::CARGO)
         .env("RUSTC", crate::cross::RUSTC)
         .env_remove("RUSTUP_TOOLCHAIN")

@@ -75,7 +75,7 @@ enum Task {
     /// Clippy (every target, -D warnings) for aarch64- and x86_64-apple-darwin, here.
     MacosCheck,
     /// Build the Windows x86_64 server here (Debian's rustc-web, MinGW) into
-    /// target/cross/x86_64-pc-windows-gnu/release/, runnable under Wine.
+    /// target/cross/windows/x86_64-pc-windows-gnu/release/, runnable under Wine.
     Windows {
         /// Then test it under Wine: its bundle on an empty home, over stdio, with the
         /// official TypeScript SDK.

@@ -5,7 +5,7 @@
 //!
 //! Wine 8 lacks `bcryptprimitives.dll`, whose `ProcessPrng` Rust's standard library imports:
 //! a one-function stand-in (tests/windows/bcryptprimitives.c, calling `RtlGenRandom`) is built
-//! beside the `.exe` so that `wine target/cross/x86_64-pc-windows-gnu/release/mcp-code-sandbox.exe`
+//! beside the `.exe` so that `wine target/cross/windows/x86_64-pc-windows-gnu/release/mcp-code-sandbox.exe`
 //! runs as it is. It is for Wine only and never goes into a bundle.
 
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ fn say(msg: &str) {
 
 /// The `.exe` [`build`] makes.
 pub fn exe(root: &Path) -> PathBuf {
-    crate::cross::target_dir(root)
+    crate::cross::target_dir(root, "windows")
         .join(TARGET)
         .join("release/mcp-code-sandbox.exe")
 }
@@ -91,7 +91,7 @@ fn cross_cargo(root: &Path, subcommand: &str) -> Command {
     cmd.current_dir(root)
         .args([subcommand, "-Zbuild-std=std,panic_abort", "--target", TARGET])
         .env("RUSTC_BOOTSTRAP", "1")
-        .env("CARGO_TARGET_DIR", crate::cross::target_dir(root))
+        .env("CARGO_TARGET_DIR", crate::cross::target_dir(root, "windows"))
         .env("RUSTC", crate::cross::RUSTC)
         .env("RUSTDOC", "/usr/bin/rustdoc")
         .env_remove("RUSTUP_TOOLCHAIN")

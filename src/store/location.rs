@@ -1,0 +1,156 @@
+//! Where kept sandboxes go: the URL `CODE_SANDBOX_STORE` names, opened through Apache
+//! Arrow's `object_store` with credentials read the standard way for each cloud (the
+//! environment: `AWS_*`, `GOOGLE_*`, `AZURE_*`, and what those point at). The URL shown in
+//! logs and errors is scheme, bucket and prefix only: nothing a credential could be in.
+
+use std::sync::Arc;
+
+use object_store::ObjectStore;
+use object_store::path::Path;
+
+/// The schemes a store URL may have.
+const SCHEMES: &[&str] = &["s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "file"];
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "CODE_SANDBOX_STORE must be a URL such as s3://bucket/prefix, gs://bucket/prefix, \
+         az://container/prefix or file:///path: {0}"
+    )]
+    Url(String),
+    #[error("{0}")]
+    Checked(String),
+    #[error("the store {store} could not be opened: {message}")]
+    Open { store: String, message: String },
+    #[error("the store {store} answered an error for {what}: {message}")]
+    Request {
+        store: String,
+        what: String,
+        message: String,
+    },
+    #[error("reading {path} for the store failed: {source}")]
+    Local {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// An opened store and the prefix everything of this server goes under.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pub objects: Arc<dyn ObjectStore>,
+    pub prefix: Path,
+    /// Scheme, bucket and prefix: for messages.
+    pub shown: String,
+    /// Whether the store can replace an object only if it is the version read (S3 and the
+    /// clouds can; a local folder cannot, and is for one machine).
+    pub conditional: bool,
+}
+
+/// The setting checked: a URL with a known scheme, a bucket (but for `file`) and no
+/// credentials. The error never repeats the URL (it could hold a secret).
+pub fn checked_url(raw: &str) -> Result<String, String> {
+    let url = url::Url::parse(raw).map_err(|e| StoreError::Url(e.to_string()).to_string())?;
+    if !SCHEMES.contains(&url.scheme()) {
+        let e = format!(
+            "the scheme {}: is not one of {}",
+            url.scheme(),
+            SCHEMES.join(", ")
+        );
+        return Err(StoreError::Url(e).to_string());
+    }
+    if url.scheme() != "file" && url.host_str().is_none_or(str::is_empty) {
+        return Err(StoreError::Url(format!("it names no bucket after {}://", url.scheme())).to_string());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        let e = "credentials do not go in the URL: set them the way the cloud's tools read them";
+        return Err(StoreError::Url(e.into()).to_string());
+    }
+    Ok(raw.to_string())
+}
+
+/// What to show of `url`: scheme, bucket and path.
+fn shown(url: &url::Url) -> String {
+    format!(
+        "{}://{}{}",
+        url.scheme(),
+        url.host_str().unwrap_or(""),
+        url.path()
+    )
+}
+
+/// Opens the store `raw` names (checked by [`checked_url`]), reading credentials and
+/// endpoint settings from the environment as `object_store` (and the clouds' own tools) do.
+pub fn open(raw: &str) -> Result<Store, StoreError> {
+    checked_url(raw).map_err(StoreError::Checked)?;
+    let url = url::Url::parse(raw).map_err(|e| StoreError::Url(e.to_string()))?;
+    let shown = shown(&url);
+    if url.scheme() == "file" {
+        std::fs::create_dir_all(url.path()).map_err(|e| StoreError::Open {
+            store: shown.clone(),
+            message: e.to_string(),
+        })?;
+    }
+    // reqwest here brings no crypto of its own: the process's (ring) unless one is installed.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // object_store's option names are the variables' names in lower case.
+    let options = std::env::vars().map(|(k, v)| (k.to_ascii_lowercase(), v));
+    let (objects, prefix) = object_store::parse_url_opts(&url, options).map_err(|e| StoreError::Open {
+        store: shown.clone(),
+        message: e.to_string(),
+    })?;
+    Ok(Store {
+        objects: Arc::from(objects),
+        prefix,
+        conditional: url.scheme() != "file",
+        shown,
+    })
+}
+
+impl Store {
+    /// `parts` under the prefix.
+    pub fn path(&self, parts: &[&str]) -> Path {
+        parts.iter().fold(self.prefix.clone(), |p, part| p.join(*part))
+    }
+
+    /// An error of a request about `what`, with the store's own message.
+    pub fn failed(&self, what: &str, e: object_store::Error) -> StoreError {
+        StoreError::Request {
+            store: self.shown.clone(),
+            what: what.to_string(),
+            message: e.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_urls_are_checked_and_never_carry_credentials() {
+        assert!(checked_url("s3://bucket/kept").is_ok());
+        assert!(checked_url("gs://bucket").is_ok());
+        assert!(checked_url("file:///srv/kept").is_ok());
+        for bad in [
+            "bucket/kept",
+            "http://x/y",
+            "s3:///nobucket",
+            "s3://key:secret@bucket/p",
+        ] {
+            let e = checked_url(bad).expect_err(bad);
+            assert!(e.contains("s3://bucket/prefix"), "{bad}: {e}");
+            assert!(!e.contains("secret"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_local_folder_opens_as_a_store_without_conditional_writes() {
+        let dir = std::env::temp_dir().join(format!("mcs-store-{}", uuid::Uuid::new_v4().simple()));
+        let store = open(&format!("file://{}", dir.display())).expect("opens");
+        assert!(!store.conditional);
+        assert!(dir.is_dir());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

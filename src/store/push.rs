@@ -1,0 +1,358 @@
+//! Writing a kept sandbox's folders to the store as a new generation: the chunks it lacks
+//! first, then the manifest, replacing the one this server last read or wrote only if the
+//! store still holds that version (so a server that lost track never writes over a newer one).
+//! Pushes are queued per sandbox and coalesced: a sandbox saved again while its push waits is
+//! pushed once, as it is then.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
+
+use super::location::{Store, StoreError};
+use super::manifest::{CHUNK_BYTES, Entry, FORMAT, Manifest};
+
+/// One folder to push: its name in the manifest, where it is, and top-level names left out.
+#[derive(Clone, Debug)]
+pub struct Tree {
+    pub name: &'static str,
+    pub root: PathBuf,
+    pub skip: &'static [&'static str],
+}
+
+/// What a push wrote.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Pushed {
+    pub generation: u64,
+    pub files: usize,
+    pub chunks_written: usize,
+    pub bytes_written: u64,
+}
+
+pub struct Pusher {
+    store: Store,
+    writer: String,
+    /// Chunks the store is known to hold.
+    present: Mutex<HashSet<String>>,
+    /// The manifest version this server last wrote or read, by sandbox.
+    versions: Mutex<HashMap<String, (u64, UpdateVersion)>>,
+    queue: Mutex<BTreeMap<String, Vec<Tree>>>,
+    wake: tokio::sync::Notify,
+    /// Pushes queued or under way; `flush` waits for zero.
+    busy: tokio::sync::watch::Sender<usize>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Pusher {
+    /// A pusher writing as `writer` (the replica's name, or the host's), with its worker.
+    pub fn start(store: Store, writer: String) -> Arc<Self> {
+        let me = Arc::new(Pusher {
+            store,
+            writer,
+            present: Mutex::default(),
+            versions: Mutex::default(),
+            queue: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+            busy: tokio::sync::watch::channel(0).0,
+        });
+        tokio::spawn(me.clone().work());
+        me
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Queues sandbox `id`'s folders; returns at once.
+    pub fn schedule(&self, id: &str, trees: Vec<Tree>) {
+        let new = locked(&self.queue).insert(id.to_string(), trees).is_none();
+        if new {
+            self.busy.send_modify(|n| *n += 1);
+        }
+        self.wake.notify_one();
+    }
+
+    /// Waits until every queued push is done, at most `bound`; whether all were.
+    pub async fn flush(&self, bound: std::time::Duration) -> bool {
+        let mut rx = self.busy.subscribe();
+        tokio::time::timeout(bound, rx.wait_for(|n| *n == 0))
+            .await
+            .is_ok()
+    }
+
+    async fn work(self: Arc<Self>) {
+        loop {
+            let next = locked(&self.queue).pop_first();
+            let Some((id, trees)) = next else {
+                self.wake.notified().await;
+                continue;
+            };
+            match self.push(&id, &trees).await {
+                Ok(p) => tracing::info!(
+                    "{id}: generation {} in {} ({} files, {} new chunks, {} bytes sent)",
+                    p.generation,
+                    self.store.shown,
+                    p.files,
+                    p.chunks_written,
+                    p.bytes_written
+                ),
+                Err(e) => tracing::warn!("{id}: not written to the store: {e}"),
+            }
+            self.busy.send_modify(|n| *n = n.saturating_sub(1));
+        }
+    }
+
+    /// Writes `trees` as sandbox `id`'s next generation.
+    pub async fn push(&self, id: &str, trees: &[Tree]) -> Result<Pushed, StoreError> {
+        let mut pushed = Pushed::default();
+        let mut listed = BTreeMap::new();
+        for tree in trees {
+            let mut entries = Vec::new();
+            for (rel, path) in files_of(tree)? {
+                entries.push(self.put_file(&rel, &path, &mut pushed).await?);
+            }
+            pushed.files += entries.len();
+            listed.insert(tree.name.to_string(), entries);
+        }
+        let (generation, version) = self.current(id).await?;
+        let manifest = Manifest {
+            format: FORMAT,
+            sandbox: id.to_string(),
+            generation: generation + 1,
+            written_by: self.writer.clone(),
+            written_at: chrono::Utc::now(),
+            chunk_bytes: CHUNK_BYTES as u64,
+            trees: listed,
+        };
+        pushed.generation = manifest.generation;
+        self.put_manifest(id, &manifest, version).await?;
+        Ok(pushed)
+    }
+
+    /// The generation the store holds for `id` and its version (none when it has none).
+    async fn current(&self, id: &str) -> Result<(u64, Option<UpdateVersion>), StoreError> {
+        if let Some((g, v)) = locked(&self.versions).get(id).cloned() {
+            return Ok((g, Some(v)));
+        }
+        let path = manifest_path(&self.store, id);
+        match self.store.objects.get(&path).await {
+            Ok(got) => {
+                let version = UpdateVersion {
+                    e_tag: got.meta.e_tag.clone(),
+                    version: got.meta.version.clone(),
+                };
+                let bytes = got
+                    .bytes()
+                    .await
+                    .map_err(|e| self.store.failed("a manifest", e))?;
+                let generation = serde_json::from_slice::<Manifest>(&bytes).map_or(0, |m| m.generation);
+                Ok((generation, Some(version)))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok((0, None)),
+            Err(e) => Err(self.store.failed("a manifest", e)),
+        }
+    }
+
+    async fn put_manifest(
+        &self,
+        id: &str,
+        manifest: &Manifest,
+        version: Option<UpdateVersion>,
+    ) -> Result<(), StoreError> {
+        let body = serde_json::to_vec_pretty(manifest).unwrap_or_default();
+        let mode = match (version, self.store.conditional) {
+            (_, false) => PutMode::Overwrite,
+            (Some(v), true) => PutMode::Update(v),
+            (None, true) => PutMode::Create,
+        };
+        let opts = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        let path = manifest_path(&self.store, id);
+        match self
+            .store
+            .objects
+            .put_opts(&path, PutPayload::from(body), opts)
+            .await
+        {
+            Ok(done) => {
+                let v = UpdateVersion {
+                    e_tag: done.e_tag,
+                    version: done.version,
+                };
+                locked(&self.versions).insert(id.to_string(), (manifest.generation, v));
+                Ok(())
+            }
+            Err(e) => {
+                // Whatever the store holds now is read again next time.
+                locked(&self.versions).remove(id);
+                Err(self
+                    .store
+                    .failed("the manifest (another server may have written it)", e))
+            }
+        }
+    }
+
+    /// Uploads the chunks of one file the store lacks; its entry.
+    async fn put_file(&self, rel: &str, path: &Path, pushed: &mut Pushed) -> Result<Entry, StoreError> {
+        let local = |source| StoreError::Local {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = tokio::fs::File::open(path).await.map_err(local)?;
+        let mut entry = Entry {
+            path: rel.to_string(),
+            bytes: 0,
+            chunks: Vec::new(),
+        };
+        loop {
+            let mut buf = Vec::with_capacity(CHUNK_BYTES);
+            (&mut file)
+                .take(CHUNK_BYTES as u64)
+                .read_to_end(&mut buf)
+                .await
+                .map_err(local)?;
+            if buf.is_empty() {
+                return Ok(entry);
+            }
+            entry.bytes += buf.len() as u64;
+            let sha = hex::encode(Sha256::digest(&buf));
+            self.put_chunk(&sha, buf, pushed).await?;
+            entry.chunks.push(sha);
+        }
+    }
+
+    async fn put_chunk(&self, sha: &str, data: Vec<u8>, pushed: &mut Pushed) -> Result<(), StoreError> {
+        if locked(&self.present).contains(sha) {
+            return Ok(());
+        }
+        let path = chunk_path(&self.store, sha);
+        let there = match self.store.objects.head(&path).await {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(e) => return Err(self.store.failed("a chunk", e)),
+        };
+        if !there {
+            let bytes = data.len() as u64;
+            self.store
+                .objects
+                .put(&path, PutPayload::from(data))
+                .await
+                .map_err(|e| self.store.failed("a chunk", e))?;
+            pushed.chunks_written += 1;
+            pushed.bytes_written += bytes;
+        }
+        locked(&self.present).insert(sha.to_string());
+        Ok(())
+    }
+}
+
+pub fn manifest_path(store: &Store, id: &str) -> object_store::path::Path {
+    store.path(&["sandboxes", id, "manifest.json"])
+}
+
+pub fn chunk_path(store: &Store, sha: &str) -> object_store::path::Path {
+    store.path(&["chunks", &sha[..2], sha])
+}
+
+/// Every regular file under the tree (links and special files are not followed or kept), by
+/// its `/`-separated path, in a stable order.
+fn files_of(tree: &Tree) -> Result<Vec<(String, PathBuf)>, StoreError> {
+    let mut out = Vec::new();
+    let mut todo = vec![(String::new(), tree.root.clone())];
+    while let Some((rel, dir)) = todo.pop() {
+        let rd = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => return Err(StoreError::Local { path: dir, source }),
+        };
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if rel.is_empty() && tree.skip.contains(&name.as_str()) {
+                continue;
+            }
+            let child = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            match e.file_type() {
+                Ok(t) if t.is_dir() => todo.push((child, e.path())),
+                Ok(t) if t.is_file() => out.push((child, e.path())),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("mcs-push-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[tokio::test]
+    async fn a_second_push_sends_only_what_changed_and_advances_the_generation() {
+        let root = scratch();
+        let (work, bucket) = (root.join("work"), root.join("bucket"));
+        std::fs::create_dir_all(work.join("sub")).unwrap();
+        std::fs::create_dir_all(work.join("tmp")).unwrap();
+        std::fs::write(work.join("big.bin"), vec![3u8; CHUNK_BYTES + 10]).unwrap();
+        std::fs::write(work.join("sub/a.txt"), "a").unwrap();
+        std::fs::write(work.join("tmp/skip.txt"), "not kept").unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("/etc/passwd", work.join("link")).unwrap();
+        let store = super::super::location::open(&format!("file://{}", bucket.display())).unwrap();
+        let pusher = Pusher::start(store, "test".into());
+        let trees = [Tree {
+            name: "workspace",
+            root: work.clone(),
+            skip: &["tmp"],
+        }];
+        let first = pusher.push("sbx-1", &trees).await.unwrap();
+        assert_eq!((first.generation, first.files, first.chunks_written), (1, 2, 3));
+        std::fs::write(work.join("sub/a.txt"), "changed").unwrap();
+        let second = pusher.push("sbx-1", &trees).await.unwrap();
+        assert_eq!(
+            (second.generation, second.chunks_written, second.bytes_written),
+            (2, 1, 7)
+        );
+        let bytes = std::fs::read(bucket.join("sandboxes/sbx-1/manifest.json")).unwrap();
+        let m: Manifest = serde_json::from_slice(&bytes).unwrap();
+        let paths: Vec<_> = m.trees["workspace"].iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, ["big.bin", "sub/a.txt"], "no link, nothing skipped");
+        assert_eq!(m.chunks().len(), 3);
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[tokio::test]
+    async fn flush_waits_for_what_was_scheduled() {
+        let root = scratch();
+        std::fs::write(root.join("f"), "x").unwrap();
+        let store = super::super::location::open(&format!("file://{}", root.join("b").display())).unwrap();
+        let pusher = Pusher::start(store, "test".into());
+        let tree = || Tree {
+            name: "workspace",
+            root: root.clone(),
+            skip: &["b"],
+        };
+        pusher.schedule("sbx-2", vec![tree()]);
+        pusher.schedule("sbx-2", vec![tree()]);
+        assert!(pusher.flush(std::time::Duration::from_secs(10)).await);
+        assert!(root.join("b/sandboxes/sbx-2/manifest.json").is_file());
+        let _ = std::fs::remove_dir_all(root);
+    }
+}
