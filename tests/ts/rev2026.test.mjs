@@ -290,11 +290,15 @@ test("http: sandbox_id and run_id travel in Mcp-Param headers a proxy can route 
     await run(client, "x + 1", { args: { sandbox_id: sb } });
     assert.equal(sent.at(-1)["mcp-param-sandbox-id"], sb, JSON.stringify(sent.at(-1)));
     const started = await run(client, "print('hi')", { args: { sandbox_id: sb, background: true } });
-    // Until the run is over (on a busy machine it may wait its turn longer than one get_run).
+    // Until the run is over (on a busy machine it may wait its turn longer than one get_run),
+    // asking each time from the output already read, so get_run waits instead of answering
+    // at once with output seen before.
     let got;
+    let offsets = { stdout_offset: 0, stderr_offset: 0 };
     for (let turn = 0; turn < 24; turn++) {
-      got = await client.callTool({ name: "get_run", arguments: { run_id: started.run_id, wait_seconds: 5 } });
+      got = await client.callTool({ name: "get_run", arguments: { run_id: started.run_id, wait_seconds: 5, ...offsets } });
       if (["finished", "cancelled", "timed_out", "interrupted"].includes(got.structuredContent?.state)) break;
+      offsets = { stdout_offset: got.structuredContent?.stdout_offset ?? 0, stderr_offset: got.structuredContent?.stderr_offset ?? 0 };
     }
     assert.equal(got.structuredContent?.state, "finished", JSON.stringify(got));
     assert.equal(sent.at(-1)["mcp-param-run-id"], started.run_id, JSON.stringify(sent.at(-1)));

@@ -8,6 +8,7 @@
 //! [`Program`] and plain data.
 
 mod build_dir;
+mod cache_sweep;
 mod compile;
 mod door;
 pub(super) mod engine;

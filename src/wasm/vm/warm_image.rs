@@ -205,12 +205,16 @@ fn discard(p: &Paths, why: &str) {
 pub async fn build_or_load(plain: &Arc<Program>, layout: &Layout) -> Result<Arc<Program>, WarmError> {
     let p = paths(layout, plain);
     tracing::debug!("warm image cache entry: {}", p.meta.display());
-    if let Some(rt) = load_cached(plain, &p) {
-        return Ok(rt);
-    }
-    let started = Instant::now();
-    let dir = BuildDir::new(layout);
-    build(plain, layout, &dir.0, &p, started).await
+    let ready = match load_cached(plain, &p) {
+        Some(rt) => rt,
+        None => {
+            let dir = BuildDir::new(layout);
+            build(plain, layout, &dir.0, &p, Instant::now()).await?
+        }
+    };
+    let current = format!("warm-{}", key(plain));
+    super::cache_sweep::remove_old_warm_images(&layout.cache_dir(), &current, std::time::SystemTime::now());
+    Ok(ready)
 }
 
 /// Runs the warm-up in a throwaway sandbox under `layout`'s scratch folder and takes its
