@@ -47,6 +47,8 @@ mod red_team_server;
 mod remote;
 mod remote_harness;
 mod runs;
+// SeaweedFS from PyPI, and the signals that stop servers, are Linux's.
+#[cfg(unix)]
 mod store;
 mod team_server;
 mod threats;
