@@ -87,7 +87,11 @@ pub fn open(raw: &str) -> Result<Store, StoreError> {
     let url = url::Url::parse(raw).map_err(|e| StoreError::Url(e.to_string()))?;
     let shown = shown(&url);
     if url.scheme() == "file" {
-        std::fs::create_dir_all(url.path()).map_err(|e| StoreError::Open {
+        // The URL's path as this platform names it (`file:///C:/kept` is `C:\kept` on Windows).
+        let folder = url
+            .to_file_path()
+            .map_err(|()| StoreError::Url("a file URL must name a local folder".into()))?;
+        std::fs::create_dir_all(&folder).map_err(|e| StoreError::Open {
             store: shown.clone(),
             message: e.to_string(),
         })?;
@@ -148,7 +152,8 @@ mod tests {
     #[test]
     fn a_local_folder_opens_as_a_store_without_conditional_writes() {
         let dir = std::env::temp_dir().join(format!("mcs-store-{}", uuid::Uuid::new_v4().simple()));
-        let store = open(&format!("file://{}", dir.display())).expect("opens");
+        let url = url::Url::from_directory_path(&dir).expect("an absolute folder");
+        let store = open(url.as_str()).expect("opens");
         assert!(!store.conditional);
         assert!(dir.is_dir());
         let _ = std::fs::remove_dir_all(dir);

@@ -298,6 +298,10 @@ fn files_of(tree: &Tree) -> Result<Vec<(String, PathBuf)>, StoreError> {
 mod tests {
     use super::*;
 
+    fn file_url(dir: &Path) -> url::Url {
+        url::Url::from_directory_path(dir).expect("an absolute folder")
+    }
+
     fn scratch() -> PathBuf {
         let d = std::env::temp_dir().join(format!("mcs-push-{}", uuid::Uuid::new_v4().simple()));
         std::fs::create_dir_all(&d).unwrap();
@@ -315,7 +319,7 @@ mod tests {
         std::fs::write(work.join("tmp/skip.txt"), "not kept").unwrap();
         #[cfg(unix)]
         std::os::unix::fs::symlink("/etc/passwd", work.join("link")).unwrap();
-        let store = super::super::location::open(&format!("file://{}", bucket.display())).unwrap();
+        let store = super::super::location::open(file_url(&bucket).as_str()).unwrap();
         let pusher = Pusher::start(store, "test".into());
         let trees = [Tree {
             name: "workspace",
@@ -342,7 +346,7 @@ mod tests {
     async fn flush_waits_for_what_was_scheduled() {
         let root = scratch();
         std::fs::write(root.join("f"), "x").unwrap();
-        let store = super::super::location::open(&format!("file://{}", root.join("b").display())).unwrap();
+        let store = super::super::location::open(file_url(&root.join("b")).as_str()).unwrap();
         let pusher = Pusher::start(store, "test".into());
         let tree = || Tree {
             name: "workspace",
