@@ -18,8 +18,6 @@ pub enum StoreError {
          az://container/prefix or file:///path: {0}"
     )]
     Url(String),
-    #[error("{0}")]
-    Checked(String),
     #[error("the store {store} could not be opened: {message}")]
     Open { store: String, message: String },
     #[error("the store {store} answered an error for {what}: {message}")]
@@ -50,24 +48,27 @@ pub struct Store {
 
 /// The setting checked: a URL with a known scheme, a bucket (but for `file`) and no
 /// credentials. The error never repeats the URL (it could hold a secret).
-pub fn checked_url(raw: &str) -> Result<String, String> {
-    let url = url::Url::parse(raw).map_err(|e| StoreError::Url(e.to_string()).to_string())?;
+pub fn checked_url(raw: &str) -> Result<url::Url, StoreError> {
+    let url = url::Url::parse(raw).map_err(|e| StoreError::Url(e.to_string()))?;
     if !SCHEMES.contains(&url.scheme()) {
         let e = format!(
             "the scheme {}: is not one of {}",
             url.scheme(),
             SCHEMES.join(", ")
         );
-        return Err(StoreError::Url(e).to_string());
+        return Err(StoreError::Url(e));
     }
     if url.scheme() != "file" && url.host_str().is_none_or(str::is_empty) {
-        return Err(StoreError::Url(format!("it names no bucket after {}://", url.scheme())).to_string());
+        return Err(StoreError::Url(format!(
+            "it names no bucket after {}://",
+            url.scheme()
+        )));
     }
     if !url.username().is_empty() || url.password().is_some() {
         let e = "credentials do not go in the URL: set them the way the cloud's tools read them";
-        return Err(StoreError::Url(e.into()).to_string());
+        return Err(StoreError::Url(e.into()));
     }
-    Ok(raw.to_string())
+    Ok(url)
 }
 
 /// What to show of `url`: scheme, bucket and path.
@@ -83,8 +84,7 @@ fn shown(url: &url::Url) -> String {
 /// Opens the store `raw` names (checked by [`checked_url`]), reading credentials and
 /// endpoint settings from the environment as `object_store` (and the clouds' own tools) do.
 pub fn open(raw: &str) -> Result<Store, StoreError> {
-    checked_url(raw).map_err(StoreError::Checked)?;
-    let url = url::Url::parse(raw).map_err(|e| StoreError::Url(e.to_string()))?;
+    let url = checked_url(raw)?;
     let shown = shown(&url);
     if url.scheme() == "file" {
         // The URL's path as this platform names it (`file:///C:/kept` is `C:\kept` on Windows).
@@ -143,7 +143,7 @@ mod tests {
             "s3:///nobucket",
             "s3://key:secret@bucket/p",
         ] {
-            let e = checked_url(bad).expect_err(bad);
+            let e = checked_url(bad).expect_err(bad).to_string();
             assert!(e.contains("s3://bucket/prefix"), "{bad}: {e}");
             assert!(!e.contains("secret"), "{e}");
         }

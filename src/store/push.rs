@@ -14,6 +14,7 @@ use tokio::io::AsyncReadExt;
 
 use super::location::{Store, StoreError};
 use super::manifest::{CHUNK_BYTES, Entry, FORMAT, Manifest};
+use crate::lock::Locked;
 
 /// One folder to push: its name in the manifest, where it is, and top-level names left out.
 #[derive(Clone, Debug)]
@@ -45,10 +46,6 @@ pub struct Pusher {
     busy: tokio::sync::watch::Sender<usize>,
 }
 
-fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Pusher {
     /// A pusher writing as `writer` (the replica's name, or the host's), with its worker.
     pub fn start(store: Store, writer: String) -> Arc<Self> {
@@ -71,7 +68,7 @@ impl Pusher {
 
     /// Queues sandbox `id`'s folders; returns at once.
     pub fn schedule(&self, id: &str, trees: Vec<Tree>) {
-        let new = locked(&self.queue).insert(id.to_string(), trees).is_none();
+        let new = self.queue.locked().insert(id.to_string(), trees).is_none();
         if new {
             self.busy.send_modify(|n| *n += 1);
         }
@@ -88,7 +85,7 @@ impl Pusher {
 
     async fn work(self: Arc<Self>) {
         loop {
-            let next = locked(&self.queue).pop_first();
+            let next = self.queue.locked().pop_first();
             let Some((id, trees)) = next else {
                 self.wake.notified().await;
                 continue;
@@ -114,7 +111,15 @@ impl Pusher {
         let mut listed = BTreeMap::new();
         for tree in trees {
             let mut entries = Vec::new();
-            for (rel, path) in files_of(tree)? {
+            // A workspace or its packages can hold thousands of files: walked off the async threads.
+            let walk = tree.clone();
+            let files = tokio::task::spawn_blocking(move || files_of(&walk))
+                .await
+                .map_err(|e| StoreError::Local {
+                    path: tree.root.clone(),
+                    source: std::io::Error::other(e),
+                })??;
+            for (rel, path) in files {
                 entries.push(self.put_file(&rel, &path, &mut pushed).await?);
             }
             pushed.files += entries.len();
@@ -137,7 +142,7 @@ impl Pusher {
 
     /// The generation the store holds for `id` and its version (none when it has none).
     async fn current(&self, id: &str) -> Result<(u64, Option<UpdateVersion>), StoreError> {
-        if let Some((g, v)) = locked(&self.versions).get(id).cloned() {
+        if let Some((g, v)) = self.versions.locked().get(id).cloned() {
             return Ok((g, Some(v)));
         }
         let path = manifest_path(&self.store, id);
@@ -187,12 +192,14 @@ impl Pusher {
                     e_tag: done.e_tag,
                     version: done.version,
                 };
-                locked(&self.versions).insert(id.to_string(), (manifest.generation, v));
+                self.versions
+                    .locked()
+                    .insert(id.to_string(), (manifest.generation, v));
                 Ok(())
             }
             Err(e) => {
                 // Whatever the store holds now is read again next time.
-                locked(&self.versions).remove(id);
+                self.versions.locked().remove(id);
                 Err(self
                     .store
                     .failed("the manifest (another server may have written it)", e))
@@ -230,7 +237,7 @@ impl Pusher {
     }
 
     async fn put_chunk(&self, sha: &str, data: Vec<u8>, pushed: &mut Pushed) -> Result<(), StoreError> {
-        if locked(&self.present).contains(sha) {
+        if self.present.locked().contains(sha) {
             return Ok(());
         }
         let path = chunk_path(&self.store, sha);
@@ -249,7 +256,7 @@ impl Pusher {
             pushed.chunks_written += 1;
             pushed.bytes_written += bytes;
         }
-        locked(&self.present).insert(sha.to_string());
+        self.present.locked().insert(sha.to_string());
         Ok(())
     }
 }
