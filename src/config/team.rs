@@ -44,6 +44,25 @@ pub struct TeamSettings {
     /// unchanged file is not sent twice; a manifest per sandbox, written last, names them.
     #[arg(long, env = "CODE_SANDBOX_STORE")]
     pub store: Option<String>,
+
+    /// With a store: seconds a replica's hold on a sandbox lasts unless renewed (it is, every
+    /// third of this, while the replica runs). A sandbox whose replica died is resumed by
+    /// another this long after the last renewal at most; a replica stopped with SIGTERM hands
+    /// its sandboxes over at once. Keep the replicas' clocks within a few seconds (NTP).
+    #[arg(long, env = "CODE_SANDBOX_STORE_LEASE_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(3..=3600))]
+    pub store_lease_seconds: u64,
+}
+
+impl TeamSettings {
+    /// How long a hold on a sandbox in the store lasts (30 s where settings were built
+    /// without the command line's defaults).
+    pub fn store_lease(&self) -> std::time::Duration {
+        let secs = match self.store_lease_seconds {
+            0 => 30,
+            s => s.max(3),
+        };
+        std::time::Duration::from_secs(secs)
+    }
 }
 
 /// An address or a CIDR range of them.

@@ -52,6 +52,22 @@ pub trait Interpreter: Send + Sync {
     /// from now on, inside the server-wide one. A backend without local disk ignores it.
     fn join_disk_group(&self, _id: &str, _group: &str, _limit_bytes: u64) {}
 
+    /// Names `principal` as `id`'s owner, for where a shared store keeps it (under that
+    /// principal's prefix). A backend without one ignores it.
+    fn keep_for(&self, _id: &str, _principal: &str) {}
+
+    /// Brings `id` here from the shared store when `principal` keeps it there and no live
+    /// replica holds it; whether it is here now. Without a store, false.
+    async fn resume_from_store(&self, _id: &str, _principal: &str) -> Result<bool, SandboxError> {
+        Ok(false)
+    }
+
+    /// Whether the caller may act on `id`, which is here now: [`Interpreter::usage`]'s check,
+    /// which a view over a shared store extends by resuming the sandbox from the store.
+    async fn locate(&self, id: &str) -> Result<(), SandboxError> {
+        self.usage(id).map(|_| ())
+    }
+
     /// What `id` holds against a principal's quotas, from local bookkeeping only (it runs
     /// before calls, so it must not wait on a remote service).
     fn usage(&self, id: &str) -> Result<Usage, SandboxError>;

@@ -335,6 +335,12 @@ pub enum SandboxError {
         "sandbox '{id}' lives on replica {replica}, which this request did not reach (restarting?); retry shortly"
     )]
     OnAnotherReplica { id: String, replica: String },
+    /// The team's object store keeps the sandbox but could not be reached (or answered an
+    /// error) when this replica went to resume it: nothing is lost, and a retry may work.
+    #[error(
+        "sandbox '{id}' is kept in the team's store, which could not be reached to resume it here ({message}); nothing is lost: retry shortly"
+    )]
+    StoreAway { id: String, message: String },
     #[error(
         "sandbox '{id}' was deleted on {at} because {because}: its files and variables are gone. Create a new one with create_sandbox"
     )]

@@ -26,6 +26,9 @@ pub enum StoreError {
         what: String,
         message: String,
     },
+    /// Another replica holds the sandbox's lease: it serves it, and this one must not write it.
+    #[error("replica {holder} serves this sandbox now")]
+    HeldBy { holder: String },
     #[error("reading {path} for the store failed: {source}")]
     Local {
         path: std::path::PathBuf,

@@ -6,8 +6,12 @@
 //! [`push`] writes a sandbox's folders as a new generation. Nothing here knows wasmtime or the
 //! protocol: the local backend hands it folders after it has saved them.
 
+pub mod held;
+pub mod lease;
 pub mod location;
 pub mod manifest;
+pub mod pull;
 pub mod push;
+pub mod space;
 
 pub use location::{Store, StoreError};

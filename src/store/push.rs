@@ -12,6 +12,8 @@ use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersio
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
+use super::held::Held;
+use super::lease::Claim;
 use super::location::{Store, StoreError};
 use super::manifest::{CHUNK_BYTES, Entry, FORMAT, Manifest};
 use crate::lock::Locked;
@@ -33,25 +35,33 @@ pub struct Pushed {
     pub bytes_written: u64,
 }
 
+/// A sandbox's folders waiting to be pushed, under its principal's prefix.
+struct Queued {
+    space: String,
+    trees: Vec<Tree>,
+}
+
 pub struct Pusher {
     store: Store,
-    writer: String,
-    /// Chunks the store is known to hold.
+    /// The leases of the sandboxes this replica writes; their holder names the writer.
+    held: Arc<Held>,
+    /// Chunks the store is known to hold (by space and SHA-256).
     present: Mutex<HashSet<String>>,
     /// The manifest version this server last wrote or read, by sandbox.
     versions: Mutex<HashMap<String, (u64, UpdateVersion)>>,
-    queue: Mutex<BTreeMap<String, Vec<Tree>>>,
+    queue: Mutex<BTreeMap<String, Queued>>,
     wake: tokio::sync::Notify,
     /// Pushes queued or under way; `flush` waits for zero.
     busy: tokio::sync::watch::Sender<usize>,
 }
 
 impl Pusher {
-    /// A pusher writing as `writer` (the replica's name, or the host's), with its worker.
-    pub fn start(store: Store, writer: String) -> Arc<Self> {
+    /// A pusher writing as `writer` (the replica's name, or the host's), holding leases of
+    /// `lease` on what it writes, with its worker.
+    pub fn start(store: Store, writer: String, lease: std::time::Duration) -> Arc<Self> {
         let me = Arc::new(Pusher {
+            held: Held::start(store.clone(), writer, lease),
             store,
-            writer,
             present: Mutex::default(),
             versions: Mutex::default(),
             queue: Mutex::default(),
@@ -66,9 +76,25 @@ impl Pusher {
         &self.store
     }
 
-    /// Queues sandbox `id`'s folders; returns at once.
-    pub fn schedule(&self, id: &str, trees: Vec<Tree>) {
-        let new = self.queue.locked().insert(id.to_string(), trees).is_none();
+    pub fn held(&self) -> &Arc<Held> {
+        &self.held
+    }
+
+    /// Remembers the generation a replica brought back from the store (and so holds), so its
+    /// next push replaces exactly that one.
+    pub fn adopted(&self, id: &str, generation: u64, version: UpdateVersion) {
+        self.versions
+            .locked()
+            .insert(id.to_string(), (generation, version));
+    }
+
+    /// Queues sandbox `id`'s folders, for the prefix `space`; returns at once.
+    pub fn schedule(&self, id: &str, space: &str, trees: Vec<Tree>) {
+        let queued = Queued {
+            space: space.to_string(),
+            trees,
+        };
+        let new = self.queue.locked().insert(id.to_string(), queued).is_none();
         if new {
             self.busy.send_modify(|n| *n += 1);
         }
@@ -86,11 +112,11 @@ impl Pusher {
     async fn work(self: Arc<Self>) {
         loop {
             let next = self.queue.locked().pop_first();
-            let Some((id, trees)) = next else {
+            let Some((id, q)) = next else {
                 self.wake.notified().await;
                 continue;
             };
-            match self.push(&id, &trees).await {
+            match self.push(&id, &q.space, &q.trees).await {
                 Ok(p) => tracing::info!(
                     "{id}: generation {} in {} ({} files, {} new chunks, {} bytes sent)",
                     p.generation,
@@ -105,8 +131,14 @@ impl Pusher {
         }
     }
 
-    /// Writes `trees` as sandbox `id`'s next generation.
-    pub async fn push(&self, id: &str, trees: &[Tree]) -> Result<Pushed, StoreError> {
+    /// Writes `trees` as sandbox `id`'s next generation under the prefix `space`, once this
+    /// replica holds its lease.
+    pub async fn push(&self, id: &str, space: &str, trees: &[Tree]) -> Result<Pushed, StoreError> {
+        if !self.held.holds(id)
+            && let Claim::Held { holder } = self.held.take(id, lease_path(&self.store, space, id)).await?
+        {
+            return Err(StoreError::HeldBy { holder });
+        }
         let mut pushed = Pushed::default();
         let mut listed = BTreeMap::new();
         for tree in trees {
@@ -120,32 +152,32 @@ impl Pusher {
                     source: std::io::Error::other(e),
                 })??;
             for (rel, path) in files {
-                entries.push(self.put_file(&rel, &path, &mut pushed).await?);
+                entries.push(self.put_file(space, &rel, &path, &mut pushed).await?);
             }
             pushed.files += entries.len();
             listed.insert(tree.name.to_string(), entries);
         }
-        let (generation, version) = self.current(id).await?;
+        let (generation, version) = self.current(space, id).await?;
         let manifest = Manifest {
             format: FORMAT,
             sandbox: id.to_string(),
             generation: generation + 1,
-            written_by: self.writer.clone(),
+            written_by: self.held.me().to_string(),
             written_at: chrono::Utc::now(),
             chunk_bytes: CHUNK_BYTES as u64,
             trees: listed,
         };
         pushed.generation = manifest.generation;
-        self.put_manifest(id, &manifest, version).await?;
+        self.put_manifest(space, id, &manifest, version).await?;
         Ok(pushed)
     }
 
     /// The generation the store holds for `id` and its version (none when it has none).
-    async fn current(&self, id: &str) -> Result<(u64, Option<UpdateVersion>), StoreError> {
+    async fn current(&self, space: &str, id: &str) -> Result<(u64, Option<UpdateVersion>), StoreError> {
         if let Some((g, v)) = self.versions.locked().get(id).cloned() {
             return Ok((g, Some(v)));
         }
-        let path = manifest_path(&self.store, id);
+        let path = manifest_path(&self.store, space, id);
         match self.store.objects.get(&path).await {
             Ok(got) => {
                 let version = UpdateVersion {
@@ -166,6 +198,7 @@ impl Pusher {
 
     async fn put_manifest(
         &self,
+        space: &str,
         id: &str,
         manifest: &Manifest,
         version: Option<UpdateVersion>,
@@ -180,7 +213,7 @@ impl Pusher {
             mode,
             ..Default::default()
         };
-        let path = manifest_path(&self.store, id);
+        let path = manifest_path(&self.store, space, id);
         match self
             .store
             .objects
@@ -208,7 +241,13 @@ impl Pusher {
     }
 
     /// Uploads the chunks of one file the store lacks; its entry.
-    async fn put_file(&self, rel: &str, path: &Path, pushed: &mut Pushed) -> Result<Entry, StoreError> {
+    async fn put_file(
+        &self,
+        space: &str,
+        rel: &str,
+        path: &Path,
+        pushed: &mut Pushed,
+    ) -> Result<Entry, StoreError> {
         let local = |source| StoreError::Local {
             path: path.to_path_buf(),
             source,
@@ -231,16 +270,23 @@ impl Pusher {
             }
             entry.bytes += buf.len() as u64;
             let sha = hex::encode(Sha256::digest(&buf));
-            self.put_chunk(&sha, buf, pushed).await?;
+            self.put_chunk(space, &sha, buf, pushed).await?;
             entry.chunks.push(sha);
         }
     }
 
-    async fn put_chunk(&self, sha: &str, data: Vec<u8>, pushed: &mut Pushed) -> Result<(), StoreError> {
-        if self.present.locked().contains(sha) {
+    async fn put_chunk(
+        &self,
+        space: &str,
+        sha: &str,
+        data: Vec<u8>,
+        pushed: &mut Pushed,
+    ) -> Result<(), StoreError> {
+        let known = format!("{space}/{sha}");
+        if self.present.locked().contains(&known) {
             return Ok(());
         }
-        let path = chunk_path(&self.store, sha);
+        let path = chunk_path(&self.store, space, sha);
         let there = match self.store.objects.head(&path).await {
             Ok(_) => true,
             Err(object_store::Error::NotFound { .. }) => false,
@@ -256,17 +302,42 @@ impl Pusher {
             pushed.chunks_written += 1;
             pushed.bytes_written += bytes;
         }
-        self.present.locked().insert(sha.to_string());
+        self.present.locked().insert(known);
         Ok(())
+    }
+
+    /// Deletes sandbox `id` from the store (closed, or past retention): its manifest and its
+    /// lease. Its chunks stay for a sweep: other generations, forks and checkpoints may share
+    /// them.
+    pub async fn delete(&self, id: &str, space: &str) {
+        self.queue.locked().remove(id);
+        self.versions.locked().remove(id);
+        if let Err(e) = self
+            .store
+            .objects
+            .delete(&manifest_path(&self.store, space, id))
+            .await
+            && !matches!(e, object_store::Error::NotFound { .. })
+        {
+            tracing::warn!("{id}: its manifest could not be deleted from the store: {e}");
+        }
+        self.held.release(id).await;
     }
 }
 
-pub fn manifest_path(store: &Store, id: &str) -> object_store::path::Path {
-    store.path(&["sandboxes", id, "manifest.json"])
+/// Where a principal's sandbox `id` keeps its manifest.
+pub fn manifest_path(store: &Store, space: &str, id: &str) -> object_store::path::Path {
+    store.path(&["principals", space, "sandboxes", id, "manifest.json"])
 }
 
-pub fn chunk_path(store: &Store, sha: &str) -> object_store::path::Path {
-    store.path(&["chunks", &sha[..2], sha])
+/// Where a principal's sandbox `id` keeps its lease.
+pub fn lease_path(store: &Store, space: &str, id: &str) -> object_store::path::Path {
+    store.path(&["principals", space, "sandboxes", id, "lease.json"])
+}
+
+/// Where a principal's chunk named `sha` is.
+pub fn chunk_path(store: &Store, space: &str, sha: &str) -> object_store::path::Path {
+    store.path(&["principals", space, "chunks", sha.get(..2).unwrap_or("00"), sha])
 }
 
 /// Every regular file under the tree (links and special files are not followed or kept), by
@@ -327,21 +398,21 @@ mod tests {
         #[cfg(unix)]
         std::os::unix::fs::symlink("/etc/passwd", work.join("link")).unwrap();
         let store = super::super::location::open(file_url(&bucket).as_str()).unwrap();
-        let pusher = Pusher::start(store, "test".into());
+        let pusher = Pusher::start(store, "test".into(), std::time::Duration::from_secs(30));
         let trees = [Tree {
             name: "workspace",
             root: work.clone(),
             skip: &["tmp"],
         }];
-        let first = pusher.push("sbx-1", &trees).await.unwrap();
+        let first = pusher.push("sbx-1", "p", &trees).await.unwrap();
         assert_eq!((first.generation, first.files, first.chunks_written), (1, 2, 3));
         std::fs::write(work.join("sub/a.txt"), "changed").unwrap();
-        let second = pusher.push("sbx-1", &trees).await.unwrap();
+        let second = pusher.push("sbx-1", "p", &trees).await.unwrap();
         assert_eq!(
             (second.generation, second.chunks_written, second.bytes_written),
             (2, 1, 7)
         );
-        let bytes = std::fs::read(bucket.join("sandboxes/sbx-1/manifest.json")).unwrap();
+        let bytes = std::fs::read(bucket.join("principals/p/sandboxes/sbx-1/manifest.json")).unwrap();
         let m: Manifest = serde_json::from_slice(&bytes).unwrap();
         let paths: Vec<_> = m.trees["workspace"].iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, ["big.bin", "sub/a.txt"], "no link, nothing skipped");
@@ -354,16 +425,19 @@ mod tests {
         let root = scratch();
         std::fs::write(root.join("f"), "x").unwrap();
         let store = super::super::location::open(file_url(&root.join("b")).as_str()).unwrap();
-        let pusher = Pusher::start(store, "test".into());
+        let pusher = Pusher::start(store, "test".into(), std::time::Duration::from_secs(30));
         let tree = || Tree {
             name: "workspace",
             root: root.clone(),
             skip: &["b"],
         };
-        pusher.schedule("sbx-2", vec![tree()]);
-        pusher.schedule("sbx-2", vec![tree()]);
+        pusher.schedule("sbx-2", "p", vec![tree()]);
+        pusher.schedule("sbx-2", "p", vec![tree()]);
         assert!(pusher.flush(std::time::Duration::from_secs(10)).await);
-        assert!(root.join("b/sandboxes/sbx-2/manifest.json").is_file());
+        assert!(
+            root.join("b/principals/p/sandboxes/sbx-2/manifest.json")
+                .is_file()
+        );
         let _ = std::fs::remove_dir_all(root);
     }
 }

@@ -48,6 +48,24 @@ impl View {
         }
     }
 
+    /// [`Self::check`], and for an id this replica has no record of, a resume from the team's
+    /// store when this principal keeps it there (under its own prefix only, so another
+    /// principal's sandbox stays as unknown as on disk).
+    async fn found(&self, id: &str) -> Result<(), SandboxError> {
+        let unknown = match self.check(id) {
+            Err(e @ (SandboxError::NotFound(_) | SandboxError::OnAnotherReplica { .. })) => e,
+            other => return other,
+        };
+        if self.t.owners.owner_of(id).is_some() {
+            return Err(unknown);
+        }
+        if !self.t.inner.resume_from_store(id, &self.who.name).await? {
+            return Err(unknown);
+        }
+        self.t.owners.add(id, &self.who.name);
+        self.check(id)
+    }
+
     /// The refusal of an id this replica has no record of: on another replica's id, where it
     /// lives (the proxy sent this request elsewhere while that replica is away).
     fn unknown(&self, id: &str) -> SandboxError {
@@ -66,6 +84,7 @@ impl View {
         if self.t.joined(id) {
             return;
         }
+        self.t.inner.keep_for(id, &self.who.name);
         self.t.inner.join_disk_group(
             id,
             &format!("principal {}", self.who.name),
@@ -253,14 +272,14 @@ impl Interpreter for View {
     }
 
     async fn close(&self, id: &str) -> Result<(), SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         let r = self.t.inner.close(id).await;
         self.t.owners.retain(|s| self.t.inner.exists(s));
         r
     }
 
     async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.t.inner.status(id).await
     }
 
@@ -287,13 +306,17 @@ impl Interpreter for View {
             .collect()
     }
 
+    async fn locate(&self, id: &str) -> Result<(), SandboxError> {
+        self.found(id).await
+    }
+
     fn usage(&self, id: &str) -> Result<Usage, SandboxError> {
         self.check(id)?;
         self.t.inner.usage(id)
     }
 
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         // Not refused over the disk quota: running code is how files get deleted. The
         // sandbox's own disk quota still bounds what it writes. The sandbox's turn first,
         // then a slot: waiting for a busy sandbox holds no slot from anyone else.
@@ -308,7 +331,7 @@ impl Interpreter for View {
     }
 
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.check_disk(&self.owned())?;
         let _turn = self.turn(id, None).await?;
         let _slot = self.admit(None).await?;
@@ -316,7 +339,7 @@ impl Interpreter for View {
     }
 
     async fn fork(&self, id: &str) -> Result<SandboxInfo, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         let memory_mb = self.t.inner.usage(id)?.memory_mb;
         let inner = self.t.inner.clone();
         let id = id.to_string();
@@ -326,7 +349,7 @@ impl Interpreter for View {
     }
 
     async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.check_disk(&self.owned())?;
         let _turn = self.turn(id, None).await?;
         let _slot = self.admit(None).await?;
@@ -334,7 +357,7 @@ impl Interpreter for View {
     }
 
     async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         let _turn = self.turn(id, None).await?;
         let _slot = self.admit(None).await?;
         self.t.inner.restore(id, checkpoint).await
@@ -354,17 +377,17 @@ impl Interpreter for View {
 #[async_trait]
 impl SandboxFiles for View {
     async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.t.inner.files().list(id, path).await
     }
 
     async fn read(&self, id: &str, path: &WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.t.inner.files().read(id, path, limit).await
     }
 
     async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.check_disk(&self.owned())?;
         self.t.inner.files().write(id, path, bytes).await
     }

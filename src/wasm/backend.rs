@@ -69,7 +69,7 @@ impl WasmBackend {
         );
         registry.empty_stale_trash();
         if let Some(url) = &settings.team.store {
-            super::store_push::install(url, settings.team.replica.clone())
+            super::store_push::install(url, settings.team.replica.clone(), settings.team.store_lease())
                 .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
         }
         let keep_bytes = settings.keep_bytes();
@@ -189,7 +189,9 @@ impl Interpreter for WasmBackend {
     }
 
     async fn close(&self, id: &str) -> Result<(), SandboxError> {
-        self.ctx.registry.close(id).await
+        self.ctx.registry.close(id).await?;
+        super::store_push::closed(id);
+        Ok(())
     }
 
     async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
@@ -375,6 +377,16 @@ impl Interpreter for WasmBackend {
 
     fn census(&self) -> Option<crate::sandbox::census::Census> {
         Some(self.ctx.registry.census())
+    }
+
+    fn keep_for(&self, id: &str, principal: &str) {
+        super::store_push::assign(id, principal);
+    }
+
+    async fn resume_from_store(&self, id: &str, principal: &str) -> Result<bool, SandboxError> {
+        let (settings, total) = (&self.settings, self.ctx.memory.limit());
+        let clamp = |kept| sandbox_limits::clamp_kept(settings, total, kept);
+        super::store_pull::resume(&self.ctx.registry, id, principal, &clamp).await
     }
 
     fn join_disk_group(&self, id: &str, group: &str, limit_bytes: u64) {

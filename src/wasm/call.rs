@@ -144,6 +144,9 @@ pub async fn execute(
     }
     sb.executions.fetch_add(1, Ordering::SeqCst);
     sb.touch();
+    if ctx.registry.persist.is_some() {
+        super::store_push::after_call(sb);
+    }
     Ok(ex)
 }
 

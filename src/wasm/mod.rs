@@ -34,6 +34,7 @@ mod remove_tree;
 mod results;
 mod sandbox_limits;
 mod spare;
+mod store_pull;
 mod store_push;
 mod trash;
 mod vm;

@@ -1,27 +1,65 @@
-//! Kept sandboxes handed to the object store (`CODE_SANDBOX_STORE`) after each save: the
-//! sandbox's workspace and its private folder (saved state, installed packages, checkpoints,
-//! metadata), not its `/tmp` or the local lock. One pusher for the process, set when the
-//! backend starts, like the tracing subscriber: saves happen deep in the backend.
+//! Kept sandboxes handed to the object store (`CODE_SANDBOX_STORE`): after each save, and
+//! shortly after each call, the sandbox's workspace and its private folder (saved state,
+//! installed packages, checkpoints, metadata; not its `/tmp` or the local lock) are pushed
+//! under its principal's prefix. One pusher for the process, set when the backend starts,
+//! like the tracing subscriber: saves happen deep in the backend.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::record::Sandbox;
+use crate::lock::Locked;
 use crate::store::push::{Pusher, Tree};
+use crate::store::space;
 
 static PUSHER: OnceLock<Arc<Pusher>> = OnceLock::new();
+/// Each sandbox's principal prefix, as the tenancy layer named its owner.
+static SPACES: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(Mutex::default);
+/// Sandboxes with a save after a call already on its way.
+static SOON: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
 
-/// Opens the store `url` names and starts pushing to it as `replica` (else as this host);
-/// the error says what to fix. A second call (a second backend in one process) keeps the first.
-pub fn install(url: &str, replica: Option<String>) -> Result<(), crate::store::StoreError> {
+/// How long after a call its save starts: calls in quick succession are saved once.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// The principal a sandbox nobody named an owner for belongs to: a stdio server's user.
+const UNOWNED: &str = "local";
+
+/// Opens the store `url` names and starts pushing to it as `replica` (else as this host),
+/// holding leases of `lease`; the error says what to fix. A second call (a second backend in
+/// one process) keeps the first.
+pub fn install(url: &str, replica: Option<String>, lease: Duration) -> Result<(), crate::store::StoreError> {
     let store = crate::store::location::open(url)?;
     let writer = replica
         .or_else(|| std::env::var("HOSTNAME").ok())
         .or_else(|| std::env::var("COMPUTERNAME").ok())
         .unwrap_or_else(|| "unnamed-host".into());
-    tracing::info!("kept sandboxes are written to {} after each save", store.shown);
-    let _ = PUSHER.set(Pusher::start(store, writer));
+    tracing::info!(
+        "kept sandboxes are written to {} after each call and save",
+        store.shown
+    );
+    let _ = PUSHER.set(Pusher::start(store, writer, lease));
     Ok(())
+}
+
+pub fn pusher() -> Option<&'static Arc<Pusher>> {
+    PUSHER.get()
+}
+
+/// Names `principal` as the owner of `id`, so its pushes go under that principal's prefix.
+pub fn assign(id: &str, principal: &str) {
+    if PUSHER.get().is_some() {
+        SPACES.locked().insert(id.to_string(), space::key(principal));
+    }
+}
+
+/// The prefix `id`'s pushes go under.
+pub fn space_of(id: &str) -> String {
+    SPACES
+        .locked()
+        .get(id)
+        .cloned()
+        .unwrap_or_else(|| space::key(UNOWNED))
 }
 
 /// Queues `sb`'s folders for the store, when there is one.
@@ -41,14 +79,49 @@ pub fn after_save(sb: &Sandbox) {
             skip: &["tmp", "owner.lock", "owner.pid"],
         },
     ];
-    pusher.schedule(&sb.id, trees);
+    pusher.schedule(&sb.id, &space_of(&sb.id), trees);
 }
 
-/// Waits, at most `bound`, for queued pushes (at shutdown); says what is left when it gives up.
+/// After a call that may have changed `sb`: saves it (once the call has let go of it) and so
+/// pushes it, soon, so a replica killed right after a call loses no completed call.
+pub fn after_call(sb: &Arc<Sandbox>) {
+    if PUSHER.get().is_none() || !SOON.locked().insert(sb.id.clone()) {
+        return;
+    }
+    let sb = sb.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(SETTLE).await;
+        SOON.locked().remove(&sb.id);
+        if sb.closing.is_cancelled() || sb.stopping.is_cancelled() {
+            return;
+        }
+        let mut slot = sb.slot.lock().await;
+        if let Err(e) = super::persist::save(&sb, &mut slot, false).await {
+            tracing::warn!("could not save sandbox {} for the store: {e}", sb.id);
+        }
+    });
+}
+
+/// `id` was closed: its manifest and lease leave the store.
+pub fn closed(id: &str) {
+    let Some(pusher) = PUSHER.get() else {
+        return;
+    };
+    let space = SPACES.locked().remove(id).unwrap_or_else(|| space::key(UNOWNED));
+    let (pusher, id) = (pusher.clone(), id.to_string());
+    tokio::spawn(async move { pusher.delete(&id, &space).await });
+}
+
+/// Waits, at most `bound`, for queued pushes (at shutdown); then hands this replica's leases
+/// back, so other replicas may resume its sandboxes at once. Says what is left when it gives
+/// up (those leases then run out by themselves).
 pub async fn flush(bound: Duration) {
-    if let Some(pusher) = PUSHER.get()
-        && !pusher.flush(bound).await
-    {
+    let Some(pusher) = PUSHER.get() else {
+        return;
+    };
+    if pusher.flush(bound).await {
+        pusher.held().release_all().await;
+    } else {
         tracing::warn!(
             "some kept sandboxes were not written to {} before the stop; their files stay on this disk",
             pusher.store().shown

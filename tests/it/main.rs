@@ -50,6 +50,8 @@ mod runs;
 // SeaweedFS's wheel on PyPI is Linux's (the URL checks are unit tests, run everywhere).
 #[cfg(target_os = "linux")]
 mod store;
+#[cfg(target_os = "linux")]
+mod store_replicas;
 mod team_server;
 mod threats;
 mod ts_sdk;

@@ -17,11 +17,11 @@ use crate::persistence::{signal_and_wait, start};
 
 const BUCKET: &str = "kept";
 const ACCESS_KEY: &str = "test-access";
-const SECRET_KEY: &str = "test-secret-of-the-store";
+pub const SECRET_KEY: &str = "test-secret-of-the-store";
 
 /// SeaweedFS serving S3 on loopback; stopped (SIGKILL after a short wait for SIGTERM, which it
 /// answers slowly) when dropped.
-struct Seaweed {
+pub struct Seaweed {
     child: Child,
     endpoint: String,
     dir: PathBuf,
@@ -38,7 +38,7 @@ impl Drop for Seaweed {
     }
 }
 
-async fn seaweed() -> Seaweed {
+pub async fn seaweed() -> Seaweed {
     let venv = xtask::pyvenv::ensure(&common::repo_root().join("tests/seaweedfs"), &|m| {
         common::progress(m)
     })
@@ -94,7 +94,7 @@ async fn seaweed() -> Seaweed {
 }
 
 impl Seaweed {
-    fn client(&self) -> Arc<dyn ObjectStore> {
+    pub fn client(&self) -> Arc<dyn ObjectStore> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         Arc::new(
             AmazonS3Builder::new()
@@ -128,7 +128,7 @@ impl Seaweed {
     }
 
     /// The server's settings for this store, with its prefix.
-    fn settings(&self, prefix: &str) -> Vec<(&'static str, String)> {
+    pub fn settings(&self, prefix: &str) -> Vec<(&'static str, String)> {
         vec![
             ("CODE_SANDBOX_STORE", format!("s3://{BUCKET}/{prefix}")),
             ("AWS_ENDPOINT_URL", self.endpoint.clone()),
@@ -140,22 +140,30 @@ impl Seaweed {
     }
 }
 
-async fn manifest(store: &Arc<dyn ObjectStore>, prefix: &str, id: &str) -> serde_json::Value {
-    let key = Key::from(format!("{prefix}/sandboxes/{id}/manifest.json"));
-    let bytes = store
-        .get(&key)
+/// Where `principal`'s objects go under `prefix` (a stdio server's user is `local`).
+pub fn space(prefix: &str, principal: &str) -> String {
+    format!(
+        "{prefix}/principals/{}",
+        mcp_code_sandbox::store::space::key(principal)
+    )
+}
+
+async fn manifest(store: &Arc<dyn ObjectStore>, space: &str, id: &str) -> serde_json::Value {
+    try_manifest(store, space, id)
         .await
         .expect("the manifest is there")
-        .bytes()
-        .await
-        .unwrap();
-    serde_json::from_slice(&bytes).expect("the manifest is JSON")
+}
+
+pub async fn try_manifest(store: &Arc<dyn ObjectStore>, space: &str, id: &str) -> Option<serde_json::Value> {
+    let key = Key::from(format!("{space}/sandboxes/{id}/manifest.json"));
+    let bytes = store.get(&key).await.ok()?.bytes().await.unwrap();
+    Some(serde_json::from_slice(&bytes).expect("the manifest is JSON"))
 }
 
 /// The file `path` of `tree` in `m`, put together from its chunks, each checked against its name.
 async fn file_from_chunks(
     store: &Arc<dyn ObjectStore>,
-    prefix: &str,
+    space: &str,
     m: &serde_json::Value,
     tree: &str,
     path: &str,
@@ -169,7 +177,7 @@ async fn file_from_chunks(
     let mut out = Vec::new();
     for sha in entry["chunks"].as_array().unwrap() {
         let sha = sha.as_str().unwrap();
-        let key = Key::from(format!("{prefix}/chunks/{}/{sha}", &sha[..2]));
+        let key = Key::from(format!("{space}/chunks/{}/{sha}", &sha[..2]));
         let chunk = store
             .get(&key)
             .await
@@ -208,6 +216,7 @@ async fn saves_reach_the_store_as_chunks_a_manifest_names_and_unchanged_files_ar
     let logs = [home.join("first.log"), home.join("second.log")];
     let prefix = format!("team-{}", uuid::Uuid::new_v4().simple());
     let settings = weed.settings(&prefix);
+    let local = space(&prefix, "local");
     let envs_logging_to = |log: &Path| {
         let mut envs: Vec<(&str, String)> = settings.iter().map(|(k, v)| (*k, v.clone())).collect();
         envs.push((LOG_TO, log.display().to_string()));
@@ -223,15 +232,15 @@ async fn saves_reach_the_store_as_chunks_a_manifest_names_and_unchanged_files_ar
         .await;
     signal_and_wait(s, libc::SIGTERM).await;
 
-    let first = manifest(&store, &prefix, &id).await;
+    let first = manifest(&store, &local, &id).await;
     assert_eq!(first["sandbox"], id.as_str());
     assert_eq!(first["generation"], 1, "{first}");
-    let data = file_from_chunks(&store, &prefix, &first, "workspace", "data.csv").await;
+    let data = file_from_chunks(&store, &local, &first, "workspace", "data.csv").await;
     assert_eq!(
         data,
         std::fs::read(home.join("sandboxes").join(&id).join("data.csv")).unwrap()
     );
-    let state = file_from_chunks(&store, &prefix, &first, "scratch", "saved/state.bin").await;
+    let state = file_from_chunks(&store, &local, &first, "scratch", "saved/state.bin").await;
     assert_eq!(
         state,
         std::fs::read(home.join("scratch").join(&id).join("saved/state.bin")).unwrap()
@@ -256,10 +265,10 @@ async fn saves_reach_the_store_as_chunks_a_manifest_names_and_unchanged_files_ar
     s.run_ok(&id, "x += 1\nopen('note.txt', 'w').write('small')")
         .await;
     signal_and_wait(s, libc::SIGTERM).await;
-    let second = manifest(&store, &prefix, &id).await;
+    let second = manifest(&store, &local, &id).await;
     assert_eq!(second["generation"], 2, "{second}");
     assert_eq!(
-        file_from_chunks(&store, &prefix, &second, "workspace", "note.txt").await,
+        file_from_chunks(&store, &local, &second, "workspace", "note.txt").await,
         b"small"
     );
     let (first_sent, second_sent) = (sent_bytes(&logs[0], &id), sent_bytes(&logs[1], &id));

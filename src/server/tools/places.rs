@@ -58,16 +58,16 @@ impl SandboxServer {
     }
 
     /// The shared folders answer for a sandbox that exists, like its own files do.
-    fn exists(&self, id: &str) -> Result<(), SandboxError> {
-        self.backend.usage(id).map(|_| ())
+    async fn exists(&self, id: &str) -> Result<(), SandboxError> {
+        self.backend.locate(id).await
     }
 
     pub(super) async fn list_place(&self, id: &str, place: &Place) -> Result<Vec<FileEntry>, SandboxError> {
         match place {
             Place::Workspace(p) => self.backend.files().list(id, p).await,
-            Place::SharedRoot => self.exists(id).map(|_| self.backend.mounts().entries()),
+            Place::SharedRoot => self.exists(id).await.map(|_| self.backend.mounts().entries()),
             Place::Shared(m) => {
-                self.exists(id)?;
+                self.exists(id).await?;
                 let m = m.clone();
                 blocking(move || dir_read::list_shared(&m)).await
             }
@@ -85,7 +85,7 @@ impl SandboxServer {
             Place::Workspace(p) => self.backend.files().read(id, p, limit).await,
             Place::SharedRoot => Err(SandboxError::IsDirectory { path: place.guest() }),
             Place::Shared(m) => {
-                self.exists(id)?;
+                self.exists(id).await?;
                 let m = m.clone();
                 blocking(move || dir_read::read_shared(&m, limit)).await
             }

@@ -56,7 +56,7 @@ impl SandboxServer {
         create: bool,
     ) -> Result<(String, Vec<String>), SandboxError> {
         if let Some(id) = id.filter(|s| !s.trim().is_empty()) {
-            self.owned(&id)?;
+            self.owned(&id).await?;
             used(&id);
             return Ok((id, Vec::new()));
         }
@@ -80,8 +80,8 @@ impl SandboxServer {
     /// Refuses a sandbox the caller cannot see (another principal's answers exactly as an
     /// unknown id), before anything is recorded, queued or told about it: whether it is busy,
     /// and with what run, is its owner's business alone.
-    pub(super) fn owned(&self, id: &str) -> Result<(), SandboxError> {
-        self.backend.usage(id).map(|_| ())
+    pub(super) async fn owned(&self, id: &str) -> Result<(), SandboxError> {
+        self.backend.locate(id).await
     }
 
     /// Why a call without an id that must not create a sandbox has none to act on, and the

@@ -38,7 +38,7 @@ impl SandboxServer {
             )));
         };
         let (id, local) = (id.to_string(), local.to_string());
-        attempt!(self.owned(&id));
+        attempt!(self.owned(&id).await);
         let limit = a.limit.unwrap_or(100).min(MAX_ROWS);
         let sort = match &a.sort_by {
             Some(c) => {

@@ -1,0 +1,148 @@
+//! One owner at a time: beside each sandbox's manifest, a small lease names the replica that
+//! serves it and until when. A replica takes a lease only if there is none, if it is its own,
+//! or if its holder let it run out; each write is conditional on the version read (create if
+//! absent, else replace only that version), so of two replicas taking one lease at once, one
+//! wins and the other is told who holds it. Holders renew well before the lease runs out; a
+//! holder that died is replaced once its lease has run out.
+//!
+//! Times are the writers' clocks: replicas are expected to keep them within seconds (NTP),
+//! far less than a lease.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use serde::{Deserialize, Serialize};
+
+use super::location::{Store, StoreError};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    pub holder: String,
+    pub until: DateTime<Utc>,
+}
+
+/// What a claim found.
+#[derive(Debug)]
+pub enum Claim {
+    /// Ours now, until `ttl` from the claim.
+    Ours,
+    /// Another replica holds it and its lease has not run out.
+    Held { holder: String },
+}
+
+/// Takes (or renews) the lease at `path` for `me`, for `ttl`.
+pub async fn claim(
+    store: &Store,
+    path: &object_store::path::Path,
+    me: &str,
+    ttl: Duration,
+) -> Result<Claim, StoreError> {
+    let (current, version) = match read(store, path).await? {
+        Some((lease, version)) => (Some(lease), Some(version)),
+        None => (None, None),
+    };
+    if let Some(l) = &current
+        && l.holder != me
+        && l.until > Utc::now()
+    {
+        return Ok(Claim::Held {
+            holder: l.holder.clone(),
+        });
+    }
+    let lease = Lease {
+        holder: me.to_string(),
+        until: Utc::now() + chrono::Duration::from_std(ttl).unwrap_or_default(),
+    };
+    let mode = match (version, store.conditional) {
+        (_, false) => PutMode::Overwrite,
+        (Some(v), true) => PutMode::Update(v),
+        (None, true) => PutMode::Create,
+    };
+    let body = serde_json::to_vec(&lease).unwrap_or_default();
+    let opts = PutOptions {
+        mode,
+        ..Default::default()
+    };
+    match store.objects.put_opts(path, PutPayload::from(body), opts).await {
+        Ok(_) => Ok(Claim::Ours),
+        // Another replica wrote it between our read and our write: it holds it now.
+        Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
+            let holder = read(store, path)
+                .await?
+                .map_or_else(|| "another replica".to_string(), |(l, _)| l.holder);
+            Ok(Claim::Held { holder })
+        }
+        Err(e) => Err(store.failed("a sandbox's lease", e)),
+    }
+}
+
+/// Gives the lease up (a sandbox closed, or handed back at shutdown), if it is still ours.
+pub async fn release(store: &Store, path: &object_store::path::Path, me: &str) {
+    if let Ok(Some((lease, _))) = read(store, path).await
+        && lease.holder == me
+    {
+        let _ = store.objects.delete(path).await;
+    }
+}
+
+/// The lease at `path` and its version, if there is one; a damaged one counts as none.
+async fn read(
+    store: &Store,
+    path: &object_store::path::Path,
+) -> Result<Option<(Lease, UpdateVersion)>, StoreError> {
+    let got = match store.objects.get(path).await {
+        Ok(got) => got,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(store.failed("a sandbox's lease", e)),
+    };
+    let version = UpdateVersion {
+        e_tag: got.meta.e_tag.clone(),
+        version: got.meta.version.clone(),
+    };
+    let bytes = got
+        .bytes()
+        .await
+        .map_err(|e| store.failed("a sandbox's lease", e))?;
+    let lease = serde_json::from_slice(&bytes).unwrap_or(Lease {
+        holder: String::new(),
+        until: DateTime::<Utc>::MIN_UTC,
+    });
+    Ok(Some((lease, version)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lease_is_held_until_it_runs_out_and_then_taken_over() {
+        let dir = std::env::temp_dir().join(format!("mcs-lease-{}", uuid::Uuid::new_v4().simple()));
+        let url = url::Url::from_directory_path(&dir).expect("an absolute folder");
+        let store = super::super::location::open(url.as_str()).unwrap();
+        let path = store.path(&["lease.json"]);
+        let short = Duration::from_millis(300);
+        assert!(matches!(
+            claim(&store, &path, "r0", short).await.unwrap(),
+            Claim::Ours
+        ));
+        assert!(matches!(
+            claim(&store, &path, "r0", short).await.unwrap(),
+            Claim::Ours
+        ));
+        match claim(&store, &path, "r1", short).await.unwrap() {
+            Claim::Held { holder } => assert_eq!(holder, "r0"),
+            Claim::Ours => panic!("r0's lease has not run out"),
+        }
+        tokio::time::sleep(short * 2).await;
+        assert!(matches!(
+            claim(&store, &path, "r1", short).await.unwrap(),
+            Claim::Ours
+        ));
+        release(&store, &path, "r0").await;
+        assert!(dir.join("lease.json").is_file(), "r0 no longer holds it");
+        release(&store, &path, "r1").await;
+        assert!(!dir.join("lease.json").exists());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

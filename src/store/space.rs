@@ -1,0 +1,41 @@
+//! Where in the store a principal's sandboxes go: a prefix per principal, named by a hash of
+//! the principal's name (names may hold any character; a hash is a safe path segment and
+//! shows no one's name to whoever can list the bucket). A sandbox is looked up only under the
+//! prefix of the principal asking, so another principal's sandbox is not found, as on disk.
+
+use sha2::{Digest, Sha256};
+
+/// The prefix segment of `principal`'s sandboxes and chunks.
+pub fn key(principal: &str) -> String {
+    let digest = Sha256::digest(format!("principal:{principal}").as_bytes());
+    hex::encode(&digest[..16])
+}
+
+/// Whether `id` is a plain sandbox id, safe as a path segment here and in the store: ids
+/// asked for come from requests.
+pub fn plausible_id(id: &str) -> bool {
+    id.starts_with("sbx-")
+        && id.len() <= 80
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn keys_differ_by_principal_and_ids_are_plain() {
+        assert_ne!(super::key("alice"), super::key("bob"));
+        assert_eq!(super::key("alice").len(), 32);
+        assert!(super::plausible_id("sbx-r0-0123abcd"));
+        for bad in [
+            "sbx-../x",
+            "SBX-1",
+            "sbx-a/b",
+            "x",
+            &format!("sbx-{}", "a".repeat(90)),
+        ] {
+            assert!(!super::plausible_id(bad), "{bad}");
+        }
+    }
+}
