@@ -121,6 +121,8 @@ pub struct Metrics {
     memory: Family<Labels, Gauge>,
     calls_running: Gauge,
     calls_waiting: Gauge,
+    store_pushes: Family<Labels, Counter>,
+    store_pending: Gauge,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -152,6 +154,8 @@ impl Metrics {
             memory: Family::default(),
             calls_running: Gauge::default(),
             calls_waiting: Gauge::default(),
+            store_pushes: Family::default(),
+            store_pending: Gauge::default(),
         };
         let r = &mut registry;
         r.register("calls", "Tool calls by tool and outcome", m.calls.clone());
@@ -196,6 +200,16 @@ impl Metrics {
             "Tool calls waiting for a call slot",
             m.calls_waiting.clone(),
         );
+        r.register(
+            "store_pushes",
+            "Kept sandboxes written to the object store (CODE_SANDBOX_STORE), by outcome",
+            m.store_pushes.clone(),
+        );
+        r.register(
+            "store_pending",
+            "Kept sandboxes waiting to be written to the object store, or to be tried again",
+            m.store_pending.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -221,6 +235,22 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// A push to the object store ended, written or not (it is then tried again).
+pub fn store_push(written: bool) {
+    let Some(m) = METRICS.get() else { return };
+    let outcome = if written { "written" } else { "failed" };
+    m.store_pushes
+        .get_or_create(&vec![("outcome", outcome.to_string())])
+        .inc();
+}
+
+/// How many kept sandboxes wait to be written to the object store.
+pub fn store_pending(n: usize) {
+    if let Some(m) = METRICS.get() {
+        m.store_pending.set(n as i64);
     }
 }
 

@@ -12,6 +12,7 @@ pub mod location;
 pub mod manifest;
 pub mod pull;
 pub mod push;
+pub mod retry;
 pub mod space;
 
 pub use location::{Store, StoreError};

@@ -16,6 +16,7 @@ use super::held::Held;
 use super::lease::Claim;
 use super::location::{Store, StoreError};
 use super::manifest::{CHUNK_BYTES, Entry, FORMAT, Manifest};
+use super::space::{chunk_path, lease_path, manifest_path};
 use crate::lock::Locked;
 
 /// One folder to push: its name in the manifest, where it is, and top-level names left out.
@@ -50,6 +51,7 @@ pub struct Pusher {
     /// The manifest version this server last wrote or read, by sandbox.
     versions: Mutex<HashMap<String, (u64, UpdateVersion)>>,
     queue: Mutex<BTreeMap<String, Queued>>,
+    backoff: super::retry::Backoff,
     wake: tokio::sync::Notify,
     /// Pushes queued or under way; `flush` waits for zero.
     busy: tokio::sync::watch::Sender<usize>,
@@ -65,6 +67,7 @@ impl Pusher {
             present: Mutex::default(),
             versions: Mutex::default(),
             queue: Mutex::default(),
+            backoff: Default::default(),
             wake: tokio::sync::Notify::new(),
             busy: tokio::sync::watch::channel(0).0,
         });
@@ -96,9 +99,39 @@ impl Pusher {
         };
         let new = self.queue.locked().insert(id.to_string(), queued).is_none();
         if new {
-            self.busy.send_modify(|n| *n += 1);
+            self.count(1);
         }
         self.wake.notify_one();
+    }
+
+    /// Pushes queued, under way or waiting to be retried: `change` more, said to `/metrics`.
+    fn count(&self, change: isize) {
+        self.busy.send_modify(|n| *n = n.saturating_add_signed(change));
+        crate::metrics::store_pending(*self.busy.borrow());
+    }
+
+    /// Queues `id`'s failed push again after its backoff, unless a newer one was queued
+    /// meanwhile (which replaces it). It stays counted as pending until then.
+    fn retry_later(self: &Arc<Self>, id: String, q: Queued, e: &StoreError) {
+        let (wait, n) = self.backoff.failed(&id);
+        tracing::warn!(
+            "{id}: not written to {} ({e}); trying again in {} s (failure {n} in a row); its files stay on this disk",
+            self.store.shown,
+            wait.as_secs()
+        );
+        let me = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let mut queue = me.queue.locked();
+            if queue.contains_key(&id) {
+                drop(queue);
+                me.count(-1);
+            } else {
+                queue.insert(id, q);
+                drop(queue);
+                me.wake.notify_one();
+            }
+        });
     }
 
     /// Waits until every queued push is done, at most `bound`; whether all were.
@@ -116,18 +149,31 @@ impl Pusher {
                 self.wake.notified().await;
                 continue;
             };
-            match self.push(&id, &q.space, &q.trees).await {
-                Ok(p) => tracing::info!(
-                    "{id}: generation {} in {} ({} files, {} new chunks, {} bytes sent)",
-                    p.generation,
-                    self.store.shown,
-                    p.files,
-                    p.chunks_written,
-                    p.bytes_written
-                ),
-                Err(e) => tracing::warn!("{id}: not written to the store: {e}"),
+            let pushed = self.push(&id, &q.space, &q.trees).await;
+            match pushed {
+                Ok(p) => {
+                    self.backoff.succeeded(&id);
+                    crate::metrics::store_push(true);
+                    tracing::info!(
+                        "{id}: generation {} in {} ({} files, {} new chunks, {} bytes sent)",
+                        p.generation,
+                        self.store.shown,
+                        p.files,
+                        p.chunks_written,
+                        p.bytes_written
+                    );
+                }
+                Err(e @ StoreError::HeldBy { .. }) => {
+                    crate::metrics::store_push(false);
+                    tracing::warn!("{id}: not written to the store: {e}");
+                }
+                Err(e) => {
+                    crate::metrics::store_push(false);
+                    self.retry_later(id, q, &e);
+                    continue;
+                }
             }
-            self.busy.send_modify(|n| *n = n.saturating_sub(1));
+            self.count(-1);
         }
     }
 
@@ -325,21 +371,6 @@ impl Pusher {
     }
 }
 
-/// Where a principal's sandbox `id` keeps its manifest.
-pub fn manifest_path(store: &Store, space: &str, id: &str) -> object_store::path::Path {
-    store.path(&["principals", space, "sandboxes", id, "manifest.json"])
-}
-
-/// Where a principal's sandbox `id` keeps its lease.
-pub fn lease_path(store: &Store, space: &str, id: &str) -> object_store::path::Path {
-    store.path(&["principals", space, "sandboxes", id, "lease.json"])
-}
-
-/// Where a principal's chunk named `sha` is.
-pub fn chunk_path(store: &Store, space: &str, sha: &str) -> object_store::path::Path {
-    store.path(&["principals", space, "chunks", sha.get(..2).unwrap_or("00"), sha])
-}
-
 /// Every regular file under the tree (links and special files are not followed or kept), by
 /// its `/`-separated path, in a stable order.
 fn files_of(tree: &Tree) -> Result<Vec<(String, PathBuf)>, StoreError> {
@@ -373,71 +404,4 @@ fn files_of(tree: &Tree) -> Result<Vec<(String, PathBuf)>, StoreError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn file_url(dir: &Path) -> url::Url {
-        url::Url::from_directory_path(dir).expect("an absolute folder")
-    }
-
-    fn scratch() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("mcs-push-{}", uuid::Uuid::new_v4().simple()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
-
-    #[tokio::test]
-    async fn a_second_push_sends_only_what_changed_and_advances_the_generation() {
-        let root = scratch();
-        let (work, bucket) = (root.join("work"), root.join("bucket"));
-        std::fs::create_dir_all(work.join("sub")).unwrap();
-        std::fs::create_dir_all(work.join("tmp")).unwrap();
-        std::fs::write(work.join("big.bin"), vec![3u8; CHUNK_BYTES + 10]).unwrap();
-        std::fs::write(work.join("sub/a.txt"), "a").unwrap();
-        std::fs::write(work.join("tmp/skip.txt"), "not kept").unwrap();
-        #[cfg(unix)]
-        std::os::unix::fs::symlink("/etc/passwd", work.join("link")).unwrap();
-        let store = super::super::location::open(file_url(&bucket).as_str()).unwrap();
-        let pusher = Pusher::start(store, "test".into(), std::time::Duration::from_secs(30));
-        let trees = [Tree {
-            name: "workspace",
-            root: work.clone(),
-            skip: &["tmp"],
-        }];
-        let first = pusher.push("sbx-1", "p", &trees).await.unwrap();
-        assert_eq!((first.generation, first.files, first.chunks_written), (1, 2, 3));
-        std::fs::write(work.join("sub/a.txt"), "changed").unwrap();
-        let second = pusher.push("sbx-1", "p", &trees).await.unwrap();
-        assert_eq!(
-            (second.generation, second.chunks_written, second.bytes_written),
-            (2, 1, 7)
-        );
-        let bytes = std::fs::read(bucket.join("principals/p/sandboxes/sbx-1/manifest.json")).unwrap();
-        let m: Manifest = serde_json::from_slice(&bytes).unwrap();
-        let paths: Vec<_> = m.trees["workspace"].iter().map(|e| e.path.as_str()).collect();
-        assert_eq!(paths, ["big.bin", "sub/a.txt"], "no link, nothing skipped");
-        assert_eq!(m.chunks().len(), 3);
-        let _ = std::fs::remove_dir_all(root);
-    }
-
-    #[tokio::test]
-    async fn flush_waits_for_what_was_scheduled() {
-        let root = scratch();
-        std::fs::write(root.join("f"), "x").unwrap();
-        let store = super::super::location::open(file_url(&root.join("b")).as_str()).unwrap();
-        let pusher = Pusher::start(store, "test".into(), std::time::Duration::from_secs(30));
-        let tree = || Tree {
-            name: "workspace",
-            root: root.clone(),
-            skip: &["b"],
-        };
-        pusher.schedule("sbx-2", "p", vec![tree()]);
-        pusher.schedule("sbx-2", "p", vec![tree()]);
-        assert!(pusher.flush(std::time::Duration::from_secs(10)).await);
-        assert!(
-            root.join("b/principals/p/sandboxes/sbx-2/manifest.json")
-                .is_file()
-        );
-        let _ = std::fs::remove_dir_all(root);
-    }
-}
+mod tests;

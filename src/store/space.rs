@@ -1,9 +1,12 @@
-//! Where in the store a principal's sandboxes go: a prefix per principal, named by a hash of
-//! the principal's name (names may hold any character; a hash is a safe path segment and
-//! shows no one's name to whoever can list the bucket). A sandbox is looked up only under the
-//! prefix of the principal asking, so another principal's sandbox is not found, as on disk.
+//! Where things go in the store: everything of one principal under a prefix of its own, named
+//! by a hash of the principal's name (names may hold any character; a hash is a safe path
+//! segment and shows no one's name to whoever can list the bucket). A sandbox is looked up
+//! only under the prefix of the principal asking, so another principal's sandbox is not
+//! found, as on disk.
 
 use sha2::{Digest, Sha256};
+
+use super::location::Store;
 
 /// The prefix segment of `principal`'s sandboxes and chunks.
 pub fn key(principal: &str) -> String {
@@ -19,6 +22,21 @@ pub fn plausible_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+}
+
+/// Where a principal's sandbox `id` keeps its manifest.
+pub fn manifest_path(store: &Store, space: &str, id: &str) -> object_store::path::Path {
+    store.path(&["principals", space, "sandboxes", id, "manifest.json"])
+}
+
+/// Where a principal's sandbox `id` keeps its lease.
+pub fn lease_path(store: &Store, space: &str, id: &str) -> object_store::path::Path {
+    store.path(&["principals", space, "sandboxes", id, "lease.json"])
+}
+
+/// Where a principal's chunk named `sha` is.
+pub fn chunk_path(store: &Store, space: &str, sha: &str) -> object_store::path::Path {
+    store.path(&["principals", space, "chunks", sha.get(..2).unwrap_or("00"), sha])
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use super::record::Meta;
 use super::registry::Registry;
 use crate::sandbox::{Limits, SandboxError};
 use crate::store::lease::Claim;
-use crate::store::{StoreError, pull, push, space};
+use crate::store::{StoreError, pull, space};
 
 /// Brings `id` here from the store if `principal` keeps it there and no live replica holds
 /// it; whether it is here now. `clamp` bounds the limits its record asks for, as for a
@@ -35,7 +35,7 @@ pub async fn resume(
         id: id.to_string(),
         message: e.to_string(),
     };
-    let Some((m, version)) = pull::manifest(store, &push::manifest_path(store, &key, id))
+    let Some((m, version)) = pull::manifest(store, &space::manifest_path(store, &key, id))
         .await
         .map_err(away)?
     else {
@@ -43,7 +43,7 @@ pub async fn resume(
     };
     match pusher
         .held()
-        .take(id, push::lease_path(store, &key, id))
+        .take(id, space::lease_path(store, &key, id))
         .await
         .map_err(away)?
     {
@@ -62,7 +62,7 @@ pub async fn resume(
         ("scratch", staged.scratch.clone()),
     ]);
     remove(&staged); // an earlier pull of it, cut off
-    let chunk = |sha: &str| push::chunk_path(store, &key, sha);
+    let chunk = |sha: &str| space::chunk_path(store, &key, sha);
     let pulled = match pull::files(store, &m, version, &chunk, &dest).await {
         Ok(p) => p,
         Err(e) => {

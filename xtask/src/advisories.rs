@@ -42,12 +42,14 @@ pub enum AdvisoryError {
         "deny.toml's [advisories] ignore entry {0} needs a reason: write {{ id = \"{0}\", reason = \"why it does not apply\" }}"
     )]
     NoReason(String),
-    #[error("{path}: '{range}' is not a version range: {source}")]
+    /// semver's error as text: its `std` feature (what makes it an `Error`) would change the
+    /// features the server's own dependencies are built with, and so rebuild wasmtime
+    /// between `cargo test` and `cargo build --bin` (see xtask/Cargo.toml).
+    #[error("{path}: '{range}' is not a version range: {reason}")]
     Range {
         path: PathBuf,
         range: String,
-        #[source]
-        source: semver::Error,
+        reason: String,
     },
 }
 
@@ -145,10 +147,10 @@ fn ranges(path: &Path, versions: Option<&toml::Value>, key: &str) -> Result<Vec<
     list.iter()
         .filter_map(|r| r.as_str())
         .map(|r| {
-            VersionReq::parse(r).map_err(|source| AdvisoryError::Range {
+            VersionReq::parse(r).map_err(|e| AdvisoryError::Range {
                 path: path.to_path_buf(),
                 range: r.to_string(),
-                source,
+                reason: e.to_string(),
             })
         })
         .collect()
