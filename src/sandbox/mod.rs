@@ -56,6 +56,12 @@ pub trait Interpreter: Send + Sync {
     /// principal's prefix). A backend without one ignores it.
     fn keep_for(&self, _id: &str, _principal: &str) {}
 
+    /// Before `id`, open here, is used: with a shared store, this replica holds it (else the
+    /// error says which replica does) and has its latest state. Without one, nothing to do.
+    async fn hold(&self, _id: &str) -> Result<(), SandboxError> {
+        Ok(())
+    }
+
     /// Brings `id` here from the shared store when `principal` keeps it there and no live
     /// replica holds it; whether it is here now. Without a store, false.
     async fn resume_from_store(&self, _id: &str, _principal: &str) -> Result<bool, SandboxError> {

@@ -91,19 +91,9 @@ async fn read(
     store: &Store,
     path: &object_store::path::Path,
 ) -> Result<Option<(Lease, UpdateVersion)>, StoreError> {
-    let got = match store.objects.get(path).await {
-        Ok(got) => got,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(store.failed("a sandbox's lease", e)),
+    let Some((bytes, version)) = store.read(path, "a sandbox's lease", 64 << 10).await? else {
+        return Ok(None);
     };
-    let version = UpdateVersion {
-        e_tag: got.meta.e_tag.clone(),
-        version: got.meta.version.clone(),
-    };
-    let bytes = got
-        .bytes()
-        .await
-        .map_err(|e| store.failed("a sandbox's lease", e))?;
     let lease = serde_json::from_slice(&bytes).unwrap_or(Lease {
         holder: String::new(),
         until: DateTime::<Utc>::MIN_UTC,

@@ -121,6 +121,35 @@ impl Store {
         parts.iter().fold(self.prefix.clone(), |p, part| p.join(*part))
     }
 
+    /// The object at `path` (`what` it is, for errors) and its version, if there is one and
+    /// it is at most `most` bytes (a bigger one is an error: no object this server writes is).
+    pub async fn read(
+        &self,
+        path: &Path,
+        what: &str,
+        most: u64,
+    ) -> Result<Option<(bytes::Bytes, object_store::UpdateVersion)>, StoreError> {
+        use object_store::ObjectStoreExt;
+        let got = match self.objects.get(path).await {
+            Ok(got) => got,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(self.failed(what, e)),
+        };
+        let version = object_store::UpdateVersion {
+            e_tag: got.meta.e_tag.clone(),
+            version: got.meta.version.clone(),
+        };
+        if got.meta.size > most {
+            return Err(StoreError::Request {
+                store: self.shown.clone(),
+                what: what.to_string(),
+                message: format!("it is {} bytes, more than any this server writes", got.meta.size),
+            });
+        }
+        let bytes = got.bytes().await.map_err(|e| self.failed(what, e))?;
+        Ok(Some((bytes, version)))
+    }
+
     /// An error of a request about `what`, with the store's own message.
     pub fn failed(&self, what: &str, e: object_store::Error) -> StoreError {
         StoreError::Request {

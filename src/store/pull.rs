@@ -33,19 +33,9 @@ pub async fn manifest(
     store: &Store,
     path: &object_store::path::Path,
 ) -> Result<Option<(Manifest, UpdateVersion)>, StoreError> {
-    let got = match store.objects.get(path).await {
-        Ok(got) => got,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(store.failed("a manifest", e)),
+    let Some((bytes, version)) = store.read(path, "a manifest", MANIFEST_MAX).await? else {
+        return Ok(None);
     };
-    let version = UpdateVersion {
-        e_tag: got.meta.e_tag.clone(),
-        version: got.meta.version.clone(),
-    };
-    if got.meta.size > MANIFEST_MAX {
-        return Err(damaged(store, "a manifest larger than any this server writes"));
-    }
-    let bytes = got.bytes().await.map_err(|e| store.failed("a manifest", e))?;
     let m: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| damaged(store, &format!("a manifest that is not one: {e}")))?;
     if m.format != FORMAT {

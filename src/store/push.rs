@@ -36,10 +36,15 @@ pub struct Pushed {
     pub bytes_written: u64,
 }
 
+/// Asked once a push is written: whether the sandbox's lease may be handed back now (it was
+/// suspended, and is still).
+pub type ReleaseIf = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// A sandbox's folders waiting to be pushed, under its principal's prefix.
 struct Queued {
     space: String,
     trees: Vec<Tree>,
+    release_if: Option<ReleaseIf>,
 }
 
 pub struct Pusher {
@@ -91,11 +96,18 @@ impl Pusher {
             .insert(id.to_string(), (generation, version));
     }
 
-    /// Queues sandbox `id`'s folders, for the prefix `space`; returns at once.
-    pub fn schedule(&self, id: &str, space: &str, trees: Vec<Tree>) {
+    /// The generation of `id` this replica last wrote or read.
+    pub fn known_generation(&self, id: &str) -> Option<u64> {
+        self.versions.locked().get(id).map(|(g, _)| *g)
+    }
+
+    /// Queues sandbox `id`'s folders, for the prefix `space`; returns at once. Once written,
+    /// its lease is handed back if `release_if` says so.
+    pub fn schedule(&self, id: &str, space: &str, trees: Vec<Tree>, release_if: Option<ReleaseIf>) {
         let queued = Queued {
             space: space.to_string(),
             trees,
+            release_if,
         };
         let new = self.queue.locked().insert(id.to_string(), queued).is_none();
         if new {
@@ -122,14 +134,17 @@ impl Pusher {
         let me = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
-            let mut queue = me.queue.locked();
-            if queue.contains_key(&id) {
-                drop(queue);
-                me.count(-1);
-            } else {
-                queue.insert(id, q);
-                drop(queue);
+            let requeued = match me.queue.locked().entry(id) {
+                std::collections::btree_map::Entry::Occupied(_) => false,
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(q);
+                    true
+                }
+            };
+            if requeued {
                 me.wake.notify_one();
+            } else {
+                me.count(-1);
             }
         });
     }
@@ -154,6 +169,9 @@ impl Pusher {
                 Ok(p) => {
                     self.backoff.succeeded(&id);
                     crate::metrics::store_push(true);
+                    if q.release_if.as_ref().is_some_and(|f| f()) {
+                        self.held.release(&id).await;
+                    }
                     tracing::info!(
                         "{id}: generation {} in {} ({} files, {} new chunks, {} bytes sent)",
                         p.generation,
@@ -224,21 +242,12 @@ impl Pusher {
             return Ok((g, Some(v)));
         }
         let path = manifest_path(&self.store, space, id);
-        match self.store.objects.get(&path).await {
-            Ok(got) => {
-                let version = UpdateVersion {
-                    e_tag: got.meta.e_tag.clone(),
-                    version: got.meta.version.clone(),
-                };
-                let bytes = got
-                    .bytes()
-                    .await
-                    .map_err(|e| self.store.failed("a manifest", e))?;
+        match self.store.read(&path, "a manifest", u64::MAX).await? {
+            Some((bytes, version)) => {
                 let generation = serde_json::from_slice::<Manifest>(&bytes).map_or(0, |m| m.generation);
                 Ok((generation, Some(version)))
             }
-            Err(object_store::Error::NotFound { .. }) => Ok((0, None)),
-            Err(e) => Err(self.store.failed("a manifest", e)),
+            None => Ok((0, None)),
         }
     }
 

@@ -54,6 +54,7 @@ impl View {
     async fn found(&self, id: &str) -> Result<(), SandboxError> {
         let unknown = match self.check(id) {
             Err(e @ (SandboxError::NotFound(_) | SandboxError::OnAnotherReplica { .. })) => e,
+            Ok(()) => return self.t.inner.hold(id).await,
             other => return other,
         };
         if self.t.owners.owner_of(id).is_some() {

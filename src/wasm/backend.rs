@@ -383,16 +383,18 @@ impl Interpreter for WasmBackend {
         super::store_push::assign(id, principal);
     }
 
+    async fn hold(&self, id: &str) -> Result<(), SandboxError> {
+        super::store_pull::hold(&self.ctx.registry, id).await
+    }
+
     async fn resume_from_store(&self, id: &str, principal: &str) -> Result<bool, SandboxError> {
-        let (settings, total) = (&self.settings, self.ctx.memory.limit());
-        let clamp = |kept| sandbox_limits::clamp_kept(settings, total, kept);
+        let clamp = |kept| sandbox_limits::clamp_kept(&self.settings, self.ctx.memory.limit(), kept);
         super::store_pull::resume(&self.ctx.registry, id, principal, &clamp).await
     }
 
     fn join_disk_group(&self, id: &str, group: &str, limit_bytes: u64) {
-        if let Err(e) = self.ctx.registry.join_disk_group(id, group, limit_bytes) {
-            tracing::debug!("sandbox {id} joins no disk budget: {e}");
-        }
+        let joined = self.ctx.registry.join_disk_group(id, group, limit_bytes);
+        joined.unwrap_or_else(|e| tracing::debug!("sandbox {id} joins no disk budget: {e}"));
     }
 
     async fn shutdown(&self) {

@@ -46,7 +46,7 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
         sb.saved_executions.store(executions, Ordering::SeqCst);
     }
     let _ = sb.write_meta();
-    super::store_push::after_save(sb);
+    super::store_push::after_save(sb, suspend);
     if suspend {
         slot.session = None;
         slot.saved = true;

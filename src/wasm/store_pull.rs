@@ -1,18 +1,40 @@
-//! Resuming here a kept sandbox another replica wrote to the store: once this replica holds
-//! its lease, its folders are brought back (beside where they go, then moved into place, so a
-//! failed pull leaves nothing half-made), and it is listed as a sandbox kept from before a
-//! restart: its state comes back at its first call. A saved state that did not come back
-//! whole makes the next call say its variables were lost; its files are there.
+//! A sandbox becoming live on this replica when a team's store keeps it: the replica takes
+//! its lease first, and brings its folders back from the store when the store's generation is
+//! newer than what this replica has (another replica served it since) or when this replica
+//! has none at all (its replica is gone). Folders are pulled beside where they go, then moved
+//! into place, so a failed pull leaves nothing half-made; a saved state that did not come
+//! back whole makes the next call say its variables were lost, with its files kept.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::folders::{Dirs, LOST};
-use super::record::Meta;
+use super::record::{Meta, Slot};
 use super::registry::Registry;
 use crate::sandbox::{Limits, SandboxError};
 use crate::store::lease::Claim;
+use crate::store::manifest::Manifest;
+use crate::store::push::Pusher;
 use crate::store::{StoreError, pull, space};
+
+fn away(id: &str) -> impl Fn(StoreError) -> SandboxError + '_ {
+    move |e| SandboxError::StoreAway {
+        id: id.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Takes `id`'s lease for this replica, or says which replica serves it.
+async fn take_lease(pusher: &Pusher, key: &str, id: &str) -> Result<(), SandboxError> {
+    let path = space::lease_path(pusher.store(), key, id);
+    match pusher.held().take(id, path).await.map_err(away(id))? {
+        Claim::Ours => Ok(()),
+        Claim::Held { holder } => Err(SandboxError::OnAnotherReplica {
+            id: id.to_string(),
+            replica: holder,
+        }),
+    }
+}
 
 /// Brings `id` here from the store if `principal` keeps it there and no live replica holds
 /// it; whether it is here now. `clamp` bounds the limits its record asks for, as for a
@@ -29,52 +51,17 @@ pub async fn resume(
     if !space::plausible_id(id) || registry.is_open(id) {
         return Ok(false);
     }
-    let store = pusher.store();
     let key = space::key(principal);
-    let away = |e: StoreError| SandboxError::StoreAway {
-        id: id.to_string(),
-        message: e.to_string(),
-    };
-    let Some((m, version)) = pull::manifest(store, &space::manifest_path(store, &key, id))
-        .await
-        .map_err(away)?
-    else {
+    let path = space::manifest_path(pusher.store(), &key, id);
+    let Some((m, version)) = pull::manifest(pusher.store(), &path).await.map_err(away(id))? else {
         return Ok(false);
     };
-    match pusher
-        .held()
-        .take(id, space::lease_path(store, &key, id))
-        .await
-        .map_err(away)?
-    {
-        Claim::Ours => {}
-        Claim::Held { holder } => {
-            return Err(SandboxError::OnAnotherReplica {
-                id: id.to_string(),
-                replica: holder,
-            });
-        }
-    }
+    take_lease(pusher, &key, id).await?;
     let dirs = Dirs::of(registry.layout(), id);
-    let staged = Dirs::of(registry.layout(), &format!(".pull-{id}"));
-    let dest = BTreeMap::from([
-        ("workspace", staged.workspace.clone()),
-        ("scratch", staged.scratch.clone()),
-    ]);
-    remove(&staged); // an earlier pull of it, cut off
-    let chunk = |sha: &str| space::chunk_path(store, &key, sha);
-    let pulled = match pull::files(store, &m, version, &chunk, &dest).await {
-        Ok(p) => p,
-        Err(e) => {
-            remove(&staged);
-            pusher.held().release(id).await;
-            return Err(away(e));
-        }
-    };
-    note_damage(&staged, &pulled.damaged);
-    place(&staged, &dirs).map_err(SandboxError::io(format!(
-        "could not place sandbox {id}'s folders"
-    )))?;
+    if let Err(e) = bring_back(pusher, registry, &key, &m, version, &dirs).await {
+        pusher.held().release(id).await;
+        return Err(e);
+    }
     let Some(meta) = Meta::read(&dirs) else {
         remove(&dirs);
         pusher.held().release(id).await;
@@ -87,6 +74,75 @@ pub async fn resume(
         limits: clamp(meta.limits),
         ..meta
     };
+    super::store_push::assign(id, principal);
+    registry.adopt(id, dirs.clone(), meta, dirs.claim());
+    Ok(true)
+}
+
+/// Before `id` (open here) is used: this replica holds its lease, and its folders are the
+/// store's latest generation. A suspended sandbox's lease is handed back once it is written
+/// (see `store_push`), so another replica may resume it meanwhile.
+pub async fn hold(registry: &Registry, id: &str) -> Result<(), SandboxError> {
+    let Some(pusher) = super::store_push::pusher() else {
+        return Ok(());
+    };
+    if pusher.held().holds(id) {
+        return Ok(());
+    }
+    let sb = registry.get(id)?;
+    let key = super::store_push::space_of(id);
+    take_lease(pusher, &key, id).await?;
+    let path = space::manifest_path(pusher.store(), &key, id);
+    let Some((m, version)) = pull::manifest(pusher.store(), &path).await.map_err(away(id))? else {
+        return Ok(());
+    };
+    let stale = match pusher.known_generation(id) {
+        Some(known) => m.generation > known,
+        // Since this server started, nothing of it was written or read here: the copy on disk
+        // is as new as the store's if this replica wrote the store's.
+        None => m.written_by != pusher.held().me(),
+    };
+    if !stale {
+        pusher.adopted(id, m.generation, version);
+        return Ok(());
+    }
+    let mut slot = sb.slot.lock().await;
+    if slot.session.is_some() {
+        return Ok(());
+    }
+    bring_back(pusher, registry, &key, &m, version, &sb.dirs).await?;
+    *slot = Slot::kept(&sb.dirs);
+    Ok(())
+}
+
+/// Pulls `m`'s folders beside `dirs` and moves them into place; remembers the generation.
+async fn bring_back(
+    pusher: &Pusher,
+    registry: &Registry,
+    key: &str,
+    m: &Manifest,
+    version: object_store::UpdateVersion,
+    dirs: &Dirs,
+) -> Result<(), SandboxError> {
+    let id = m.sandbox.as_str();
+    let staged = Dirs::of(registry.layout(), &format!(".pull-{id}"));
+    remove(&staged); // an earlier pull of it, cut off
+    let dest = BTreeMap::from([
+        ("workspace", staged.workspace.clone()),
+        ("scratch", staged.scratch.clone()),
+    ]);
+    let chunk = |sha: &str| space::chunk_path(pusher.store(), key, sha);
+    let pulled = match pull::files(pusher.store(), m, version, &chunk, &dest).await {
+        Ok(p) => p,
+        Err(e) => {
+            remove(&staged);
+            return Err(away(id)(e));
+        }
+    };
+    note_damage(&staged, &pulled.damaged);
+    place(&staged, dirs).map_err(SandboxError::io(format!(
+        "could not place sandbox {id}'s folders"
+    )))?;
     tracing::info!(
         "{id}: resumed from the store (generation {}, written by {}, {} files, {} bytes{})",
         pulled.generation,
@@ -100,9 +156,7 @@ pub async fn resume(
         }
     );
     pusher.adopted(id, pulled.generation, pulled.version);
-    super::store_push::assign(id, principal);
-    registry.adopt(id, dirs.clone(), meta, dirs.claim());
-    Ok(true)
+    Ok(())
 }
 
 /// Files that did not come back whole are named in the log; a saved state among them makes

@@ -62,8 +62,10 @@ pub fn space_of(id: &str) -> String {
         .unwrap_or_else(|| space::key(UNOWNED))
 }
 
-/// Queues `sb`'s folders for the store, when there is one.
-pub fn after_save(sb: &Sandbox) {
+/// Queues `sb`'s folders for the store, when there is one. A suspended sandbox's lease is
+/// handed back once they are written (if it is still suspended then), so that any replica
+/// may resume it: a replica holds a sandbox only while it is live there.
+pub fn after_save(sb: &Arc<Sandbox>, suspended: bool) {
     let Some(pusher) = PUSHER.get() else {
         return;
     };
@@ -79,7 +81,10 @@ pub fn after_save(sb: &Sandbox) {
             skip: &["tmp", "owner.lock", "owner.pid"],
         },
     ];
-    pusher.schedule(&sb.id, &space_of(&sb.id), trees);
+    let weak = Arc::downgrade(sb);
+    let release_if: Option<crate::store::push::ReleaseIf> =
+        suspended.then(|| Box::new(move || weak.upgrade().is_none_or(|sb| !sb.is_live())) as _);
+    pusher.schedule(&sb.id, &space_of(&sb.id), trees, release_if);
 }
 
 /// After a call that may have changed `sb`: saves it (once the call has let go of it) and so

@@ -17,13 +17,18 @@ use crate::store::{SECRET_KEY, seaweed, space, try_manifest};
 
 const LEASE_SECONDS: &str = "5";
 
-async fn replica(home: &Path, name: &str, store: &[(&'static str, String)]) -> Remote {
+/// Seconds unused before a replica suspends a sandbox (and so hands it back to the store),
+/// in the second half of the test.
+const IDLE_SECONDS: &str = "10";
+
+async fn replica(home: &Path, name: &str, store: &[(&'static str, String)], idle: Option<&str>) -> Remote {
     let mut envs: Vec<(&str, &str)> = store.iter().map(|(k, v)| (*k, v.as_str())).collect();
     envs.extend([
         ("CODE_SANDBOX_REPLICA", name),
         ("CODE_SANDBOX_PERSIST", "true"),
         ("CODE_SANDBOX_STORE_LEASE_SECONDS", LEASE_SECONDS),
     ]);
+    envs.extend(idle.map(|s| ("CODE_SANDBOX_IDLE_SECONDS", s)));
     Remote::start_in(home.to_path_buf(), &["alice", "bob"], &envs).await
 }
 
@@ -58,7 +63,8 @@ async fn stored(
 }
 
 #[tokio::test]
-async fn a_replica_killed_outright_loses_no_completed_call_another_resumes_it_and_no_one_else_finds_it() {
+async fn a_replica_killed_outright_loses_no_completed_call_another_resumes_it_no_one_else_finds_it_and_a_stale_copy_is_never_served()
+ {
     let weed = seaweed().await;
     let store = weed.client();
     let prefix = format!("team-{}", uuid::Uuid::new_v4().simple());
@@ -66,7 +72,7 @@ async fn a_replica_killed_outright_loses_no_completed_call_another_resumes_it_an
     let alices = space(&prefix, "alice");
     let (home0, home1) = (private_home(), private_home());
 
-    let r0 = replica(&home0, "r0", &settings).await;
+    let r0 = replica(&home0, "r0", &settings, None).await;
     let alice = r0.client("alice").await;
     let id = alice.create().await;
     assert!(id.starts_with("sbx-r0-"), "{id}");
@@ -85,7 +91,7 @@ async fn a_replica_killed_outright_loses_no_completed_call_another_resumes_it_an
     drop(r0);
 
     same_tokens(&home0, &home1);
-    let r1 = replica(&home1, "r1", &settings).await;
+    let r1 = replica(&home1, "r1", &settings, Some(IDLE_SECONDS)).await;
     // Bob is told what an id no one has gets: nothing about alice's sandbox.
     let bob = r1.client("bob").await;
     let made_up = format!("sbx-r0-{}", "0".repeat(32));
@@ -149,14 +155,50 @@ async fn a_replica_killed_outright_loses_no_completed_call_another_resumes_it_an
     let m = try_manifest(&store, &alices, &id).await.unwrap();
     assert_eq!((m["written_by"].as_str(), after > g), (Some("r1"), true), "{m}");
 
-    // Closed: it leaves the store, and r1's lease goes with it.
-    alice.ok("close_sandbox", json!({"sandbox_id": id})).await;
+    // r0 back, with its old copy on disk: while r1 serves the sandbox r0 never does (it says
+    // where it lives); once r1 has suspended it (and so handed it back), r0 brings r1's latest
+    // generation from the store, not its own stale copy.
+    let r0 = replica(&home0, "r0", &settings, None).await;
+    let alice0 = r0.client("alice").await;
+    let began = Instant::now();
+    let mut told_r1 = false;
+    let v = loop {
+        let (err, v, text) = alice0
+            .call_json("execute_code", json!({"sandbox_id": id, "code": "x"}))
+            .await;
+        if !err {
+            break v;
+        }
+        assert!(text.contains("lives on replica r1"), "{text}");
+        told_r1 = true;
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "r1 never handed it back: {text}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(told_r1, "r0 served the sandbox while r1 held it");
+    assert_eq!(
+        (v["result"].as_str(), v["state_lost"].as_bool()),
+        (Some("43"), Some(false)),
+        "{v}"
+    );
+    eprintln!(
+        "back on r0 {:?} after it asked (r1 suspends after {IDLE_SECONDS} s unused)",
+        began.elapsed()
+    );
+
+    // Closed: it leaves the store, and the lease goes with it.
+    alice0.ok("close_sandbox", json!({"sandbox_id": id})).await;
     let began = Instant::now();
     while try_manifest(&store, &alices, &id).await.is_some() {
         assert!(began.elapsed() < Duration::from_secs(10), "the manifest stayed");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(!r1.log_text().contains(SECRET_KEY));
+    for r in [&r0, &r1] {
+        assert!(!r.log_text().contains(SECRET_KEY));
+    }
+    let _ = r0.terminate().await;
     let _ = r1.terminate().await;
     for h in [home0, home1] {
         let _ = std::fs::remove_dir_all(h);

@@ -63,7 +63,7 @@ async fn a_push_the_store_refused_is_tried_again_until_it_lands() {
         root: work.clone(),
         skip: &[],
     };
-    pusher.schedule("sbx-3", "p", vec![tree]);
+    pusher.schedule("sbx-3", "p", vec![tree], None);
     assert!(!pusher.flush(std::time::Duration::from_millis(1500)).await);
     std::fs::remove_file(&bucket).unwrap();
     std::fs::create_dir_all(&bucket).unwrap();
@@ -87,8 +87,8 @@ async fn flush_waits_for_what_was_scheduled() {
         root: root.clone(),
         skip: &["b"],
     };
-    pusher.schedule("sbx-2", "p", vec![tree()]);
-    pusher.schedule("sbx-2", "p", vec![tree()]);
+    pusher.schedule("sbx-2", "p", vec![tree()], None);
+    pusher.schedule("sbx-2", "p", vec![tree()], None);
     assert!(pusher.flush(std::time::Duration::from_secs(10)).await);
     assert!(
         root.join("b/principals/p/sandboxes/sbx-2/manifest.json")
