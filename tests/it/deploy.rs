@@ -138,3 +138,55 @@ fn the_manifests_build_and_validate_and_follow_the_settings() {
     );
     assert!(manifests.contains("readOnlyRootFilesystem: true") && manifests.contains("runAsNonRoot: true"));
 }
+
+/// The layout with kept sandboxes in an object store (issue 58): the base with its StatefulSet
+/// replaced by a Deployment whose pods have no volume of their own, an autoscaler, the store's
+/// settings and credentials apart, and haproxy finding replicas through DNS.
+#[test]
+fn the_store_layout_is_a_deployment_without_volumes_and_builds_validates_and_proxies() {
+    let root = common::repo_root();
+    let dir = root.join("deploy/kubernetes-store");
+    let manifests = kustomized(&dir);
+    let (ok, text) = validated(&manifests);
+    assert!(ok, "{text}");
+    for kind in [
+        "Deployment",
+        "HorizontalPodAutoscaler",
+        "ConfigMap",
+        "Secret",
+        "Service",
+    ] {
+        assert!(manifests.contains(&format!("kind: {kind}\n")), "no {kind}");
+    }
+    assert!(
+        !manifests.contains("kind: StatefulSet\n"),
+        "the base's StatefulSet is left in"
+    );
+    assert!(!manifests.contains("volumeClaimTemplates"));
+    assert!(
+        manifests.contains("CODE_SANDBOX_STORE: s3://")
+            && manifests.contains("CODE_SANDBOX_PERSIST: \"true\"")
+    );
+    assert!(
+        manifests.contains("name: mcp-code-sandbox-store"),
+        "the store's credentials"
+    );
+    assert!(
+        manifests.contains("server-template replica"),
+        "haproxy finds the replicas by DNS"
+    );
+    let haproxy = xtask::debian::tool_for_test("the proxy's configuration test", "haproxy", "haproxy");
+    let (ok, text) = run(Command::new(&haproxy)
+        .arg("-c")
+        .arg("-f")
+        .arg(dir.join("haproxy.cfg")));
+    assert!(ok && text.contains("Configuration file is valid"), "{text}");
+    // Routing by principal is the base's, word for word.
+    let base = std::fs::read_to_string(root.join(xtask::deploy::KUBERNETES_CONFIG)).expect("read");
+    let store = std::fs::read_to_string(dir.join("haproxy.cfg")).expect("read");
+    let frontend = |cfg: &str| {
+        cfg[cfg.find("frontend mcp").expect("a frontend")..cfg.find("backend replicas").expect("a backend")]
+            .to_string()
+    };
+    assert_eq!(frontend(&base), frontend(&store));
+}
