@@ -335,8 +335,6 @@ pub enum SandboxError {
         "sandbox '{id}' lives on replica {replica}, which this request did not reach (restarting?); retry shortly"
     )]
     OnAnotherReplica { id: String, replica: String },
-    /// The team's object store keeps the sandbox but could not be reached (or answered an
-    /// error) when this replica went to resume it: nothing is lost, and a retry may work.
     #[error(
         "sandbox '{id}' is kept in the team's store, which could not be reached to resume it here ({message}); nothing is lost: retry shortly"
     )]

@@ -145,7 +145,7 @@ pub async fn execute(
     sb.executions.fetch_add(1, Ordering::SeqCst);
     sb.touch();
     if ctx.registry.persist.is_some() {
-        super::store_push::after_call(sb);
+        super::save_soon::after_call(sb);
     }
     Ok(ex)
 }

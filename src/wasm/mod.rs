@@ -33,6 +33,7 @@ mod removals;
 mod remove_tree;
 mod results;
 mod sandbox_limits;
+mod save_soon;
 mod spare;
 mod store_pull;
 mod store_push;

@@ -1,10 +1,10 @@
-//! Kept sandboxes handed to the object store (`CODE_SANDBOX_STORE`): after each save, and
-//! shortly after each call, the sandbox's workspace and its private folder (saved state,
+//! Kept sandboxes handed to the object store (`CODE_SANDBOX_STORE`): after each save (one
+//! follows each call: `save_soon`), the sandbox's workspace and its private folder (saved state,
 //! installed packages, checkpoints, metadata; not its `/tmp` or the local lock) are pushed
 //! under its principal's prefix. One pusher for the process, set when the backend starts,
 //! like the tracing subscriber: saves happen deep in the backend.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -16,12 +16,6 @@ use crate::store::space;
 static PUSHER: OnceLock<Arc<Pusher>> = OnceLock::new();
 /// Each sandbox's principal prefix, as the tenancy layer named its owner.
 static SPACES: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(Mutex::default);
-/// Sandboxes with a save after a call already on its way.
-static SOON: LazyLock<Mutex<HashSet<String>>> = LazyLock::new(Mutex::default);
-
-/// How long after a call its save starts: calls in quick succession are saved once.
-const SETTLE: Duration = Duration::from_millis(200);
-
 /// The principal a sandbox nobody named an owner for belongs to: a stdio server's user.
 const UNOWNED: &str = "local";
 
@@ -85,26 +79,6 @@ pub fn after_save(sb: &Arc<Sandbox>, suspended: bool) {
     let release_if: Option<crate::store::push::ReleaseIf> =
         suspended.then(|| Box::new(move || weak.upgrade().is_none_or(|sb| !sb.is_live())) as _);
     pusher.schedule(&sb.id, &space_of(&sb.id), trees, release_if);
-}
-
-/// After a call that may have changed `sb`: saves it (once the call has let go of it) and so
-/// pushes it, soon, so a replica killed right after a call loses no completed call.
-pub fn after_call(sb: &Arc<Sandbox>) {
-    if PUSHER.get().is_none() || !SOON.locked().insert(sb.id.clone()) {
-        return;
-    }
-    let sb = sb.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(SETTLE).await;
-        SOON.locked().remove(&sb.id);
-        if sb.closing.is_cancelled() || sb.stopping.is_cancelled() {
-            return;
-        }
-        let mut slot = sb.slot.lock().await;
-        if let Err(e) = super::persist::save(&sb, &mut slot, false).await {
-            tracing::warn!("could not save sandbox {} for the store: {e}", sb.id);
-        }
-    });
 }
 
 /// `id` was closed: its manifest and lease leave the store.
