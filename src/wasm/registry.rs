@@ -61,7 +61,7 @@ fn new_id(replica: Option<&str>) -> String {
     crate::sandbox::replica::sandbox_id(replica, &hex::encode(bytes))
 }
 
-fn make_dir(p: &Path) -> Result<(), SandboxError> {
+pub(super) fn make_dir(p: &Path) -> Result<(), SandboxError> {
     std::fs::create_dir_all(p).map_err(SandboxError::io(format!("could not create {}", p.display())))?;
     #[cfg(unix)]
     {

@@ -140,9 +140,7 @@ async fn bring_back(
         }
     };
     note_damage(&staged, &pulled.damaged);
-    place(&staged, dirs).map_err(SandboxError::io(format!(
-        "could not place sandbox {id}'s folders"
-    )))?;
+    place(&staged, dirs)?;
     tracing::info!(
         "{id}: resumed from the store (generation {}, written by {}, {} files, {} bytes{})",
         pulled.generation,
@@ -180,20 +178,27 @@ fn note_damage(staged: &Dirs, damaged: &[String]) {
 }
 
 /// Moves the staged folders where the sandbox's go (replacing any left from an earlier life
-/// on this replica, which the store's newer generation supersedes), with an empty `/tmp`.
-fn place(staged: &Dirs, dirs: &Dirs) -> std::io::Result<()> {
+/// on this replica, which the store's newer generation supersedes), with an empty `/tmp`,
+/// private to this user as a new sandbox's folders are.
+fn place(staged: &Dirs, dirs: &Dirs) -> Result<(), SandboxError> {
+    let io = |e| {
+        SandboxError::io(format!(
+            "could not place sandbox folders at {}",
+            dirs.workspace.display()
+        ))(e)
+    };
     for (from, to) in [
         (&staged.workspace, &dirs.workspace),
         (&staged.scratch, &dirs.scratch),
     ] {
-        std::fs::create_dir_all(from)?;
+        std::fs::create_dir_all(from).map_err(io)?;
         if to.exists() {
-            std::fs::remove_dir_all(to)?;
+            std::fs::remove_dir_all(to).map_err(io)?;
         }
-        crate::host_retry::rename(from, to)?;
+        crate::host_retry::rename(from, to).map_err(io)?;
     }
-    for d in [&dirs.tmp, &dirs.site_packages] {
-        std::fs::create_dir_all(d)?;
+    for d in [&dirs.workspace, &dirs.tmp, &dirs.site_packages] {
+        super::registry::make_dir(d)?;
     }
     Ok(())
 }
