@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ObjectStoreExt, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
 
 use super::location::{Store, StoreError};
@@ -54,14 +54,9 @@ pub async fn claim(
         holder: me.to_string(),
         until: Utc::now() + chrono::Duration::from_std(ttl).unwrap_or_default(),
     };
-    let mode = match (version, store.conditional) {
-        (_, false) => PutMode::Overwrite,
-        (Some(v), true) => PutMode::Update(v),
-        (None, true) => PutMode::Create,
-    };
     let body = serde_json::to_vec(&lease).unwrap_or_default();
     let opts = PutOptions {
-        mode,
+        mode: store.put_mode(version),
         ..Default::default()
     };
     match store.objects.put_opts(path, PutPayload::from(body), opts).await {

@@ -150,6 +150,18 @@ impl Store {
         Ok(Some((bytes, version)))
     }
 
+    /// How to write an object this server read at `version` (none: it was absent), so that a
+    /// writer that lost track fails instead of writing over another's: replace only that
+    /// version, or create only if still absent. A store without conditional writes overwrites.
+    pub fn put_mode(&self, version: Option<object_store::UpdateVersion>) -> object_store::PutMode {
+        use object_store::PutMode;
+        match (version, self.conditional) {
+            (_, false) => PutMode::Overwrite,
+            (Some(v), true) => PutMode::Update(v),
+            (None, true) => PutMode::Create,
+        }
+    }
+
     /// An error of a request about `what`, with the store's own message.
     pub fn failed(&self, what: &str, e: object_store::Error) -> StoreError {
         StoreError::Request {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ObjectStoreExt, PutOptions, PutPayload, UpdateVersion};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
@@ -259,13 +259,8 @@ impl Pusher {
         version: Option<UpdateVersion>,
     ) -> Result<(), StoreError> {
         let body = serde_json::to_vec_pretty(manifest).unwrap_or_default();
-        let mode = match (version, self.store.conditional) {
-            (_, false) => PutMode::Overwrite,
-            (Some(v), true) => PutMode::Update(v),
-            (None, true) => PutMode::Create,
-        };
         let opts = PutOptions {
-            mode,
+            mode: self.store.put_mode(version),
             ..Default::default()
         };
         let path = manifest_path(&self.store, space, id);
