@@ -51,6 +51,14 @@ pub struct TeamSettings {
     /// its sandboxes over at once. Keep the replicas' clocks within a few seconds (NTP).
     #[arg(long, env = "CODE_SANDBOX_STORE_LEASE_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(3..=3600))]
     pub store_lease_seconds: u64,
+
+    /// With a store: seconds a chunk no manifest names is kept before the sweep deletes it
+    /// (a file deleted or changed, a sandbox closed or past `CODE_SANDBOX_RETAIN_DAYS`). One
+    /// replica at a time sweeps, every quarter of this (at most hourly); keep it far above
+    /// the longest push. The sweep also deletes sandboxes no replica wrote for
+    /// `CODE_SANDBOX_RETAIN_DAYS`.
+    #[arg(long, env = "CODE_SANDBOX_STORE_GRACE_SECONDS", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(2..=2_592_000))]
+    pub store_grace_seconds: u64,
 }
 
 impl TeamSettings {
@@ -60,6 +68,16 @@ impl TeamSettings {
         let secs = match self.store_lease_seconds {
             0 => 30,
             s => s.max(3),
+        };
+        std::time::Duration::from_secs(secs)
+    }
+
+    /// How long a chunk no manifest names is kept (a day where settings were built without
+    /// the command line's defaults).
+    pub fn store_grace(&self) -> std::time::Duration {
+        let secs = match self.store_grace_seconds {
+            0 => 86_400,
+            s => s.max(2),
         };
         std::time::Duration::from_secs(secs)
     }

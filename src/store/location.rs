@@ -26,6 +26,9 @@ pub enum StoreError {
         what: String,
         message: String,
     },
+    /// An object this server wrote came back as something else.
+    #[error("the store {store} holds {what}: it cannot be read back")]
+    Damaged { store: String, what: String },
     /// Another replica holds the sandbox's lease: it serves it, and this one must not write it.
     #[error("replica {holder} serves this sandbox now")]
     HeldBy { holder: String },

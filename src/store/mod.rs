@@ -14,5 +14,29 @@ pub mod pull;
 pub mod push;
 pub mod retry;
 pub mod space;
+pub mod sweep;
 
 pub use location::{Store, StoreError};
+
+use std::time::Duration;
+
+/// How a replica uses the store: how long its hold on a sandbox lasts, how long a chunk no
+/// manifest names is kept (the sweep deletes it after), and how long a sandbox no one wrote
+/// stays (none: for ever).
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub lease: Duration,
+    pub grace: Duration,
+    pub retain: Option<Duration>,
+}
+
+impl Timing {
+    /// `lease`, with a day's grace and no retention.
+    pub fn with_lease(lease: Duration) -> Timing {
+        Timing {
+            lease,
+            grace: Duration::from_secs(86_400),
+            retain: None,
+        }
+    }
+}

@@ -45,10 +45,9 @@ pub async fn manifest(
 }
 
 fn damaged(store: &Store, what: &str) -> StoreError {
-    StoreError::Request {
+    StoreError::Damaged {
         store: store.shown.clone(),
         what: what.to_string(),
-        message: "it cannot be read back".into(),
     }
 }
 

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use object_store::{ObjectStoreExt, PutOptions, PutPayload, UpdateVersion};
 use sha2::{Digest, Sha256};
@@ -18,6 +19,9 @@ use super::location::{Store, StoreError};
 use super::manifest::{CHUNK_BYTES, Entry, FORMAT, Manifest};
 use super::space::{chunk_path, lease_path, manifest_path};
 use crate::lock::Locked;
+
+/// Chunks remembered as present before the expired are forgotten.
+const PRESENT_MAX: usize = 200_000;
 
 /// One folder to push: its name in the manifest, where it is, and top-level names left out.
 #[derive(Clone, Debug)]
@@ -40,6 +44,26 @@ pub struct Pushed {
 /// suspended, and is still).
 pub type ReleaseIf = Box<dyn Fn() -> bool + Send + Sync>;
 
+/// The manifest of a sandbox this replica last wrote or read: the next push replaces exactly
+/// that version, and may name its chunks without asking the store (a manifest names them, so
+/// no sweep deletes them while it is current).
+#[derive(Clone, Default)]
+struct Base {
+    generation: u64,
+    version: Option<UpdateVersion>,
+    chunks: Arc<HashSet<String>>,
+}
+
+impl Base {
+    fn of(m: &Manifest, version: UpdateVersion) -> Base {
+        Base {
+            generation: m.generation,
+            version: Some(version),
+            chunks: Arc::new(m.chunks().into_iter().map(String::from).collect()),
+        }
+    }
+}
+
 /// A sandbox's folders waiting to be pushed, under its principal's prefix.
 struct Queued {
     space: String,
@@ -51,11 +75,17 @@ pub struct Pusher {
     store: Store,
     /// The leases of the sandboxes this replica writes; their holder names the writer.
     held: Arc<Held>,
-    /// Chunks the store is known to hold (by space and SHA-256).
-    present: Mutex<HashSet<String>>,
-    /// The manifest version this server last wrote or read, by sandbox.
-    versions: Mutex<HashMap<String, (u64, UpdateVersion)>>,
+    /// Chunks the store is known to hold (by space and SHA-256), each until when a sweep
+    /// cannot have deleted it: half the grace period after it was last written.
+    present: Mutex<HashMap<String, Instant>>,
+    /// The manifest this server last wrote or read, by sandbox.
+    versions: Mutex<HashMap<String, Base>>,
+    /// How long a chunk no manifest names is safe from the sweep.
+    grace: Duration,
     queue: Mutex<BTreeMap<String, Queued>>,
+    /// Sandboxes whose last save the store does not have yet (queued, under way, or waiting
+    /// to be retried).
+    unsettled: Mutex<HashSet<String>>,
     backoff: super::retry::Backoff,
     wake: tokio::sync::Notify,
     /// Pushes queued or under way; `flush` waits for zero.
@@ -64,14 +94,16 @@ pub struct Pusher {
 
 impl Pusher {
     /// A pusher writing as `writer` (the replica's name, or the host's), holding leases of
-    /// `lease` on what it writes, with its worker.
-    pub fn start(store: Store, writer: String, lease: std::time::Duration) -> Arc<Self> {
+    /// `timing.lease` on what it writes, with its worker.
+    pub fn start(store: Store, writer: String, timing: &super::Timing) -> Arc<Self> {
         let me = Arc::new(Pusher {
-            held: Held::start(store.clone(), writer, lease),
+            held: Held::start(store.clone(), writer, timing.lease),
             store,
             present: Mutex::default(),
             versions: Mutex::default(),
+            grace: timing.grace,
             queue: Mutex::default(),
+            unsettled: Mutex::default(),
             backoff: Default::default(),
             wake: tokio::sync::Notify::new(),
             busy: tokio::sync::watch::channel(0).0,
@@ -90,15 +122,26 @@ impl Pusher {
 
     /// Remembers the generation a replica brought back from the store (and so holds), so its
     /// next push replaces exactly that one.
-    pub fn adopted(&self, id: &str, generation: u64, version: UpdateVersion) {
+    pub fn adopted(&self, m: &Manifest, version: UpdateVersion) {
         self.versions
             .locked()
-            .insert(id.to_string(), (generation, version));
+            .insert(m.sandbox.clone(), Base::of(m, version));
     }
 
     /// The generation of `id` this replica last wrote or read.
     pub fn known_generation(&self, id: &str) -> Option<u64> {
-        self.versions.locked().get(id).map(|(g, _)| *g)
+        self.versions.locked().get(id).map(|b| b.generation)
+    }
+
+    /// Whether a save of `id` waits to be written (or is being written).
+    pub fn pending(&self, id: &str) -> bool {
+        self.unsettled.locked().contains(id)
+    }
+
+    /// Whether the store holds `id` as this replica last saved it (nothing of it waits to
+    /// be written), so its copy on this disk may go.
+    pub fn settled(&self, id: &str) -> bool {
+        !self.unsettled.locked().contains(id) && self.versions.locked().contains_key(id)
     }
 
     /// Queues sandbox `id`'s folders, for the prefix `space`; returns at once. Once written,
@@ -109,6 +152,7 @@ impl Pusher {
             trees,
             release_if,
         };
+        self.unsettled.locked().insert(id.to_string());
         let new = self.queue.locked().insert(id.to_string(), queued).is_none();
         if new {
             self.count(1);
@@ -167,6 +211,7 @@ impl Pusher {
             let pushed = self.push(&id, &q.space, &q.trees).await;
             match pushed {
                 Ok(p) => {
+                    self.settle(&id);
                     self.backoff.succeeded(&id);
                     crate::metrics::store_push(true);
                     if q.release_if.as_ref().is_some_and(|f| f()) {
@@ -182,6 +227,7 @@ impl Pusher {
                     );
                 }
                 Err(e @ StoreError::HeldBy { .. }) => {
+                    self.settle(&id);
                     crate::metrics::store_push(false);
                     tracing::warn!("{id}: not written to the store: {e}");
                 }
@@ -195,6 +241,13 @@ impl Pusher {
         }
     }
 
+    /// `id`'s push ended (written, or another replica serves it), unless it was queued again.
+    fn settle(&self, id: &str) {
+        if !self.queue.locked().contains_key(id) {
+            self.unsettled.locked().remove(id);
+        }
+    }
+
     /// Writes `trees` as sandbox `id`'s next generation under the prefix `space`, once this
     /// replica holds its lease.
     pub async fn push(&self, id: &str, space: &str, trees: &[Tree]) -> Result<Pushed, StoreError> {
@@ -203,6 +256,7 @@ impl Pusher {
         {
             return Err(StoreError::HeldBy { holder });
         }
+        let base = self.current(space, id).await?;
         let mut pushed = Pushed::default();
         let mut listed = BTreeMap::new();
         for tree in trees {
@@ -216,45 +270,47 @@ impl Pusher {
                     source: std::io::Error::other(e),
                 })??;
             for (rel, path) in files {
-                entries.push(self.put_file(space, &rel, &path, &mut pushed).await?);
+                entries.push(self.put_file(space, &rel, &path, &base.chunks, &mut pushed).await?);
             }
             pushed.files += entries.len();
             listed.insert(tree.name.to_string(), entries);
         }
-        let (generation, version) = self.current(space, id).await?;
         let manifest = Manifest {
             format: FORMAT,
             sandbox: id.to_string(),
-            generation: generation + 1,
+            generation: base.generation + 1,
             written_by: self.held.me().to_string(),
             written_at: chrono::Utc::now(),
             chunk_bytes: CHUNK_BYTES as u64,
             trees: listed,
         };
         pushed.generation = manifest.generation;
-        self.put_manifest(space, id, &manifest, version).await?;
+        self.put_manifest(space, &manifest, base.version).await?;
         Ok(pushed)
     }
 
-    /// The generation the store holds for `id` and its version (none when it has none).
-    async fn current(&self, space: &str, id: &str) -> Result<(u64, Option<UpdateVersion>), StoreError> {
-        if let Some((g, v)) = self.versions.locked().get(id).cloned() {
-            return Ok((g, Some(v)));
+    /// The manifest the store holds for `id` (an empty base when it has none).
+    async fn current(&self, space: &str, id: &str) -> Result<Base, StoreError> {
+        if let Some(base) = self.versions.locked().get(id).cloned() {
+            return Ok(base);
         }
         let path = manifest_path(&self.store, space, id);
         match self.store.read(&path, "a manifest", u64::MAX).await? {
-            Some((bytes, version)) => {
-                let generation = serde_json::from_slice::<Manifest>(&bytes).map_or(0, |m| m.generation);
-                Ok((generation, Some(version)))
-            }
-            None => Ok((0, None)),
+            Some((bytes, version)) => Ok(match serde_json::from_slice::<Manifest>(&bytes) {
+                Ok(m) => Base::of(&m, version),
+                // A damaged manifest is replaced: its chunks are not trusted.
+                Err(_) => Base {
+                    version: Some(version),
+                    ..Base::default()
+                },
+            }),
+            None => Ok(Base::default()),
         }
     }
 
     async fn put_manifest(
         &self,
         space: &str,
-        id: &str,
         manifest: &Manifest,
         version: Option<UpdateVersion>,
     ) -> Result<(), StoreError> {
@@ -263,6 +319,7 @@ impl Pusher {
             mode: self.store.put_mode(version),
             ..Default::default()
         };
+        let id = manifest.sandbox.as_str();
         let path = manifest_path(&self.store, space, id);
         match self
             .store
@@ -275,9 +332,7 @@ impl Pusher {
                     e_tag: done.e_tag,
                     version: done.version,
                 };
-                self.versions
-                    .locked()
-                    .insert(id.to_string(), (manifest.generation, v));
+                self.adopted(manifest, v);
                 Ok(())
             }
             Err(e) => {
@@ -296,6 +351,7 @@ impl Pusher {
         space: &str,
         rel: &str,
         path: &Path,
+        named: &HashSet<String>,
         pushed: &mut Pushed,
     ) -> Result<Entry, StoreError> {
         let local = |source| StoreError::Local {
@@ -320,11 +376,16 @@ impl Pusher {
             }
             entry.bytes += buf.len() as u64;
             let sha = hex::encode(Sha256::digest(&buf));
-            self.put_chunk(space, &sha, buf, pushed).await?;
+            if !named.contains(&sha) {
+                self.put_chunk(space, &sha, buf, pushed).await?;
+            }
             entry.chunks.push(sha);
         }
     }
 
+    /// Makes sure the store holds chunk `sha` and keeps it for half the grace period at least:
+    /// one the sandbox's manifest does not name may be unnamed by every manifest, so the sweep
+    /// may delete it once older than the grace period; an old one is written again.
     async fn put_chunk(
         &self,
         space: &str,
@@ -333,26 +394,39 @@ impl Pusher {
         pushed: &mut Pushed,
     ) -> Result<(), StoreError> {
         let known = format!("{space}/{sha}");
-        if self.present.locked().contains(&known) {
+        let now = Instant::now();
+        if self.present.locked().get(&known).is_some_and(|until| *until > now) {
             return Ok(());
         }
+        let half = self.grace / 2;
         let path = chunk_path(&self.store, space, sha);
-        let there = match self.store.objects.head(&path).await {
-            Ok(_) => true,
-            Err(object_store::Error::NotFound { .. }) => false,
+        let safe_for = match self.store.objects.head(&path).await {
+            Ok(meta) => {
+                let age = (chrono::Utc::now() - meta.last_modified).to_std().unwrap_or_default();
+                half.checked_sub(age)
+            }
+            Err(object_store::Error::NotFound { .. }) => None,
             Err(e) => return Err(self.store.failed("a chunk", e)),
         };
-        if !there {
-            let bytes = data.len() as u64;
-            self.store
-                .objects
-                .put(&path, PutPayload::from(data))
-                .await
-                .map_err(|e| self.store.failed("a chunk", e))?;
-            pushed.chunks_written += 1;
-            pushed.bytes_written += bytes;
+        let safe_for = match safe_for {
+            Some(left) => left,
+            None => {
+                let bytes = data.len() as u64;
+                self.store
+                    .objects
+                    .put(&path, PutPayload::from(data))
+                    .await
+                    .map_err(|e| self.store.failed("a chunk", e))?;
+                pushed.chunks_written += 1;
+                pushed.bytes_written += bytes;
+                half
+            }
+        };
+        let mut present = self.present.locked();
+        if present.len() > PRESENT_MAX {
+            present.retain(|_, until| *until > now);
         }
-        self.present.locked().insert(known);
+        present.insert(known, now + safe_for);
         Ok(())
     }
 
@@ -361,6 +435,7 @@ impl Pusher {
     /// them.
     pub async fn delete(&self, id: &str, space: &str) {
         self.queue.locked().remove(id);
+        self.unsettled.locked().remove(id);
         self.versions.locked().remove(id);
         if let Err(e) = self
             .store

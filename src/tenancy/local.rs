@@ -48,6 +48,16 @@ impl LocalView {
             Err(SandboxError::NotFound(id.to_string()))
         }
     }
+
+    /// [`Self::check`], and with a team's store, the sandbox held here (brought back from the
+    /// store when its copy on this disk was let go, or never was here).
+    async fn found(&self, id: &str) -> Result<(), SandboxError> {
+        self.check(id)?;
+        match self.inner.hold(id).await {
+            Err(SandboxError::NotFound(_)) if self.inner.resume_from_store(id, super::names::LOCAL).await? => Ok(()),
+            held => held,
+        }
+    }
 }
 
 #[async_trait]
@@ -62,11 +72,11 @@ impl Interpreter for LocalView {
         self.inner.create(opts).await
     }
     async fn close(&self, id: &str) -> Result<(), SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.close(id).await
     }
     async fn status(&self, id: &str) -> Result<SandboxStatus, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.status(id).await
     }
     async fn list(&self) -> Vec<SandboxStatus> {
@@ -80,15 +90,19 @@ impl Interpreter for LocalView {
         ids
     }
     async fn suspend(&self, id: &str) -> Result<bool, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.suspend(id).await
+    }
+    async fn locate(&self, id: &str) -> Result<(), SandboxError> {
+        self.found(id).await?;
+        self.usage(id).map(|_| ())
     }
     fn usage(&self, id: &str) -> Result<Usage, SandboxError> {
         self.check(id)?;
         self.inner.usage(id)
     }
     async fn execute(&self, id: &str, code: &str, opts: ExecOptions) -> Result<Execution, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.execute(id, code, opts).await
     }
     async fn install_package(&self, id: &str, name: &str) -> Result<InstallOutcome, SandboxError> {
@@ -99,15 +113,15 @@ impl Interpreter for LocalView {
         self.inner.install_package(id, name).await
     }
     async fn fork(&self, id: &str) -> Result<SandboxInfo, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.fork(id).await
     }
     async fn checkpoint(&self, id: &str, name: Option<&str>) -> Result<Checkpoint, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.checkpoint(id, name).await
     }
     async fn restore(&self, id: &str, checkpoint: &str) -> Result<Checkpoint, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.restore(id, checkpoint).await
     }
     fn files(&self) -> &dyn SandboxFiles {
@@ -127,15 +141,15 @@ impl Interpreter for LocalView {
 #[async_trait]
 impl SandboxFiles for LocalView {
     async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.files().list(id, path).await
     }
     async fn read(&self, id: &str, path: &WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.files().read(id, path, limit).await
     }
     async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
-        self.check(id)?;
+        self.found(id).await?;
         self.inner.files().write(id, path, bytes).await
     }
 }

@@ -54,7 +54,16 @@ impl View {
     async fn found(&self, id: &str) -> Result<(), SandboxError> {
         let unknown = match self.check(id) {
             Err(e @ (SandboxError::NotFound(_) | SandboxError::OnAnotherReplica { .. })) => e,
-            Ok(()) => return self.t.inner.hold(id).await,
+            // Owned here but its copy on this disk was let go (the store holds it): back.
+            Ok(()) => {
+                return match self.t.inner.hold(id).await {
+                    Err(SandboxError::NotFound(_)) if self.t.inner.resume_from_store(id, &self.who.name).await? => {
+                        self.join(id);
+                        Ok(())
+                    }
+                    held => held,
+                };
+            }
             other => return other,
         };
         if self.t.owners.owner_of(id).is_some() {
@@ -82,9 +91,14 @@ impl View {
     /// Puts the sandbox's disk inside this principal's budget, once (a sandbox kept from before
     /// a restart joins at its first use), so guest writes, checkpoints and forks are held to it.
     fn join_budget(&self, id: &str) {
-        if self.t.joined(id) {
-            return;
+        if !self.t.joined(id) {
+            self.join(id);
         }
+    }
+
+    /// Names this principal as `id`'s owner to the backend, and holds its disk to the
+    /// principal's budget (again, for a sandbox brought back from the store).
+    fn join(&self, id: &str) {
         self.t.inner.keep_for(id, &self.who.name);
         self.t.inner.join_disk_group(
             id,

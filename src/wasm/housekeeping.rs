@@ -44,7 +44,11 @@ pub fn start(registry: &Arc<Registry>, idle: Option<Duration>, keep_bytes: u64) 
             }
             if let Some(retain) = r.persist {
                 // Kept sandboxes unused for the whole retention period go, as at start-up.
-                r.reap_idle(retain, Why::Retention).await;
+                if super::store_push::pusher().is_some() {
+                    keep::let_go_idle(&r, retain).await;
+                } else {
+                    r.reap_idle(retain, Why::Retention).await;
+                }
                 if last_save.elapsed() >= BACKGROUND_SAVE {
                     last_save = tokio::time::Instant::now();
                     save_changed(&r).await;

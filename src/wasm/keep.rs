@@ -1,9 +1,11 @@
 //! Kept sandboxes are bounded by disk, not by count: past `CODE_SANDBOX_KEEP_MB`, the least
 //! recently used suspended sandboxes are deleted (files, state and checkpoints), oldest first,
-//! never one used within [`RECENT`], each deletion logged with its id and size.
+//! never one used within [`RECENT`], each deletion logged with its id and size. With a team's
+//! store, only the copy on this disk goes (see [`super::store_push::copy_may_go`]).
 
 use std::sync::Arc;
 
+use super::record::Sandbox;
 use super::registry::Registry;
 use crate::sandbox::retention::{RECENT, Why};
 
@@ -46,9 +48,38 @@ pub async fn evict_over_budget(registry: &Arc<Registry>, budget: u64) -> usize {
             total >> 20,
             budget >> 20
         );
-        registry.delete(&sb.id, Why::Evicted).await;
-        total = total.saturating_sub(bytes);
-        deleted += 1;
+        if let_go(registry, &sb, Why::Evicted).await {
+            total = total.saturating_sub(bytes);
+            deleted += 1;
+        }
     }
     deleted
+}
+
+/// Past the retention period, with a store: the copies on this disk of sandboxes unused that
+/// long go (the store deletes the sandboxes themselves once no replica wrote them that long).
+pub async fn let_go_idle(registry: &Arc<Registry>, retain: std::time::Duration) {
+    for sb in registry.idle(retain) {
+        let_go(registry, &sb, Why::Retention).await;
+    }
+}
+
+/// Deletes `sb`, or with a store lets go of its copy on this disk once the store has it;
+/// whether its disk was freed.
+async fn let_go(registry: &Arc<Registry>, sb: &Arc<Sandbox>, why: Why) -> bool {
+    match super::store_push::copy_may_go(sb).await {
+        None => {
+            registry.delete(&sb.id, why).await;
+            true
+        }
+        Some(true) => {
+            tracing::info!("{}: its copy on this disk is let go ({}); the store keeps it", sb.id, why.as_str());
+            registry.remove(&sb.id);
+            true
+        }
+        Some(false) => {
+            tracing::info!("{}: kept on this disk until the store has its last save", sb.id);
+            false
+        }
+    }
 }

@@ -103,7 +103,7 @@ pub async fn hold(registry: &Registry, id: &str) -> Result<(), SandboxError> {
         None => m.written_by != pusher.held().me(),
     };
     if !stale {
-        pusher.adopted(id, m.generation, version);
+        pusher.adopted(&m, version);
         return Ok(());
     }
     let mut slot = sb.slot.lock().await;
@@ -153,7 +153,7 @@ async fn bring_back(
             ", some damaged"
         }
     );
-    pusher.adopted(id, pulled.generation, pulled.version);
+    pusher.adopted(m, pulled.version);
     Ok(())
 }
 

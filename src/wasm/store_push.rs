@@ -19,12 +19,23 @@ static SPACES: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(Mutex::d
 /// The principal a sandbox nobody named an owner for belongs to: a stdio server's user.
 const UNOWNED: &str = "local";
 
-/// Opens the store `url` names and starts pushing to it as `replica` (else as this host),
-/// holding leases of `lease`; the error says what to fix. A second call (a second backend in
-/// one process) keeps the first.
-pub fn install(url: &str, replica: Option<String>, lease: Duration) -> Result<(), crate::store::StoreError> {
+/// Opens the store `url` names and starts pushing to it as the team's replica (else as this
+/// host), and sweeping it (sandboxes unwritten for `retain` go); the error says what to fix. A
+/// second call (a second backend in one process) keeps the first.
+pub fn install(
+    url: &str,
+    team: &crate::config::TeamSettings,
+    retain: Option<Duration>,
+) -> Result<(), crate::store::StoreError> {
     let store = crate::store::location::open(url)?;
-    let writer = replica
+    let timing = crate::store::Timing {
+        lease: team.store_lease(),
+        grace: team.store_grace(),
+        retain,
+    };
+    let writer = team
+        .replica
+        .clone()
         .or_else(|| std::env::var("HOSTNAME").ok())
         .or_else(|| std::env::var("COMPUTERNAME").ok())
         .unwrap_or_else(|| "unnamed-host".into());
@@ -32,7 +43,11 @@ pub fn install(url: &str, replica: Option<String>, lease: Duration) -> Result<()
         "kept sandboxes are written to {} after each call and save",
         store.shown
     );
-    let _ = PUSHER.set(Pusher::start(store, writer, lease));
+    if PUSHER.get().is_none() {
+        let pusher = Pusher::start(store.clone(), writer, &timing);
+        crate::store::sweep::start(pusher.held().clone(), store, timing);
+        let _ = PUSHER.set(pusher);
+    }
     Ok(())
 }
 
@@ -79,6 +94,34 @@ pub fn after_save(sb: &Arc<Sandbox>, suspended: bool) {
     let release_if: Option<crate::store::push::ReleaseIf> =
         suspended.then(|| Box::new(move || weak.upgrade().is_none_or(|sb| !sb.is_live())) as _);
     pusher.schedule(&sb.id, &space_of(&sb.id), trees, release_if);
+}
+
+/// With a store, the disk bound and the retention period let go of a kept sandbox's copy on
+/// this disk, not of the sandbox: the store keeps it, and naming it brings it back. Whether
+/// `sb`'s copy may go now: once the store holds its last save here (or a newer one another
+/// replica wrote). A copy the store lacks is written first, and kept meanwhile. `None`: there
+/// is no store, so the sandbox itself goes.
+pub async fn copy_may_go(sb: &Arc<Sandbox>) -> Option<bool> {
+    let pusher = PUSHER.get()?;
+    if pusher.settled(&sb.id) {
+        return Some(true);
+    }
+    if pusher.pending(&sb.id) {
+        return Some(false);
+    }
+    // Neither written nor read since this server started.
+    let path = space::manifest_path(pusher.store(), &space_of(&sb.id), &sb.id);
+    match crate::store::pull::manifest(pusher.store(), &path).await {
+        Ok(Some((m, _))) if m.written_by != pusher.held().me() => Some(true),
+        Ok(_) => {
+            after_save(sb, true);
+            Some(false)
+        }
+        Err(e) => {
+            tracing::warn!("{}: kept on this disk: {e}", sb.id);
+            Some(false)
+        }
+    }
 }
 
 /// `id` was closed: its manifest and lease leave the store.
