@@ -270,7 +270,10 @@ impl Pusher {
                     source: std::io::Error::other(e),
                 })??;
             for (rel, path) in files {
-                entries.push(self.put_file(space, &rel, &path, &base.chunks, &mut pushed).await?);
+                entries.push(
+                    self.put_file(space, &rel, &path, &base.chunks, &mut pushed)
+                        .await?,
+                );
             }
             pushed.files += entries.len();
             listed.insert(tree.name.to_string(), entries);
@@ -395,14 +398,21 @@ impl Pusher {
     ) -> Result<(), StoreError> {
         let known = format!("{space}/{sha}");
         let now = Instant::now();
-        if self.present.locked().get(&known).is_some_and(|until| *until > now) {
+        if self
+            .present
+            .locked()
+            .get(&known)
+            .is_some_and(|until| *until > now)
+        {
             return Ok(());
         }
         let half = self.grace / 2;
         let path = chunk_path(&self.store, space, sha);
         let safe_for = match self.store.objects.head(&path).await {
             Ok(meta) => {
-                let age = (chrono::Utc::now() - meta.last_modified).to_std().unwrap_or_default();
+                let age = (chrono::Utc::now() - meta.last_modified)
+                    .to_std()
+                    .unwrap_or_default();
                 half.checked_sub(age)
             }
             Err(object_store::Error::NotFound { .. }) => None,

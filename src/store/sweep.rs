@@ -210,7 +210,10 @@ async fn retire(store: &Store, held: &Held, key: &str, id: &str) -> Result<bool,
     };
     held.release(id).await;
     if deleted.is_ok() {
-        tracing::info!("{id}: deleted from {}: no replica wrote it for the retention period", store.shown);
+        tracing::info!(
+            "{id}: deleted from {}: no replica wrote it for the retention period",
+            store.shown
+        );
     }
     deleted
 }

@@ -54,7 +54,11 @@ impl LocalView {
     async fn found(&self, id: &str) -> Result<(), SandboxError> {
         self.check(id)?;
         match self.inner.hold(id).await {
-            Err(SandboxError::NotFound(_)) if self.inner.resume_from_store(id, super::names::LOCAL).await? => Ok(()),
+            Err(SandboxError::NotFound(_))
+                if self.inner.resume_from_store(id, super::names::LOCAL).await? =>
+            {
+                Ok(())
+            }
             held => held,
         }
     }

@@ -57,7 +57,9 @@ impl View {
             // Owned here but its copy on this disk was let go (the store holds it): back.
             Ok(()) => {
                 return match self.t.inner.hold(id).await {
-                    Err(SandboxError::NotFound(_)) if self.t.inner.resume_from_store(id, &self.who.name).await? => {
+                    Err(SandboxError::NotFound(_))
+                        if self.t.inner.resume_from_store(id, &self.who.name).await? =>
+                    {
                         self.join(id);
                         Ok(())
                     }

@@ -32,7 +32,8 @@ pub async fn evict_over_budget(registry: &Arc<Registry>, budget: u64) -> usize {
             break;
         }
         let idle = sb.idle_for();
-        if idle < RECENT {
+        // With a store nothing is lost by letting a copy go, however recent: it comes back.
+        if idle < RECENT && super::store_push::pusher().is_none() {
             tracing::warn!(
                 "kept sandboxes hold {} MiB, over CODE_SANDBOX_KEEP_MB ({} MiB), but every one left was used within the last hour",
                 total >> 20,
@@ -73,7 +74,11 @@ async fn let_go(registry: &Arc<Registry>, sb: &Arc<Sandbox>, why: Why) -> bool {
             true
         }
         Some(true) => {
-            tracing::info!("{}: its copy on this disk is let go ({}); the store keeps it", sb.id, why.as_str());
+            tracing::info!(
+                "{}: its copy on this disk is let go ({}); the store keeps it",
+                sb.id,
+                why.as_str()
+            );
             registry.remove(&sb.id);
             true
         }

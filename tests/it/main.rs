@@ -52,6 +52,8 @@ mod runs;
 mod store;
 #[cfg(target_os = "linux")]
 mod store_replicas;
+#[cfg(target_os = "linux")]
+mod store_sweep;
 mod team_server;
 mod threats;
 mod ts_sdk;

@@ -24,7 +24,11 @@ async fn a_second_push_sends_only_what_changed_and_advances_the_generation() {
     #[cfg(unix)]
     std::os::unix::fs::symlink("/etc/passwd", work.join("link")).unwrap();
     let store = super::super::location::open(file_url(&bucket).as_str()).unwrap();
-    let pusher = Pusher::start(store, "test".into(), &crate::store::Timing::with_lease(std::time::Duration::from_secs(30)));
+    let pusher = Pusher::start(
+        store,
+        "test".into(),
+        &crate::store::Timing::with_lease(std::time::Duration::from_secs(30)),
+    );
     let trees = [Tree {
         name: "workspace",
         root: work.clone(),
@@ -57,7 +61,11 @@ async fn a_push_the_store_refused_is_tried_again_until_it_lands() {
     // The store's folder is a file now: every write fails.
     std::fs::remove_dir_all(&bucket).unwrap();
     std::fs::write(&bucket, "in the way").unwrap();
-    let pusher = Pusher::start(store, "test".into(), &crate::store::Timing::with_lease(std::time::Duration::from_secs(30)));
+    let pusher = Pusher::start(
+        store,
+        "test".into(),
+        &crate::store::Timing::with_lease(std::time::Duration::from_secs(30)),
+    );
     let tree = Tree {
         name: "workspace",
         root: work.clone(),
@@ -81,7 +89,11 @@ async fn flush_waits_for_what_was_scheduled() {
     let root = scratch();
     std::fs::write(root.join("f"), "x").unwrap();
     let store = super::super::location::open(file_url(&root.join("b")).as_str()).unwrap();
-    let pusher = Pusher::start(store, "test".into(), &crate::store::Timing::with_lease(std::time::Duration::from_secs(30)));
+    let pusher = Pusher::start(
+        store,
+        "test".into(),
+        &crate::store::Timing::with_lease(std::time::Duration::from_secs(30)),
+    );
     let tree = || Tree {
         name: "workspace",
         root: root.clone(),

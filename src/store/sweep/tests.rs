@@ -40,11 +40,17 @@ impl Bucket {
 
     fn chunk(&self, body: &str) -> PathBuf {
         let sha = hex::encode(sha2::Sha256::digest(body.as_bytes()));
-        self.root.join("bucket/principals/p/chunks").join(&sha[..2]).join(sha)
+        self.root
+            .join("bucket/principals/p/chunks")
+            .join(&sha[..2])
+            .join(sha)
     }
 
     fn manifest(&self, id: &str) -> PathBuf {
-        self.root.join("bucket/principals/p/sandboxes").join(id).join("manifest.json")
+        self.root
+            .join("bucket/principals/p/sandboxes")
+            .join(id)
+            .join("manifest.json")
     }
 
     /// Every chunk made `age` old.
@@ -52,7 +58,10 @@ impl Bucket {
         let old = SystemTime::now() - age;
         for dir in std::fs::read_dir(self.root.join("bucket/principals/p/chunks")).unwrap() {
             for f in std::fs::read_dir(dir.unwrap().path()).unwrap() {
-                let f = std::fs::File::options().write(true).open(f.unwrap().path()).unwrap();
+                let f = std::fs::File::options()
+                    .write(true)
+                    .open(f.unwrap().path())
+                    .unwrap();
                 f.set_modified(old).unwrap();
             }
         }
@@ -73,9 +82,26 @@ fn timing(grace: Duration) -> Timing {
 async fn unnamed_old_chunks_and_unused_sandboxes_go_and_nothing_a_manifest_names_does() {
     let b = bucket();
     let pusher = Pusher::start(b.store.clone(), "r0".into(), &timing(DAY));
-    pusher.push("sbx-a", "p", &b.work("sbx-a", &[("keep", "kept"), ("edit", "v1")])).await.unwrap();
-    pusher.push("sbx-a", "p", &b.work("sbx-a", &[("keep", "kept"), ("edit", "v2")])).await.unwrap();
-    pusher.push("sbx-c", "p", &b.work("sbx-c", &[("old", "c only")])).await.unwrap();
+    pusher
+        .push(
+            "sbx-a",
+            "p",
+            &b.work("sbx-a", &[("keep", "kept"), ("edit", "v1")]),
+        )
+        .await
+        .unwrap();
+    pusher
+        .push(
+            "sbx-a",
+            "p",
+            &b.work("sbx-a", &[("keep", "kept"), ("edit", "v2")]),
+        )
+        .await
+        .unwrap();
+    pusher
+        .push("sbx-c", "p", &b.work("sbx-c", &[("old", "c only")]))
+        .await
+        .unwrap();
     // sbx-c was last written 30 days ago.
     let mut m: crate::store::manifest::Manifest =
         serde_json::from_slice(&std::fs::read(b.manifest("sbx-c")).unwrap()).unwrap();
@@ -84,14 +110,29 @@ async fn unnamed_old_chunks_and_unused_sandboxes_go_and_nothing_a_manifest_names
     pusher.held().release("sbx-c").await; // suspended long ago, no longer held
     b.age_chunks(2 * DAY);
     // A chunk a push has just written and not yet named.
-    pusher.push("sbx-y", "p", &b.work("sbx-y", &[("new", "young")])).await.unwrap();
+    pusher
+        .push("sbx-y", "p", &b.work("sbx-y", &[("new", "young")]))
+        .await
+        .unwrap();
     std::fs::remove_file(b.manifest("sbx-y")).unwrap();
 
-    let swept = once(&b.store, pusher.held(), DAY, Some(7 * DAY)).await.unwrap().expect("no one else sweeps");
+    let swept = once(&b.store, pusher.held(), DAY, Some(7 * DAY))
+        .await
+        .unwrap()
+        .expect("no one else sweeps");
     assert_eq!(swept.retired, ["sbx-c"]);
-    assert_eq!((swept.manifests, swept.chunks_deleted, swept.chunks_young), (2, 2, 1));
-    assert!(b.chunk("kept").is_file() && b.chunk("v2").is_file(), "named by sbx-a's manifest");
-    assert!(!b.chunk("v1").exists(), "named by no manifest since sbx-a's second push");
+    assert_eq!(
+        (swept.manifests, swept.chunks_deleted, swept.chunks_young),
+        (2, 2, 1)
+    );
+    assert!(
+        b.chunk("kept").is_file() && b.chunk("v2").is_file(),
+        "named by sbx-a's manifest"
+    );
+    assert!(
+        !b.chunk("v1").exists(),
+        "named by no manifest since sbx-a's second push"
+    );
     assert!(!b.chunk("c only").exists() && !b.manifest("sbx-c").exists());
     assert!(b.chunk("young").is_file(), "younger than the grace period");
     assert!(b.manifest("sbx-a").is_file());
@@ -103,18 +144,26 @@ async fn one_replica_sweeps_at_a_time_and_a_sandbox_held_is_never_retired() {
     let b = bucket();
     let r0 = Pusher::start(b.store.clone(), "r0".into(), &timing(DAY));
     let r1 = Pusher::start(b.store.clone(), "r1".into(), &timing(DAY));
-    r1.push("sbx-h", "p", &b.work("sbx-h", &[("f", "held")])).await.unwrap();
+    r1.push("sbx-h", "p", &b.work("sbx-h", &[("f", "held")]))
+        .await
+        .unwrap();
     let mut m: crate::store::manifest::Manifest =
         serde_json::from_slice(&std::fs::read(b.manifest("sbx-h")).unwrap()).unwrap();
     m.written_at -= chrono::Duration::days(30);
     std::fs::write(b.manifest("sbx-h"), serde_json::to_vec(&m).unwrap()).unwrap();
     // r1 sweeps: r0 is told to leave it.
     let lease = b.store.path(&["sweep", "lease.json"]);
-    assert!(matches!(r1.held().take(SWEEPER, lease).await.unwrap(), Claim::Ours));
+    assert!(matches!(
+        r1.held().take(SWEEPER, lease).await.unwrap(),
+        Claim::Ours
+    ));
     assert_eq!(once(&b.store, r0.held(), DAY, Some(7 * DAY)).await.unwrap(), None);
     r1.held().release(SWEEPER).await;
     // r1 holds sbx-h (it is live there): r0's sweep keeps it, however old its manifest.
-    let swept = once(&b.store, r0.held(), DAY, Some(7 * DAY)).await.unwrap().unwrap();
+    let swept = once(&b.store, r0.held(), DAY, Some(7 * DAY))
+        .await
+        .unwrap()
+        .unwrap();
     assert!(swept.retired.is_empty(), "{swept:?}");
     assert!(b.manifest("sbx-h").is_file() && b.chunk("held").is_file());
     let _ = std::fs::remove_dir_all(&b.root);
@@ -124,17 +173,34 @@ async fn one_replica_sweeps_at_a_time_and_a_sandbox_held_is_never_retired() {
 async fn a_chunk_found_old_is_written_again_so_no_sweep_can_take_it_from_under_a_push() {
     let b = bucket();
     let first = Pusher::start(b.store.clone(), "r0".into(), &timing(DAY));
-    first.push("sbx-1", "p", &b.work("sbx-1", &[("f", "shared")])).await.unwrap();
-    first.push("sbx-2", "p", &b.work("sbx-2", &[("f", "fresh")])).await.unwrap();
+    first
+        .push("sbx-1", "p", &b.work("sbx-1", &[("f", "shared")]))
+        .await
+        .unwrap();
+    first
+        .push("sbx-2", "p", &b.work("sbx-2", &[("f", "fresh")]))
+        .await
+        .unwrap();
     // A day old: past half the grace period (a sweep may take it once unnamed).
     b.age_chunks(DAY);
     let again = Pusher::start(b.store.clone(), "r1".into(), &timing(DAY));
-    let pushed = again.push("sbx-3", "p", &b.work("sbx-3", &[("f", "shared")])).await.unwrap();
+    let pushed = again
+        .push("sbx-3", "p", &b.work("sbx-3", &[("f", "shared")]))
+        .await
+        .unwrap();
     assert_eq!(pushed.chunks_written, 1, "written again");
-    let age = std::fs::metadata(b.chunk("shared")).unwrap().modified().unwrap().elapsed().unwrap();
+    let age = std::fs::metadata(b.chunk("shared"))
+        .unwrap()
+        .modified()
+        .unwrap()
+        .elapsed()
+        .unwrap();
     assert!(age < Duration::from_secs(600), "{age:?}");
     // A chunk the sandbox's own manifest names is not asked for or written.
-    let pushed = first.push("sbx-2", "p", &b.work("sbx-2", &[("f", "fresh"), ("g", "new")])).await.unwrap();
+    let pushed = first
+        .push("sbx-2", "p", &b.work("sbx-2", &[("f", "fresh"), ("g", "new")]))
+        .await
+        .unwrap();
     assert_eq!(pushed.chunks_written, 1);
     let _ = std::fs::remove_dir_all(&b.root);
 }
