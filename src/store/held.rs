@@ -17,6 +17,10 @@ pub struct Held {
     ttl: Duration,
     /// Sandbox id to its lease's path.
     leases: Mutex<HashMap<String, object_store::path::Path>>,
+    /// Whether the store failed the last request heard of; when it answers again, pushes
+    /// waiting to be retried are woken (see [`Held::back`]).
+    away: std::sync::atomic::AtomicBool,
+    answers_again: tokio::sync::Notify,
 }
 
 impl Held {
@@ -27,6 +31,8 @@ impl Held {
             me,
             ttl,
             leases: Mutex::default(),
+            away: Default::default(),
+            answers_again: tokio::sync::Notify::new(),
         });
         let weak = Arc::downgrade(&held);
         tokio::spawn(async move {
@@ -43,6 +49,24 @@ impl Held {
 
     pub fn me(&self) -> &str {
         &self.me
+    }
+
+    /// The store failed a request: it is away.
+    pub fn failed(&self) {
+        self.away.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The store answered a request: if it was away, whatever waits for it is woken.
+    pub fn answered(&self) {
+        if self.away.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            self.answers_again.notify_waiters();
+        }
+    }
+
+    /// Until the store answers again after being away (a lease renewed, a push written), so
+    /// pushes waiting to be retried go at once rather than after their backoff.
+    pub async fn back(&self) {
+        self.answers_again.notified().await;
     }
 
     pub fn holds(&self, id: &str) -> bool {
@@ -78,7 +102,13 @@ impl Held {
     async fn renew_all(&self) {
         let all: Vec<_> = self.leases.locked().clone().into_iter().collect();
         for (id, path) in all {
-            match lease::claim(&self.store, &path, &self.me, self.ttl).await {
+            let claimed = lease::claim(&self.store, &path, &self.me, self.ttl).await;
+            if claimed.is_ok() {
+                self.answered();
+            } else {
+                self.failed();
+            }
+            match claimed {
                 Ok(Claim::Ours) => {}
                 Ok(Claim::Held { holder }) => {
                     tracing::warn!(

@@ -4,6 +4,7 @@
 //! logs and errors is scheme, bucket and prefix only: nothing a credential could be in.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use object_store::ObjectStore;
 use object_store::path::Path;
@@ -90,6 +91,16 @@ fn shown(url: &url::Url) -> String {
 /// Opens the store `raw` names (checked by [`checked_url`]), reading credentials and
 /// endpoint settings from the environment as `object_store` (and the clouds' own tools) do.
 pub fn open(raw: &str) -> Result<Store, StoreError> {
+    // object_store's option names are the variables' names in lower case.
+    open_with(raw, std::env::vars().map(|(k, v)| (k.to_ascii_lowercase(), v)))
+}
+
+/// [`open`] with these options (`aws_endpoint_url`, `aws_access_key_id`, ...) instead of the
+/// environment's: for tools that look at a store beside the server.
+pub fn open_with(
+    raw: &str,
+    options: impl IntoIterator<Item = (String, String)>,
+) -> Result<Store, StoreError> {
     let url = checked_url(raw)?;
     let shown = shown(&url);
     if url.scheme() == "file" {
@@ -104,9 +115,7 @@ pub fn open(raw: &str) -> Result<Store, StoreError> {
     }
     // reqwest here brings no crypto of its own: the process's (ring) unless one is installed.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    // object_store's option names are the variables' names in lower case.
-    let options = std::env::vars().map(|(k, v)| (k.to_ascii_lowercase(), v));
-    let (objects, prefix) = object_store::parse_url_opts(&url, options).map_err(|e| StoreError::Open {
+    let (objects, prefix) = objects(&url, options).map_err(|e| StoreError::Open {
         store: shown.clone(),
         message: e.to_string(),
     })?;
@@ -116,6 +125,72 @@ pub fn open(raw: &str) -> Result<Store, StoreError> {
         conditional: url.scheme() != "file",
         shown,
     })
+}
+
+/// How long one request is retried before its caller hears that it failed: a call waiting on
+/// the store is told to retry within seconds, not after `object_store`'s default three
+/// minutes; pushes are tried again by the pusher itself (see `retry`).
+const RETRY: object_store::RetryConfig = object_store::RetryConfig {
+    backoff: object_store::BackoffConfig {
+        init_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_secs(2),
+        base: 2.0,
+    },
+    max_retries: 4,
+    retry_timeout: Duration::from_secs(8),
+};
+
+/// The client for `url`'s scheme, configured by `options` (names as `object_store` reads
+/// them; others are ignored), retrying as [`RETRY`] says.
+fn objects(
+    url: &url::Url,
+    options: impl IntoIterator<Item = (String, String)>,
+) -> object_store::Result<(Box<dyn ObjectStore>, Path)> {
+    use object_store::ObjectStoreScheme as Scheme;
+    use object_store::{aws, azure, gcp};
+    fn configured<B, K: std::str::FromStr>(
+        builder: B,
+        options: impl IntoIterator<Item = (String, String)>,
+        set: fn(B, K, String) -> B,
+    ) -> B {
+        options.into_iter().fold(builder, |b, (k, v)| match k.parse() {
+            Ok(key) => set(b, key, v),
+            Err(_) => b,
+        })
+    }
+    let (scheme, prefix) = Scheme::parse(url)?;
+    let at = url.as_str();
+    let objects: Box<dyn ObjectStore> = match scheme {
+        Scheme::AmazonS3 => Box::new(
+            configured(
+                aws::AmazonS3Builder::new().with_url(at),
+                options,
+                aws::AmazonS3Builder::with_config,
+            )
+            .with_retry(RETRY)
+            .build()?,
+        ),
+        Scheme::GoogleCloudStorage => Box::new(
+            configured(
+                gcp::GoogleCloudStorageBuilder::new().with_url(at),
+                options,
+                gcp::GoogleCloudStorageBuilder::with_config,
+            )
+            .with_retry(RETRY)
+            .build()?,
+        ),
+        Scheme::MicrosoftAzure => Box::new(
+            configured(
+                azure::MicrosoftAzureBuilder::new().with_url(at),
+                options,
+                azure::MicrosoftAzureBuilder::with_config,
+            )
+            .with_retry(RETRY)
+            .build()?,
+        ),
+        _ => return object_store::parse_url_opts(url, options),
+    };
+    Ok((objects, prefix))
 }
 
 impl Store {

@@ -17,6 +17,8 @@ pub mod space;
 pub mod sweep;
 
 pub use location::{Store, StoreError};
+/// The object store crate, for tools beside the server that read what it wrote.
+pub use object_store;
 
 use std::time::Duration;
 

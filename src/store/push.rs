@@ -177,7 +177,11 @@ impl Pusher {
         );
         let me = self.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(wait).await;
+            // The backoff, cut short once the store answers again.
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = me.held.back() => {}
+            }
             let requeued = match me.queue.locked().entry(id) {
                 std::collections::btree_map::Entry::Occupied(_) => false,
                 std::collections::btree_map::Entry::Vacant(v) => {
@@ -211,6 +215,7 @@ impl Pusher {
             let pushed = self.push(&id, &q.space, &q.trees).await;
             match pushed {
                 Ok(p) => {
+                    self.held.answered();
                     self.settle(&id);
                     self.backoff.succeeded(&id);
                     crate::metrics::store_push(true);
@@ -233,6 +238,9 @@ impl Pusher {
                 }
                 Err(e) => {
                     crate::metrics::store_push(false);
+                    if !matches!(e, StoreError::Local { .. }) {
+                        self.held.failed();
+                    }
                     self.retry_later(id, q, &e);
                     continue;
                 }

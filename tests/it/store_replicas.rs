@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::common::private_home;
 use crate::remote_harness::Remote;
-use crate::store::{SECRET_KEY, seaweed, space, try_manifest};
+use crate::store::{Bucket, SECRET_KEY, seaweed, space, try_manifest};
 
 const LEASE_SECONDS: &str = "5";
 

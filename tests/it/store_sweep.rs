@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::common::{LOG_TO, private_home};
 use crate::persistence::start;
-use crate::store::{SECRET_KEY, seaweed, space, try_manifest};
+use crate::store::{Bucket, SECRET_KEY, seaweed, space, try_manifest};
 
 /// Waits (at most a minute) until `done` is true, saying what it waited for.
 async fn until<F: std::future::Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {

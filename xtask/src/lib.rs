@@ -20,4 +20,7 @@ pub mod made_once;
 pub mod nested_cargo;
 pub mod npm;
 pub mod pyvenv;
+// SeaweedFS's wheel on PyPI is Linux's.
+#[cfg(unix)]
+pub mod seaweed;
 pub mod windows;

@@ -313,6 +313,7 @@ fn main() -> anyhow::Result<()> {
             let bin = release_binary()?;
             let rt = tokio::runtime::Runtime::new()?;
             rt.block_on(bench::scale::run(&root(), &bin, &settings.home_dir()))?;
+            rt.block_on(bench::scale_store::run(&root(), &bin, &settings.home_dir()))?;
         }
         #[cfg(unix)]
         Task::Image { test } => {

@@ -27,6 +27,13 @@ pub struct Node {
     child: Option<Child>,
 }
 
+impl Node {
+    /// Whether it was started and not stopped since.
+    pub fn running(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
 /// A principal and its token.
 pub struct Who {
     pub name: String,
@@ -56,6 +63,18 @@ impl Cluster {
         replicas: usize,
         oauth: bool,
     ) -> anyhow::Result<Cluster> {
+        Self::start_with(root, bin, home, replicas, oauth, Vec::new()).await
+    }
+
+    /// [`Cluster::start`] with settings of `extra` (a store's, say) for every replica.
+    pub async fn start_with(
+        root: &Path,
+        bin: &Path,
+        home: &Path,
+        replicas: usize,
+        oauth: bool,
+        extra: Vec<(String, String)>,
+    ) -> anyhow::Result<Cluster> {
         // reqwest is built without a default TLS provider (as in the server).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let proxy_port = free_port()?;
@@ -78,6 +97,7 @@ impl Cluster {
             ("CODE_SANDBOX_TRUSTED_PROXIES".into(), "127.0.0.1".into()),
             ("RUST_LOG".into(), "warn".into()),
         ];
+        env.extend(extra);
         let idp = if oauth {
             let idp = xtask::idp::start(root).await?;
             env.push(("CODE_SANDBOX_OAUTH_ISSUER".into(), idp.issuer.clone()));
@@ -195,6 +215,23 @@ impl Cluster {
         Ok(())
     }
 
+    /// Deletes replica `i`'s disk (its sandboxes, saved states, ownership): a replica lost
+    /// for good. The shared runtime and caches stay linked.
+    pub fn wipe(&self, i: usize) -> anyhow::Result<()> {
+        for e in std::fs::read_dir(&self.nodes[i].home)? {
+            let e = e?;
+            if e.file_type()?.is_symlink() {
+                continue;
+            }
+            if e.file_type()?.is_dir() {
+                std::fs::remove_dir_all(e.path())?;
+            } else {
+                std::fs::remove_file(e.path())?;
+            }
+        }
+        Ok(())
+    }
+
     /// Every principal: 26 with static tokens, and the provider's agents when signed in.
     pub async fn principals(&self) -> anyhow::Result<Vec<Who>> {
         let mut all: Vec<Who> = self
@@ -217,11 +254,11 @@ impl Cluster {
         Ok(all)
     }
 
-    /// The sum over replicas of the counter sample `line` (e.g. `..._total{tool="x",outcome="ok"}`).
+    /// Over the replicas running, the counter sample `line` (e.g. `..._total{tool="x",outcome="ok"}`).
     pub async fn counted(&self, sample: &str) -> anyhow::Result<BTreeMap<String, f64>> {
         let http = reqwest::Client::new();
         let mut per = BTreeMap::new();
-        for n in &self.nodes {
+        for n in self.nodes.iter().filter(|n| n.running()) {
             let text = http
                 .get(format!("http://127.0.0.1:{}/metrics", n.metrics_port))
                 .send()

@@ -22,6 +22,7 @@ mod pandas;
 mod persistence;
 mod remote;
 pub mod scale;
+pub mod scale_store;
 mod stdio;
 mod table;
 mod views;

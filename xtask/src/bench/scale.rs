@@ -55,7 +55,7 @@ async fn work(url: String, who: &Who) -> anyhow::Result<(String, Client)> {
 }
 
 /// Every principal's [`work`], `AT_ONCE` at a time; their sandbox ids, in order.
-async fn everyone(url: &str, who: &[Who]) -> anyhow::Result<Vec<String>> {
+pub async fn everyone(url: &str, who: &[Who]) -> anyhow::Result<Vec<String>> {
     let done: Vec<anyhow::Result<(String, Client)>> = futures_util::stream::iter(who.iter())
         .map(|w| work(url.to_string(), w))
         .buffered(AT_ONCE)

