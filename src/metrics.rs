@@ -123,6 +123,7 @@ pub struct Metrics {
     calls_waiting: Gauge,
     store_pushes: Family<Labels, Counter>,
     store_pending: Gauge,
+    store_sent: Counter,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -156,6 +157,7 @@ impl Metrics {
             calls_waiting: Gauge::default(),
             store_pushes: Family::default(),
             store_pending: Gauge::default(),
+            store_sent: Counter::default(),
         };
         let r = &mut registry;
         r.register("calls", "Tool calls by tool and outcome", m.calls.clone());
@@ -210,6 +212,11 @@ impl Metrics {
             "Kept sandboxes waiting to be written to the object store, or to be tried again",
             m.store_pending.clone(),
         );
+        r.register(
+            "store_sent_bytes",
+            "Bytes of new chunks written to the object store (unchanged files and pages are not sent again)",
+            m.store_sent.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -245,6 +252,13 @@ pub fn store_push(written: bool) {
     m.store_pushes
         .get_or_create(&vec![("outcome", outcome.to_string())])
         .inc();
+}
+
+/// A push wrote `bytes` of new chunks.
+pub fn store_sent(bytes: u64) {
+    if let Some(m) = METRICS.get() {
+        m.store_sent.inc_by(bytes);
+    }
 }
 
 /// How many kept sandboxes wait to be written to the object store.

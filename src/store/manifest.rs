@@ -9,8 +9,12 @@ use serde::{Deserialize, Serialize};
 /// The manifest's format; a reader refuses others.
 pub const FORMAT: u32 = 1;
 
-/// Bytes per chunk: files are cut at these offsets.
+/// Most bytes per chunk. Files are cut where their content says (FastCDC), so a change moves
+/// the cuts near it only; chunks are this long at most, and typically [`CHUNK_TYPICAL`].
 pub const CHUNK_BYTES: usize = 4 << 20;
+pub const CHUNK_TYPICAL: usize = 1 << 20;
+/// Fewest bytes per chunk (but a file's last).
+pub const CHUNK_MIN: usize = 256 << 10;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
@@ -21,6 +25,7 @@ pub struct Manifest {
     /// The replica (or host) that wrote it.
     pub written_by: String,
     pub written_at: chrono::DateTime<chrono::Utc>,
+    /// The longest a chunk may be.
     pub chunk_bytes: u64,
     /// Each folder by its name (`workspace`, `scratch`): its files, by path.
     pub trees: BTreeMap<String, Vec<Entry>>,

@@ -6,6 +6,7 @@
 //! [`push`] writes a sandbox's folders as a new generation. Nothing here knows wasmtime or the
 //! protocol: the local backend hands it folders after it has saved them.
 
+pub mod chunks;
 pub mod held;
 pub mod lease;
 pub mod location;

@@ -5,23 +5,18 @@
 //! pushed once, as it is then.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use object_store::{ObjectStoreExt, PutOptions, PutPayload, UpdateVersion};
-use sha2::{Digest, Sha256};
-use tokio::io::AsyncReadExt;
 
+use super::chunks::Chunks;
 use super::held::Held;
 use super::lease::Claim;
 use super::location::{Store, StoreError};
-use super::manifest::{CHUNK_BYTES, Entry, FORMAT, Manifest};
-use super::space::{chunk_path, lease_path, manifest_path};
+use super::manifest::{CHUNK_BYTES, FORMAT, Manifest};
+use super::space::{lease_path, manifest_path};
 use crate::lock::Locked;
-
-/// Chunks remembered as present before the expired are forgotten.
-const PRESENT_MAX: usize = 200_000;
 
 /// One folder to push: its name in the manifest, where it is, and top-level names left out.
 #[derive(Clone, Debug)]
@@ -75,13 +70,9 @@ pub struct Pusher {
     store: Store,
     /// The leases of the sandboxes this replica writes; their holder names the writer.
     held: Arc<Held>,
-    /// Chunks the store is known to hold (by space and SHA-256), each until when a sweep
-    /// cannot have deleted it: half the grace period after it was last written.
-    present: Mutex<HashMap<String, Instant>>,
+    chunks: Chunks,
     /// The manifest this server last wrote or read, by sandbox.
     versions: Mutex<HashMap<String, Base>>,
-    /// How long a chunk no manifest names is safe from the sweep.
-    grace: Duration,
     queue: Mutex<BTreeMap<String, Queued>>,
     /// Sandboxes whose last save the store does not have yet (queued, under way, or waiting
     /// to be retried).
@@ -98,10 +89,9 @@ impl Pusher {
     pub fn start(store: Store, writer: String, timing: &super::Timing) -> Arc<Self> {
         let me = Arc::new(Pusher {
             held: Held::start(store.clone(), writer, timing.lease),
+            chunks: Chunks::new(store.clone(), timing.grace),
             store,
-            present: Mutex::default(),
             versions: Mutex::default(),
-            grace: timing.grace,
             queue: Mutex::default(),
             unsettled: Mutex::default(),
             backoff: Default::default(),
@@ -216,6 +206,7 @@ impl Pusher {
             match pushed {
                 Ok(p) => {
                     self.held.answered();
+                    crate::metrics::store_sent(p.bytes_written);
                     self.settle(&id);
                     self.backoff.succeeded(&id);
                     crate::metrics::store_push(true);
@@ -271,17 +262,17 @@ impl Pusher {
             let mut entries = Vec::new();
             // A workspace or its packages can hold thousands of files: walked off the async threads.
             let walk = tree.clone();
-            let files = tokio::task::spawn_blocking(move || files_of(&walk))
+            let files = tokio::task::spawn_blocking(move || super::chunks::files_of(&walk))
                 .await
                 .map_err(|e| StoreError::Local {
                     path: tree.root.clone(),
                     source: std::io::Error::other(e),
                 })??;
             for (rel, path) in files {
-                entries.push(
-                    self.put_file(space, &rel, &path, &base.chunks, &mut pushed)
-                        .await?,
-                );
+                let (entry, sent) = self.chunks.put_file(space, &rel, &path, &base.chunks).await?;
+                pushed.chunks_written += sent.chunks;
+                pushed.bytes_written += sent.bytes;
+                entries.push(entry);
             }
             pushed.files += entries.len();
             listed.insert(tree.name.to_string(), entries);
@@ -356,98 +347,6 @@ impl Pusher {
         }
     }
 
-    /// Uploads the chunks of one file the store lacks; its entry.
-    async fn put_file(
-        &self,
-        space: &str,
-        rel: &str,
-        path: &Path,
-        named: &HashSet<String>,
-        pushed: &mut Pushed,
-    ) -> Result<Entry, StoreError> {
-        let local = |source| StoreError::Local {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut file = tokio::fs::File::open(path).await.map_err(local)?;
-        let mut entry = Entry {
-            path: rel.to_string(),
-            bytes: 0,
-            chunks: Vec::new(),
-        };
-        loop {
-            let mut buf = Vec::with_capacity(CHUNK_BYTES);
-            (&mut file)
-                .take(CHUNK_BYTES as u64)
-                .read_to_end(&mut buf)
-                .await
-                .map_err(local)?;
-            if buf.is_empty() {
-                return Ok(entry);
-            }
-            entry.bytes += buf.len() as u64;
-            let sha = hex::encode(Sha256::digest(&buf));
-            if !named.contains(&sha) {
-                self.put_chunk(space, &sha, buf, pushed).await?;
-            }
-            entry.chunks.push(sha);
-        }
-    }
-
-    /// Makes sure the store holds chunk `sha` and keeps it for half the grace period at least:
-    /// one the sandbox's manifest does not name may be unnamed by every manifest, so the sweep
-    /// may delete it once older than the grace period; an old one is written again.
-    async fn put_chunk(
-        &self,
-        space: &str,
-        sha: &str,
-        data: Vec<u8>,
-        pushed: &mut Pushed,
-    ) -> Result<(), StoreError> {
-        let known = format!("{space}/{sha}");
-        let now = Instant::now();
-        if self
-            .present
-            .locked()
-            .get(&known)
-            .is_some_and(|until| *until > now)
-        {
-            return Ok(());
-        }
-        let half = self.grace / 2;
-        let path = chunk_path(&self.store, space, sha);
-        let safe_for = match self.store.objects.head(&path).await {
-            Ok(meta) => {
-                let age = (chrono::Utc::now() - meta.last_modified)
-                    .to_std()
-                    .unwrap_or_default();
-                half.checked_sub(age)
-            }
-            Err(object_store::Error::NotFound { .. }) => None,
-            Err(e) => return Err(self.store.failed("a chunk", e)),
-        };
-        let safe_for = match safe_for {
-            Some(left) => left,
-            None => {
-                let bytes = data.len() as u64;
-                self.store
-                    .objects
-                    .put(&path, PutPayload::from(data))
-                    .await
-                    .map_err(|e| self.store.failed("a chunk", e))?;
-                pushed.chunks_written += 1;
-                pushed.bytes_written += bytes;
-                half
-            }
-        };
-        let mut present = self.present.locked();
-        if present.len() > PRESENT_MAX {
-            present.retain(|_, until| *until > now);
-        }
-        present.insert(known, now + safe_for);
-        Ok(())
-    }
-
     /// Deletes sandbox `id` from the store (closed, or past retention): its manifest and its
     /// lease. Its chunks stay for a sweep: other generations, forks and checkpoints may share
     /// them.
@@ -466,38 +365,6 @@ impl Pusher {
         }
         self.held.release(id).await;
     }
-}
-
-/// Every regular file under the tree (links and special files are not followed or kept), by
-/// its `/`-separated path, in a stable order.
-fn files_of(tree: &Tree) -> Result<Vec<(String, PathBuf)>, StoreError> {
-    let mut out = Vec::new();
-    let mut todo = vec![(String::new(), tree.root.clone())];
-    while let Some((rel, dir)) = todo.pop() {
-        let rd = match std::fs::read_dir(&dir) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(source) => return Err(StoreError::Local { path: dir, source }),
-        };
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if rel.is_empty() && tree.skip.contains(&name.as_str()) {
-                continue;
-            }
-            let child = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            match e.file_type() {
-                Ok(t) if t.is_dir() => todo.push((child, e.path())),
-                Ok(t) if t.is_file() => out.push((child, e.path())),
-                _ => {}
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 #[cfg(test)]

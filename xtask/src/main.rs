@@ -61,6 +61,10 @@ enum Task {
         /// an upload, save_file of 100 MB beside cp.
         #[arg(long)]
         folders: bool,
+        /// Measure only a team store (SeaweedFS on loopback): a sandbox resumed from it beside
+        /// from disk, the bytes a small change sends, calls per second with it and without.
+        #[arg(long)]
+        store: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle {
@@ -285,6 +289,7 @@ fn main() -> anyhow::Result<()> {
             views,
             scale,
             folders,
+            store,
         } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
@@ -299,6 +304,7 @@ fn main() -> anyhow::Result<()> {
                 (views, bench::Part::Views),
                 (scale, bench::Part::Scale),
                 (folders, bench::Part::Folders),
+                (store, bench::Part::Store),
             ]
             .into_iter()
             .find_map(|(asked, part)| asked.then_some(part));

@@ -1,6 +1,7 @@
 //! The pusher against a local folder store.
 
 use super::*;
+use std::path::Path;
 
 fn file_url(dir: &Path) -> url::Url {
     url::Url::from_directory_path(dir).expect("an absolute folder")

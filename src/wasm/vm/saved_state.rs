@@ -2,8 +2,10 @@
 //! from the image it started from, its mutable globals, and its clock. Enough to start another
 //! interpreter from the same image in the same state (a fork, a restored checkpoint).
 //!
-//! On disk it is a magic line, a JSON header and the changed pages, deflated. Nothing in it is
-//! trusted when read back: sizes are checked against the header and the header against the
+//! On disk it is a magic line, a JSON header and the changed pages, deflated in segments of
+//! their own (the pages of each 256 KiB of memory): a small change alters one segment's
+//! bytes and leaves the others' as they were, so a copy kept elsewhere in content-defined
+//! chunks (a team's store) is sent only what changed. Nothing in it is trusted when read back: sizes are checked against the header and the header against the
 //! image, so a damaged or foreign file is refused, never half-applied.
 
 use std::io::{Read, Write};
@@ -13,7 +15,12 @@ use serde::{Deserialize, Serialize};
 /// Granularity of the comparison with the image: the host's page size (refcount writes dirty
 /// a few bytes here and there; 64 KiB wasm pages would carry far more unchanged bytes).
 pub const PAGE: usize = 4 << 10;
+/// One deflate stream for all pages (states written before segments).
 const MAGIC: &[u8] = b"MCSSTATE1\n";
+/// Deflated segments, each its length then its bytes.
+const MAGIC_SEGMENTED: &[u8] = b"MCSSTATE2\n";
+/// Pages of memory per segment.
+const SEGMENT_PAGES: u32 = 64;
 /// Largest header accepted when reading (a few thousand page numbers).
 const MAX_HEADER: usize = 16 << 20;
 /// Largest guest clock accepted when reading: a century of running, far below where the
@@ -117,12 +124,20 @@ impl SavedState {
 
     pub fn write_to(&self, out: &mut impl Write) -> Result<(), StateError> {
         let header = serde_json::to_vec(&self.header).map_err(|e| StateError::Damaged(e.to_string()))?;
-        out.write_all(MAGIC)?;
+        out.write_all(MAGIC_SEGMENTED)?;
         out.write_all(&(header.len() as u64).to_le_bytes())?;
         out.write_all(&header)?;
-        let mut z = flate2::write::DeflateEncoder::new(out, flate2::Compression::fast());
-        z.write_all(&self.data)?;
-        z.finish()?;
+        let mut pages = self.header.pages.iter().zip(self.data.chunks(PAGE)).peekable();
+        while let Some(&(&first, _)) = pages.peek() {
+            let segment = first / SEGMENT_PAGES;
+            let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+            while let Some((_, page)) = pages.next_if(|(i, _)| **i / SEGMENT_PAGES == segment) {
+                z.write_all(page)?;
+            }
+            let bytes = z.finish()?;
+            out.write_all(&(bytes.len() as u64).to_le_bytes())?;
+            out.write_all(&bytes)?;
+        }
         Ok(())
     }
 
@@ -157,16 +172,19 @@ impl SavedState {
     /// image only.
     pub fn image_of(path: &std::path::Path) -> Result<String, StateError> {
         let mut input = std::io::BufReader::new(std::fs::File::open(path)?);
-        Ok(Self::read_header(&mut input)?.image)
+        Ok(Self::read_header(&mut input)?.0.image)
     }
 
-    fn read_header(input: &mut impl Read) -> Result<Header, StateError> {
+    /// The header, and whether the pages are in segments.
+    fn read_header(input: &mut impl Read) -> Result<(Header, bool), StateError> {
         let damaged = |why: &str| StateError::Damaged(why.to_string());
         let mut magic = [0u8; MAGIC.len()];
         input.read_exact(&mut magic).map_err(|_| damaged("no header"))?;
-        if magic != MAGIC {
-            return Err(damaged("not a saved state"));
-        }
+        let segmented = match &magic[..] {
+            m if m == MAGIC_SEGMENTED => true,
+            m if m == MAGIC => false,
+            _ => return Err(damaged("not a saved state")),
+        };
         let mut len = [0u8; 8];
         input
             .read_exact(&mut len)
@@ -179,12 +197,13 @@ impl SavedState {
         input
             .read_exact(&mut raw)
             .map_err(|_| damaged("truncated header"))?;
-        serde_json::from_slice(&raw).map_err(|e| StateError::Damaged(e.to_string()))
+        let header = serde_json::from_slice(&raw).map_err(|e| StateError::Damaged(e.to_string()))?;
+        Ok((header, segmented))
     }
 
     pub fn read_from(input: &mut impl Read, known: impl Fn(&str) -> bool) -> Result<Self, StateError> {
         let damaged = |why: &str| StateError::Damaged(why.to_string());
-        let header = Self::read_header(input)?;
+        let (header, segmented) = Self::read_header(input)?;
         if !known(&header.image) {
             return Err(StateError::OtherImage);
         }
@@ -200,15 +219,44 @@ impl SavedState {
         }
         let expected = header.pages.len() * PAGE;
         let mut data = Vec::with_capacity(expected);
-        flate2::read::DeflateDecoder::new(input)
-            .take(expected as u64 + 1)
-            .read_to_end(&mut data)
-            .map_err(|e| StateError::Damaged(e.to_string()))?;
+        if segmented {
+            read_segments(input, expected, &mut data)?;
+        } else {
+            inflate(input, expected, &mut data)?;
+        }
         if data.len() != expected {
             return Err(damaged("page data is truncated"));
         }
         Ok(SavedState { header, data })
     }
+}
+
+/// Inflates one deflate stream of `input` onto `data`, at most to `expected` bytes (and one
+/// more, so that too much is seen).
+fn inflate(input: &mut impl Read, expected: usize, data: &mut Vec<u8>) -> Result<(), StateError> {
+    let left = (expected + 1).saturating_sub(data.len()) as u64;
+    flate2::read::DeflateDecoder::new(input)
+        .take(left)
+        .read_to_end(data)
+        .map_err(|e| StateError::Damaged(e.to_string()))?;
+    Ok(())
+}
+
+/// Each segment: its length, then its deflated pages; until `expected` bytes are read.
+fn read_segments(input: &mut impl Read, expected: usize, data: &mut Vec<u8>) -> Result<(), StateError> {
+    while data.len() < expected {
+        let mut len = [0u8; 8];
+        input
+            .read_exact(&mut len)
+            .map_err(|_| StateError::Damaged("a segment is missing".into()))?;
+        let len = u64::from_le_bytes(len);
+        let before = data.len();
+        inflate(&mut input.take(len), expected, data)?;
+        if data.len() == before {
+            return Err(StateError::Damaged("an empty segment".into()));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -240,5 +288,45 @@ mod tests {
             Err(StateError::Damaged(_))
         ));
         assert!(SavedState::read_from(&mut &b"garbage"[..], |i| i == "img").is_err());
+    }
+
+    /// A change to one page alters one segment's bytes: the rest of the file is as it was
+    /// (shifted at most), which is what lets a content-defined copy send only the change.
+    #[test]
+    fn a_small_change_alters_one_segment_and_old_single_stream_states_still_read() {
+        let base = vec![0u8; 1024 * PAGE];
+        let mut mem: Vec<u8> = (0..base.len()).map(|i| (i * 7 % 251) as u8).collect();
+        let one = SavedState::diff("img", &mem, &base, 1, vec![]);
+        mem[500 * PAGE + 3] ^= 0xff;
+        let two = SavedState::diff("img", &mem, &base, 1, vec![]);
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        one.write_to(&mut a).unwrap();
+        two.write_to(&mut b).unwrap();
+        let head = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+        let tail = a
+            .iter()
+            .rev()
+            .zip(b.iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
+        let differ = b.len().saturating_sub(head + tail);
+        // 16 segments: one of them differs.
+        assert!(
+            differ < b.len() / 12,
+            "one segment differs: {differ} bytes of {}",
+            b.len()
+        );
+        let back = SavedState::read_from(&mut b.as_slice(), |i| i == "img").unwrap();
+        assert_eq!(back.data, two.data);
+        // The single-stream format of earlier versions.
+        let header = serde_json::to_vec(&one.header).unwrap();
+        let mut old = MAGIC.to_vec();
+        old.extend((header.len() as u64).to_le_bytes());
+        old.extend(header);
+        let mut z = flate2::write::DeflateEncoder::new(old, flate2::Compression::fast());
+        z.write_all(&one.data).unwrap();
+        let old = z.finish().unwrap();
+        let back = SavedState::read_from(&mut old.as_slice(), |i| i == "img").unwrap();
+        assert_eq!(back.data, one.data);
     }
 }

@@ -24,6 +24,7 @@ mod remote;
 pub mod scale;
 pub mod scale_store;
 mod stdio;
+mod store;
 mod table;
 mod views;
 
@@ -52,6 +53,8 @@ pub enum Part {
     Views,
     /// `--scale`: replicas behind haproxy: its added latency, calls per second with 1 and 3.
     Scale,
+    /// `--store`: kept sandboxes in a team store: resume from it, bytes sent, calls per second.
+    Store,
     /// `--folders`: a 1 GiB CSV read in place, beside native pandas and an upload; save_file.
     Folders,
 }
@@ -80,6 +83,10 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
         Part::Scale => {
             eprintln!("bench: replicas behind haproxy (added latency, calls per second with 1 and 3)");
             scale::bench_rows(&root, &bin, &home).await?
+        }
+        Part::Store => {
+            eprintln!("bench: a team store (resume from it beside from disk, bytes sent, calls per second)");
+            store::rows(&root, &bin, &home).await?
         }
         Part::Views => {
             eprintln!("bench: views (read_table, export_notebook)");
