@@ -12,9 +12,9 @@ pub const FORMAT: u32 = 1;
 /// Most bytes per chunk. Files are cut where their content says (FastCDC), so a change moves
 /// the cuts near it only; chunks are this long at most, and typically [`CHUNK_TYPICAL`].
 pub const CHUNK_BYTES: usize = 4 << 20;
-pub const CHUNK_TYPICAL: usize = 1 << 20;
+pub const CHUNK_TYPICAL: usize = 256 << 10;
 /// Fewest bytes per chunk (but a file's last).
-pub const CHUNK_MIN: usize = 256 << 10;
+pub const CHUNK_MIN: usize = 64 << 10;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {

@@ -40,10 +40,9 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
             }
             Err(e) => return Err(e.into()),
         };
-        let state = state.owned_by(owner_of_sandbox(&sb.id));
-        let sb2 = sb.clone();
-        blocking(move || write_state(&sb2, &state)).await?;
-        sb.saved_executions.store(executions, Ordering::SeqCst);
+        let writing = sb.writing.clone().lock_owned().await;
+        write(sb, state, executions).await?;
+        drop(writing);
     }
     let _ = sb.write_meta();
     super::store_push::after_save(sb, suspend);
@@ -51,6 +50,44 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
         slot.session = None;
         slot.saved = true;
     }
+    Ok(())
+}
+
+/// Saves a sandbox that keeps running (after a call, with a team's store): the interpreter is
+/// held only while its memory is copied, and the state is written and pushed while the next
+/// call may already run, so calls in quick succession do not wait on the disk.
+pub async fn save_running(sb: &Arc<Sandbox>) -> Result<(), SandboxError> {
+    let mut slot = sb.slot.lock().await;
+    let executions = sb.executions.load(Ordering::SeqCst);
+    let Some(session) = slot.session.as_mut() else {
+        return Ok(());
+    };
+    if sb.saved_executions.load(Ordering::SeqCst) == executions && sb.dirs.state().is_file() {
+        return Ok(());
+    }
+    let state = match session.capture().await {
+        Ok(s) => s,
+        Err(e @ SessionError::OpenFiles(_)) => {
+            tracing::info!("not saving sandbox {}: {e}", sb.id);
+            return Ok(());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let writing = sb.writing.clone().lock_owned().await;
+    drop(slot);
+    write(sb, state, executions).await?;
+    let _ = sb.write_meta();
+    super::store_push::after_save(sb, false);
+    drop(writing);
+    Ok(())
+}
+
+/// Writes `state`, captured after `executions` calls, as the sandbox's saved state.
+async fn write(sb: &Arc<Sandbox>, state: SavedState, executions: u64) -> Result<(), SandboxError> {
+    let state = state.owned_by(owner_of_sandbox(&sb.id));
+    let sb2 = sb.clone();
+    blocking(move || write_state(&sb2, &state)).await?;
+    sb.saved_executions.store(executions, Ordering::SeqCst);
     Ok(())
 }
 

@@ -49,6 +49,10 @@ pub struct Sandbox {
     /// The executions count when the state was last saved, so unchanged sandboxes are not
     /// saved again.
     pub saved_executions: AtomicU64,
+    /// Held while its state file is written (taken with the slot held, so writes land in the
+    /// order their states were captured): a save after a call writes after letting go of the
+    /// interpreter, and another save must not write at the same time.
+    pub writing: Arc<tokio::sync::Mutex<()>>,
     /// An exclusive lock on the sandbox's `owner.lock`, held while this server owns it: another
     /// server on the same home never opens, saves over or deletes it.
     _owner: Option<std::fs::File>,
@@ -186,6 +190,7 @@ impl Sandbox {
             created_at,
             executions: AtomicU64::new(executions),
             saved_executions: AtomicU64::new(executions),
+            writing: Arc::default(),
             busy: AtomicBool::new(false),
             abandoned: AtomicBool::new(false),
             closing: CancellationToken::new(),

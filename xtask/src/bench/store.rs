@@ -129,7 +129,7 @@ async fn measure(with: &Cluster, without: &Cluster, weed: &Seaweed) -> anyhow::R
             runs: RESUMES,
         },
         Row {
-            what: "`n += 1`, back to back, with the store (a save and a push after each call)".into(),
+            what: "`n += 1`, back to back, with the store (saved and pushed once the calls pause)".into(),
             ours: median(on.clone()),
             baseline: Some(("the same on a replica without a store".into(), median(off.clone()))),
             runs: CALLS,
