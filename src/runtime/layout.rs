@@ -55,6 +55,10 @@ impl Layout {
     pub fn wheels_dir(&self) -> PathBuf {
         self.home.join("wheels")
     }
+    /// Each sandbox's cells, for `export_notebook` (`<id>.jsonl`).
+    pub fn history_dir(&self) -> PathBuf {
+        self.home.join("history")
+    }
     /// Closed sandboxes' folders on their way out, one folder per server (see `wasm::removals`).
     pub fn trash_dir(&self) -> PathBuf {
         self.home.join("trash")

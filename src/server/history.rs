@@ -142,7 +142,7 @@ fn file_name(id: &str) -> String {
 impl History {
     /// The history under `home`; files unused for longer than `retain` are removed now.
     pub fn open(home: &Path, retain: Duration) -> History {
-        let dir = home.join("history");
+        let dir = crate::runtime::Layout::new(home).history_dir();
         if let Ok(entries) = std::fs::read_dir(&dir) {
             for e in entries.flatten() {
                 let old = e

@@ -14,12 +14,21 @@ use sha2::{Digest, Sha256};
 
 use super::location::{Store, StoreError};
 use super::manifest::{CHUNK_BYTES, CHUNK_MIN, CHUNK_TYPICAL, Entry};
-use super::push::Tree;
 use super::space::chunk_path;
 use crate::lock::Locked;
 
 /// Chunks remembered as present before the expired are forgotten.
 const PRESENT_MAX: usize = 200_000;
+
+/// One folder to push: its name in the manifest, where it is, and top-level names left out
+/// (or the one top-level name taken, when a folder many sandboxes share holds one of its).
+#[derive(Clone, Debug)]
+pub struct Tree {
+    pub name: &'static str,
+    pub root: PathBuf,
+    pub skip: &'static [&'static str],
+    pub only: Option<String>,
+}
 
 /// What writing a file's chunks sent.
 #[derive(Debug, Default)]
@@ -193,7 +202,8 @@ pub fn files_of(tree: &Tree) -> Result<Vec<(String, PathBuf)>, StoreError> {
         };
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if rel.is_empty() && tree.skip.contains(&name.as_str()) {
+            let taken = tree.only.as_ref().is_none_or(|only| *only == name);
+            if rel.is_empty() && (tree.skip.contains(&name.as_str()) || !taken) {
                 continue;
             }
             let child = if rel.is_empty() {

@@ -5,26 +5,17 @@
 //! pushed once, as it is then.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use object_store::{ObjectStoreExt, PutOptions, PutPayload, UpdateVersion};
 
-use super::chunks::Chunks;
+use super::chunks::{Chunks, Tree};
 use super::held::Held;
 use super::lease::Claim;
 use super::location::{Store, StoreError};
 use super::manifest::{CHUNK_BYTES, FORMAT, Manifest};
 use super::space::{lease_path, manifest_path};
 use crate::lock::Locked;
-
-/// One folder to push: its name in the manifest, where it is, and top-level names left out.
-#[derive(Clone, Debug)]
-pub struct Tree {
-    pub name: &'static str,
-    pub root: PathBuf,
-    pub skip: &'static [&'static str],
-}
 
 /// What a push wrote.
 #[derive(Clone, Debug, Default, PartialEq)]

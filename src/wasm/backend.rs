@@ -69,7 +69,7 @@ impl WasmBackend {
         );
         registry.empty_stale_trash();
         if let Some(url) = &settings.team.store {
-            super::store_push::install(url, &settings.team, persist)
+            super::store_push::install(url, &settings.team, persist, layout.history_dir())
                 .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
         }
         let keep_bytes = settings.keep_bytes();

@@ -127,9 +127,12 @@ async fn bring_back(
     let id = m.sandbox.as_str();
     let staged = Dirs::of(registry.layout(), &format!(".pull-{id}"));
     remove(&staged); // an earlier pull of it, cut off
+    let cells = staged.scratch.with_extension("history");
+    let _ = std::fs::remove_dir_all(&cells);
     let dest = BTreeMap::from([
         ("workspace", staged.workspace.clone()),
         ("scratch", staged.scratch.clone()),
+        ("history", cells.clone()),
     ]);
     let chunk = |sha: &str| space::chunk_path(pusher.store(), key, sha);
     let pulled = match pull::files(pusher.store(), m, version, &chunk, &dest).await {
@@ -141,6 +144,7 @@ async fn bring_back(
     };
     note_damage(&staged, &pulled.damaged);
     place(&staged, dirs)?;
+    place_history(&cells, id);
     tracing::info!(
         "{id}: resumed from the store (generation {}, written by {}, {} files, {} bytes{})",
         pulled.generation,
@@ -201,6 +205,20 @@ fn place(staged: &Dirs, dirs: &Dirs) -> Result<(), SandboxError> {
         super::registry::make_dir(d)?;
     }
     Ok(())
+}
+
+/// The sandbox's cells, if the store had them, where `export_notebook` reads them.
+fn place_history(cells: &Path, id: &str) {
+    let file = super::store_push::history_file(id);
+    if let Some(dir) = super::store_push::history_dir()
+        && cells.join(&file).is_file()
+    {
+        let _ = std::fs::create_dir_all(dir);
+        if let Err(e) = crate::host_retry::rename(&cells.join(&file), &dir.join(&file)) {
+            tracing::warn!("{id}: its cells came back from the store but could not be placed: {e}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(cells);
 }
 
 fn remove(dirs: &Dirs) {

@@ -10,10 +10,13 @@ use std::time::Duration;
 
 use super::record::Sandbox;
 use crate::lock::Locked;
-use crate::store::push::{Pusher, Tree};
+use crate::store::chunks::Tree;
+use crate::store::push::Pusher;
 use crate::store::space;
 
 static PUSHER: OnceLock<Arc<Pusher>> = OnceLock::new();
+/// Where each sandbox's cells are kept for `export_notebook` (`<id>.jsonl`): pushed with it.
+static HISTORY: OnceLock<std::path::PathBuf> = OnceLock::new();
 /// Each sandbox's principal prefix, as the tenancy layer named its owner.
 static SPACES: LazyLock<Mutex<HashMap<String, String>>> = LazyLock::new(Mutex::default);
 /// The principal a sandbox nobody named an owner for belongs to: a stdio server's user.
@@ -26,7 +29,9 @@ pub fn install(
     url: &str,
     team: &crate::config::TeamSettings,
     retain: Option<Duration>,
+    history: std::path::PathBuf,
 ) -> Result<(), crate::store::StoreError> {
+    let _ = HISTORY.set(history);
     let store = crate::store::location::open(url)?;
     let timing = crate::store::Timing {
         lease: team.store_lease(),
@@ -83,13 +88,24 @@ pub fn after_save(sb: &Arc<Sandbox>, suspended: bool) {
             name: "workspace",
             root: sb.dirs.workspace.clone(),
             skip: &[],
+            only: None,
         },
         Tree {
             name: "scratch",
             root: sb.dirs.scratch.clone(),
             skip: &["tmp", "owner.lock", "owner.pid"],
+            only: None,
         },
     ];
+    let mut trees = trees;
+    if let Some(dir) = HISTORY.get() {
+        trees.push(Tree {
+            name: "history",
+            root: dir.clone(),
+            skip: &[],
+            only: Some(history_file(&sb.id)),
+        });
+    }
     let weak = Arc::downgrade(sb);
     let release_if: Option<crate::store::push::ReleaseIf> =
         suspended.then(|| Box::new(move || weak.upgrade().is_none_or(|sb| !sb.is_live())) as _);
@@ -122,6 +138,17 @@ pub async fn copy_may_go(sb: &Arc<Sandbox>) -> Option<bool> {
             Some(false)
         }
     }
+}
+
+/// The file of `id`'s cells in the history folder (ids in the store are plain: see
+/// `store::space::plausible_id`).
+pub fn history_file(id: &str) -> String {
+    format!("{id}.jsonl")
+}
+
+/// Where cells are kept, with a store.
+pub fn history_dir() -> Option<&'static std::path::Path> {
+    HISTORY.get().map(|p| p.as_path())
 }
 
 /// `id` was closed: its manifest and lease leave the store.

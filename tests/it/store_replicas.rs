@@ -129,6 +129,13 @@ async fn a_replica_killed_outright_loses_no_completed_call_another_resumes_it_no
     };
     assert_eq!(v["result"], "(42, 'kept')", "{v}");
     assert_eq!(v["state_lost"], false, "{v}");
+    // Its history came too: the notebook r1 exports holds the cells run on r0.
+    let nb = alice.ok("export_notebook", json!({"sandbox_id": id})).await;
+    let nb = alice
+        .ok("read_file", json!({"sandbox_id": id, "file_path": nb["path"]}))
+        .await;
+    let cells = nb["content"].as_str().expect("the notebook's text");
+    assert!(cells.contains("x = 41") && cells.contains("x += 1"), "{cells}");
     eprintln!(
         "resumed on r1 {:?} after r0 was killed (told it lived on r0 first: {told_where})",
         began.elapsed()

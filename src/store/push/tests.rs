@@ -1,7 +1,7 @@
 //! The pusher against a local folder store.
 
 use super::*;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn file_url(dir: &Path) -> url::Url {
     url::Url::from_directory_path(dir).expect("an absolute folder")
@@ -34,6 +34,7 @@ async fn a_second_push_sends_only_what_changed_and_advances_the_generation() {
         name: "workspace",
         root: work.clone(),
         skip: &["tmp"],
+        only: None,
     }];
     let first = pusher.push("sbx-1", "p", &trees).await.unwrap();
     assert_eq!((first.generation, first.files, first.chunks_written), (1, 2, 3));
@@ -71,6 +72,7 @@ async fn a_push_the_store_refused_is_tried_again_until_it_lands() {
         name: "workspace",
         root: work.clone(),
         skip: &[],
+        only: None,
     };
     pusher.schedule("sbx-3", "p", vec![tree], None);
     assert!(!pusher.flush(std::time::Duration::from_millis(1500)).await);
@@ -99,6 +101,7 @@ async fn flush_waits_for_what_was_scheduled() {
         name: "workspace",
         root: root.clone(),
         skip: &["b"],
+        only: None,
     };
     pusher.schedule("sbx-2", "p", vec![tree()], None);
     pusher.schedule("sbx-2", "p", vec![tree()], None);

@@ -5,7 +5,8 @@ use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::store::Timing;
-use crate::store::push::{Pusher, Tree};
+use crate::store::chunks::Tree;
+use crate::store::push::Pusher;
 
 const DAY: Duration = Duration::from_secs(86_400);
 
@@ -35,6 +36,7 @@ impl Bucket {
             name: "workspace",
             root: dir,
             skip: &[],
+            only: None,
         }]
     }
 
