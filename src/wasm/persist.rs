@@ -26,23 +26,14 @@ fn lost(slot: &mut Slot, why: String) {
 /// interpreter, giving its memory back (the state comes back on the next use). A sandbox
 /// whose interpreter holds files open keeps running and is not saved.
 pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(), SandboxError> {
-    let executions = sb.executions.load(Ordering::SeqCst);
-    let Some(session) = slot.session.as_mut() else {
-        return Ok(());
-    };
-    let unchanged = sb.saved_executions.load(Ordering::SeqCst) == executions && sb.dirs.state().is_file();
-    if !unchanged {
-        let state = match session.capture().await {
-            Ok(s) => s,
-            Err(e @ SessionError::OpenFiles(_)) => {
-                tracing::info!("not saving sandbox {}: {e}", sb.id);
-                return Ok(());
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let writing = sb.writing.clone().lock_owned().await;
-        write(sb, state, executions).await?;
-        drop(writing);
+    match capture(sb, slot).await? {
+        Captured::Nothing => return Ok(()),
+        Captured::Unchanged => {}
+        Captured::State(state, executions) => {
+            let writing = sb.writing.clone().lock_owned().await;
+            write(sb, state, executions).await?;
+            drop(writing);
+        }
     }
     let _ = sb.write_meta();
     super::store_push::after_save(sb, suspend);
@@ -58,20 +49,8 @@ pub async fn save(sb: &Arc<Sandbox>, slot: &mut Slot, suspend: bool) -> Result<(
 /// call may already run, so calls in quick succession do not wait on the disk.
 pub async fn save_running(sb: &Arc<Sandbox>) -> Result<(), SandboxError> {
     let mut slot = sb.slot.lock().await;
-    let executions = sb.executions.load(Ordering::SeqCst);
-    let Some(session) = slot.session.as_mut() else {
+    let Captured::State(state, executions) = capture(sb, &mut slot).await? else {
         return Ok(());
-    };
-    if sb.saved_executions.load(Ordering::SeqCst) == executions && sb.dirs.state().is_file() {
-        return Ok(());
-    }
-    let state = match session.capture().await {
-        Ok(s) => s,
-        Err(e @ SessionError::OpenFiles(_)) => {
-            tracing::info!("not saving sandbox {}: {e}", sb.id);
-            return Ok(());
-        }
-        Err(e) => return Err(e.into()),
     };
     let writing = sb.writing.clone().lock_owned().await;
     drop(slot);
@@ -80,6 +59,34 @@ pub async fn save_running(sb: &Arc<Sandbox>) -> Result<(), SandboxError> {
     super::store_push::after_save(sb, false);
     drop(writing);
     Ok(())
+}
+
+/// What a save finds in the slot.
+enum Captured {
+    /// No interpreter, or one holding files open (it keeps running, not saved).
+    Nothing,
+    /// No call since the last save.
+    Unchanged,
+    /// The state, taken after this many calls.
+    State(SavedState, u64),
+}
+
+async fn capture(sb: &Sandbox, slot: &mut Slot) -> Result<Captured, SandboxError> {
+    let executions = sb.executions.load(Ordering::SeqCst);
+    let Some(session) = slot.session.as_mut() else {
+        return Ok(Captured::Nothing);
+    };
+    if sb.saved_executions.load(Ordering::SeqCst) == executions && sb.dirs.state().is_file() {
+        return Ok(Captured::Unchanged);
+    }
+    match session.capture().await {
+        Ok(state) => Ok(Captured::State(state, executions)),
+        Err(e @ SessionError::OpenFiles(_)) => {
+            tracing::info!("not saving sandbox {}: {e}", sb.id);
+            Ok(Captured::Nothing)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Writes `state`, captured after `executions` calls, as the sandbox's saved state.

@@ -55,6 +55,19 @@ impl Bucket {
             .join("manifest.json")
     }
 
+    /// `pusher` writes sandbox `id` holding `files`.
+    async fn push(&self, pusher: &Pusher, id: &str, files: &[(&str, &str)]) {
+        pusher.push(id, "p", &self.work(id, files)).await.unwrap();
+    }
+
+    /// Sandbox `id`'s manifest says it was last written `days` ago.
+    fn written_days_ago(&self, id: &str, days: i64) {
+        let mut m: crate::store::manifest::Manifest =
+            serde_json::from_slice(&std::fs::read(self.manifest(id)).unwrap()).unwrap();
+        m.written_at -= chrono::Duration::days(days);
+        std::fs::write(self.manifest(id), serde_json::to_vec(&m).unwrap()).unwrap();
+    }
+
     /// Every chunk made `age` old.
     fn age_chunks(&self, age: Duration) {
         let old = SystemTime::now() - age;
@@ -84,38 +97,17 @@ fn timing(grace: Duration) -> Timing {
 async fn unnamed_old_chunks_and_unused_sandboxes_go_and_nothing_a_manifest_names_does() {
     let b = bucket();
     let pusher = Pusher::start(b.store.clone(), "r0".into(), &timing(DAY));
-    pusher
-        .push(
-            "sbx-a",
-            "p",
-            &b.work("sbx-a", &[("keep", "kept"), ("edit", "v1")]),
-        )
-        .await
-        .unwrap();
-    pusher
-        .push(
-            "sbx-a",
-            "p",
-            &b.work("sbx-a", &[("keep", "kept"), ("edit", "v2")]),
-        )
-        .await
-        .unwrap();
-    pusher
-        .push("sbx-c", "p", &b.work("sbx-c", &[("old", "c only")]))
-        .await
-        .unwrap();
+    b.push(&pusher, "sbx-a", &[("keep", "kept"), ("edit", "v1")])
+        .await;
+    b.push(&pusher, "sbx-a", &[("keep", "kept"), ("edit", "v2")])
+        .await;
+    b.push(&pusher, "sbx-c", &[("old", "c only")]).await;
     // sbx-c was last written 30 days ago.
-    let mut m: crate::store::manifest::Manifest =
-        serde_json::from_slice(&std::fs::read(b.manifest("sbx-c")).unwrap()).unwrap();
-    m.written_at -= chrono::Duration::days(30);
-    std::fs::write(b.manifest("sbx-c"), serde_json::to_vec(&m).unwrap()).unwrap();
+    b.written_days_ago("sbx-c", 30);
     pusher.held().release("sbx-c").await; // suspended long ago, no longer held
     b.age_chunks(2 * DAY);
     // A chunk a push has just written and not yet named.
-    pusher
-        .push("sbx-y", "p", &b.work("sbx-y", &[("new", "young")]))
-        .await
-        .unwrap();
+    b.push(&pusher, "sbx-y", &[("new", "young")]).await;
     std::fs::remove_file(b.manifest("sbx-y")).unwrap();
 
     let swept = once(&b.store, pusher.held(), DAY, Some(7 * DAY))
@@ -149,10 +141,7 @@ async fn one_replica_sweeps_at_a_time_and_a_sandbox_held_is_never_retired() {
     r1.push("sbx-h", "p", &b.work("sbx-h", &[("f", "held")]))
         .await
         .unwrap();
-    let mut m: crate::store::manifest::Manifest =
-        serde_json::from_slice(&std::fs::read(b.manifest("sbx-h")).unwrap()).unwrap();
-    m.written_at -= chrono::Duration::days(30);
-    std::fs::write(b.manifest("sbx-h"), serde_json::to_vec(&m).unwrap()).unwrap();
+    b.written_days_ago("sbx-h", 30);
     // r1 sweeps: r0 is told to leave it.
     let lease = b.store.path(&["sweep", "lease.json"]);
     assert!(matches!(
@@ -175,14 +164,8 @@ async fn one_replica_sweeps_at_a_time_and_a_sandbox_held_is_never_retired() {
 async fn a_chunk_found_old_is_written_again_so_no_sweep_can_take_it_from_under_a_push() {
     let b = bucket();
     let first = Pusher::start(b.store.clone(), "r0".into(), &timing(DAY));
-    first
-        .push("sbx-1", "p", &b.work("sbx-1", &[("f", "shared")]))
-        .await
-        .unwrap();
-    first
-        .push("sbx-2", "p", &b.work("sbx-2", &[("f", "fresh")]))
-        .await
-        .unwrap();
+    b.push(&first, "sbx-1", &[("f", "shared")]).await;
+    b.push(&first, "sbx-2", &[("f", "fresh")]).await;
     // A day old: past half the grace period (a sweep may take it once unnamed).
     b.age_chunks(DAY);
     let again = Pusher::start(b.store.clone(), "r1".into(), &timing(DAY));
