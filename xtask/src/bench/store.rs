@@ -20,6 +20,8 @@ use xtask::seaweed::Seaweed;
 const RESUMES: usize = 20;
 const CALLS: usize = 200;
 const PREFIX: &str = "bench";
+/// Calls whose way to the store is timed.
+const LAGS: usize = 100;
 
 fn say(msg: &str) {
     eprintln!("bench (store): {msg}");
@@ -119,6 +121,7 @@ async fn measure(with: &Cluster, without: &Cluster, weed: &Seaweed) -> anyhow::R
         call(&replicas[last], "execute_code", args.clone()).await?;
         remote.push(t.elapsed());
     }
+    let lag = to_store(&replicas[last], &id, &store, &who.name).await?;
     let plain = without.principals().await?.swap_remove(0);
     let (on, off) = back_to_back(&replicas[last], &id, without, &plain.token).await?;
     let rows = vec![
@@ -136,15 +139,53 @@ async fn measure(with: &Cluster, without: &Cluster, weed: &Seaweed) -> anyhow::R
         },
     ];
     let rate = |d: &[Duration]| d.len() as f64 / d.iter().sum::<Duration>().as_secs_f64();
+    let (p50, p99) = (lag[lag.len() / 2], lag[lag.len() * 99 / 100]);
     let note = format!(
         "Bytes sent to the store: {whole} for the sandbox (its saved state with pandas and the DataFrame, its files), \
          {change} for a one-cell change of the DataFrame ({:.1}%). Calls per second back to back: {:.0} with the store, \
-         {:.0} without.",
+         {:.0} without. From a call's answer to its state's manifest in the store ({LAGS} calls, 0.3 s apart): \
+         median {:.0} ms, p99 {:.0} ms, most {:.0} ms.",
         change as f64 * 100.0 / whole.max(1) as f64,
         rate(&on),
-        rate(&off)
+        rate(&off),
+        p50.as_secs_f64() * 1e3,
+        p99.as_secs_f64() * 1e3,
+        lag[lag.len() - 1].as_secs_f64() * 1e3
     );
     Ok((rows, note))
+}
+
+/// For [`LAGS`] calls in `id`, 0.3 s apart: the time from each call's answer until the store
+/// holds a manifest of a later generation (its state), sorted.
+async fn to_store(
+    c: &Client,
+    id: &str,
+    store: &mcp_code_sandbox::store::Store,
+    principal: &str,
+) -> anyhow::Result<Vec<Duration>> {
+    let path = space::manifest_path(store, &space::key(principal), id);
+    let generation = || async {
+        let got = mcp_code_sandbox::store::pull::manifest(store, &path).await?;
+        anyhow::Ok(got.map_or(0, |(m, _)| m.generation))
+    };
+    let mut lags = Vec::new();
+    for _ in 0..LAGS {
+        let before = generation().await?;
+        let code = "n = globals().get('n', 0) + 1";
+        call(c, "execute_code", json!({"sandbox_id": id, "code": code})).await?;
+        let answered = Instant::now();
+        while generation().await? <= before {
+            anyhow::ensure!(
+                answered.elapsed() < Duration::from_secs(30),
+                "a call's state never reached the store"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        lags.push(answered.elapsed());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    lags.sort();
+    Ok(lags)
 }
 
 /// Bytes of new chunks the replicas sent to the store so far.
