@@ -28,6 +28,21 @@ pub struct RuntimeFiles {
     pub libraries: Vec<(String, String)>,
 }
 
+/// The file of a sandbox's cells in [`Layout::history_dir`]: the id itself when it is plain, else its hash.
+pub fn history_file(id: &str) -> String {
+    if !id.is_empty()
+        && id.len() <= 100
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        format!("{id}.jsonl")
+    } else {
+        use sha2::Digest as _;
+        format!("{}.jsonl", hex::encode(sha2::Sha256::digest(id.as_bytes())))
+    }
+}
+
 const MARKER: &str = "INSTALLED";
 
 impl Layout {

@@ -19,7 +19,7 @@ pub use dist_name::normalize;
 pub(crate) use error::io_err;
 pub use error::{RuntimeError, Stage};
 pub use fetch::{fetch_wheel, file_digest};
-pub use layout::{Layout, RuntimeFiles};
+pub use layout::{Layout, RuntimeFiles, history_file};
 pub use manifest::{Manifest, manifest};
 pub use unpack::unpack_wheel;
 

@@ -68,6 +68,15 @@ pub trait Interpreter: Send + Sync {
         Ok(false)
     }
 
+    /// [`Interpreter::hold`], and for `principal`'s sandbox whose copy on this disk was let go
+    /// (the store keeps it), brought back from the store; whether it was brought back.
+    async fn hold_or_resume(&self, id: &str, principal: &str) -> Result<bool, SandboxError> {
+        match self.hold(id).await {
+            Err(SandboxError::NotFound(_)) if self.resume_from_store(id, principal).await? => Ok(true),
+            held => held.map(|()| false),
+        }
+    }
+
     /// Whether the caller may act on `id`, which is here now: [`Interpreter::usage`]'s check,
     /// which a view over a shared store extends by resuming the sandbox from the store.
     async fn locate(&self, id: &str) -> Result<(), SandboxError> {

@@ -124,21 +124,6 @@ pub struct History {
     counts: std::sync::Mutex<std::collections::HashMap<PathBuf, usize>>,
 }
 
-/// A file name for a sandbox id: the id itself when it is plain, else its hash.
-fn file_name(id: &str) -> String {
-    if !id.is_empty()
-        && id.len() <= 100
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    {
-        format!("{id}.jsonl")
-    } else {
-        use sha2::Digest as _;
-        format!("{}.jsonl", hex::encode(sha2::Sha256::digest(id.as_bytes())))
-    }
-}
-
 impl History {
     /// The history under `home`; files unused for longer than `retain` are removed now.
     pub fn open(home: &Path, retain: Duration) -> History {
@@ -163,7 +148,7 @@ impl History {
     }
 
     fn path(&self, id: &str) -> PathBuf {
-        self.dir.join(file_name(id))
+        self.dir.join(crate::runtime::history_file(id))
     }
 
     /// Appends a cell; trims the oldest when the bounds are passed. A failure is logged: a
@@ -307,7 +292,7 @@ mod tests {
         h.remove("sbx-a");
         assert!(h.cells("sbx-a").is_empty());
         assert_eq!(
-            file_name("../x"),
+            crate::runtime::history_file("../x"),
             format!(
                 "{}.jsonl",
                 hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"../x"))

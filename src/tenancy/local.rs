@@ -53,14 +53,10 @@ impl LocalView {
     /// store when its copy on this disk was let go, or never was here).
     async fn found(&self, id: &str) -> Result<(), SandboxError> {
         self.check(id)?;
-        match self.inner.hold(id).await {
-            Err(SandboxError::NotFound(_))
-                if self.inner.resume_from_store(id, super::names::LOCAL).await? =>
-            {
-                Ok(())
-            }
-            held => held,
-        }
+        self.inner
+            .hold_or_resume(id, super::names::LOCAL)
+            .await
+            .map(|_| ())
     }
 }
 

@@ -54,17 +54,12 @@ impl View {
     async fn found(&self, id: &str) -> Result<(), SandboxError> {
         let unknown = match self.check(id) {
             Err(e @ (SandboxError::NotFound(_) | SandboxError::OnAnotherReplica { .. })) => e,
-            // Owned here but its copy on this disk was let go (the store holds it): back.
+            // Owned here but its copy on this disk may have been let go (the store holds it).
             Ok(()) => {
-                return match self.t.inner.hold(id).await {
-                    Err(SandboxError::NotFound(_))
-                        if self.t.inner.resume_from_store(id, &self.who.name).await? =>
-                    {
-                        self.join(id);
-                        Ok(())
-                    }
-                    held => held,
-                };
+                if self.t.inner.hold_or_resume(id, &self.who.name).await? {
+                    self.join(id);
+                }
+                return Ok(());
             }
             other => return other,
         };

@@ -209,7 +209,7 @@ fn place(staged: &Dirs, dirs: &Dirs) -> Result<(), SandboxError> {
 
 /// The sandbox's cells, if the store had them, where `export_notebook` reads them.
 fn place_history(cells: &Path, id: &str) {
-    let file = super::store_push::history_file(id);
+    let file = crate::runtime::history_file(id);
     if let Some(dir) = super::store_push::history_dir()
         && cells.join(&file).is_file()
     {

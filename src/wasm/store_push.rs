@@ -83,7 +83,7 @@ pub fn after_save(sb: &Arc<Sandbox>, suspended: bool) {
     let Some(pusher) = PUSHER.get() else {
         return;
     };
-    let trees = vec![
+    let mut trees = vec![
         Tree {
             name: "workspace",
             root: sb.dirs.workspace.clone(),
@@ -97,13 +97,12 @@ pub fn after_save(sb: &Arc<Sandbox>, suspended: bool) {
             only: None,
         },
     ];
-    let mut trees = trees;
     if let Some(dir) = HISTORY.get() {
         trees.push(Tree {
             name: "history",
             root: dir.clone(),
             skip: &[],
-            only: Some(history_file(&sb.id)),
+            only: Some(crate::runtime::history_file(&sb.id)),
         });
     }
     let weak = Arc::downgrade(sb);
@@ -138,12 +137,6 @@ pub async fn copy_may_go(sb: &Arc<Sandbox>) -> Option<bool> {
             Some(false)
         }
     }
-}
-
-/// The file of `id`'s cells in the history folder (ids in the store are plain: see
-/// `store::space::plausible_id`).
-pub fn history_file(id: &str) -> String {
-    format!("{id}.jsonl")
 }
 
 /// Where cells are kept, with a store.
