@@ -23,6 +23,19 @@ pub struct Seaweed {
     dir: PathBuf,
 }
 
+/// Where the store's data goes: memory (`/dev/shm`) when it has room, else the temporary
+/// folder. On a disk with less than 1% free (a CI clone beside full build folders) the volume
+/// server takes no writes at all, and every request waits for room that never comes; the
+/// tests write tens of megabytes, which memory holds easily.
+fn data_root() -> PathBuf {
+    const ROOM: u64 = 2 << 30;
+    let shm = Path::new("/dev/shm");
+    match mcp_code_sandbox::disk_quota::free_bytes(shm) {
+        Some(free) if free >= ROOM => shm.to_path_buf(),
+        _ => std::env::temp_dir(),
+    }
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -31,7 +44,7 @@ impl Seaweed {
     /// Starts it (installing it first if need be) and waits until it serves the bucket.
     pub async fn start(root: &Path, progress: &dyn Fn(&str)) -> anyhow::Result<Seaweed> {
         let venv = crate::pyvenv::ensure(&root.join("tests/seaweedfs"), progress)?;
-        let dir = std::env::temp_dir().join(format!("mcs-s3-{}", uuid_like()));
+        let dir = data_root().join(format!("mcs-s3-{}", uuid_like()));
         std::fs::create_dir_all(dir.join("data"))?;
         let identities = serde_json::json!({"identities": [{
             "name": "test",
@@ -52,6 +65,10 @@ impl Seaweed {
             format!("-s3.port={s3}"),
             format!("-s3.config={}", dir.join("s3.json").display()),
             format!("-bucket={BUCKET}"),
+            // Left to itself, `weed mini` sizes volumes from the disk's total (1 GiB on a large
+            // disk) and counts them from its free space. The tests write tens of megabytes.
+            "-master.volumeSizeLimitMB=64".into(),
+            "-volume.max=16".into(),
         ];
         for flag in [
             "master.port",
