@@ -16,10 +16,23 @@ use serde::{Deserialize, Serialize};
 
 use super::location::{Store, StoreError};
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+// Its JSON Schema is published beside the manifest's (docs/schemas/).
+/// Who serves a sandbox, and until when: `.../sandboxes/<id>/lease.json` beside its manifest
+/// (and `<prefix>/sweep/lease.json` for the one replica that sweeps).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(title = "A sandbox's lease in the team store")]
 pub struct Lease {
+    /// The replica that serves the sandbox.
+    #[schemars(length(min = 1))]
     pub holder: String,
+    /// Until when; another replica may take it after.
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub until: DateTime<Utc>,
+}
+
+/// The lease's JSON Schema, as published.
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Lease)).unwrap_or_default()
 }
 
 /// What a claim found.

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The manifest's format; a reader refuses others.
@@ -16,27 +17,52 @@ pub const CHUNK_TYPICAL: usize = 256 << 10;
 /// Fewest bytes per chunk (but a file's last).
 pub const CHUNK_MIN: usize = 64 << 10;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+// Its JSON Schema is published (docs/schemas/, written by `cargo xtask docs`) so that whoever
+// inspects or backs up a store knows what a manifest may hold; the tests check the manifests
+// the server writes against it with an independent validator.
+/// One generation of a kept sandbox, written after every chunk it names:
+/// `<prefix>/principals/<principal's key>/sandboxes/<id>/manifest.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[schemars(title = "A kept sandbox's manifest in the team store")]
 pub struct Manifest {
+    /// The manifest's format (this is format 1).
+    #[schemars(range(min = 1, max = 1))]
     pub format: u32,
+    /// The sandbox's id.
+    #[schemars(regex(pattern = r"^sbx-[a-z0-9-]{1,76}$"))]
     pub sandbox: String,
     /// One more than the generation it replaced.
+    #[schemars(range(min = 1))]
     pub generation: u64,
     /// The replica (or host) that wrote it.
+    #[schemars(length(min = 1))]
     pub written_by: String,
+    /// When it was written (the writer's clock); retention counts from it.
+    #[schemars(with = "String", extend("format" = "date-time"))]
     pub written_at: chrono::DateTime<chrono::Utc>,
     /// The longest a chunk may be.
+    #[schemars(range(min = 1))]
     pub chunk_bytes: u64,
-    /// Each folder by its name (`workspace`, `scratch`): its files, by path.
+    /// Each folder by its name (`workspace`, `scratch`, `history`): its files, by path.
     pub trees: BTreeMap<String, Vec<Entry>>,
 }
 
 /// One regular file: its path under the folder (`/`-separated), size and chunks in order.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Entry {
+    /// Relative, `/`-separated, no empty, `.` or `..` part, no `\` or `:` (a reader refuses
+    /// others).
+    #[schemars(regex(pattern = r"^(?!(.*/)?\.\.?(/|$))[^/\\:]+(/[^/\\:]+)*$"))]
     pub path: String,
     pub bytes: u64,
+    /// The SHA-256 of each chunk, in order; the chunk's object is named by it.
+    #[schemars(inner(regex(pattern = r"^[0-9a-f]{64}$")))]
     pub chunks: Vec<String>,
+}
+
+/// The manifest's JSON Schema, as published.
+pub fn schema() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(Manifest)).unwrap_or_default()
 }
 
 impl Manifest {

@@ -64,6 +64,46 @@ pub fn ensure_npm(dir: &str) -> PathBuf {
     dir
 }
 
+/// Checks `documents` against the published JSON Schema at `schema` (a path in the repository)
+/// with Ajv (tests/ts/validate_json.mjs), a validator the server's code does not share.
+pub fn assert_schema_valid(schema: &str, documents: &[serde_json::Value]) {
+    if let Err(said) = schema_check(schema, documents) {
+        panic!("not valid against {schema}: {said}");
+    }
+}
+
+/// What Ajv says of `documents` against `schema`: `Err` with its errors if any is not valid.
+pub fn schema_check(schema: &str, documents: &[serde_json::Value]) -> Result<(), String> {
+    let ts = ensure_npm("tests/ts");
+    let dir = private_home().join("documents");
+    std::fs::create_dir_all(&dir).unwrap();
+    let files: Vec<PathBuf> = documents
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let file = dir.join(format!("{i}.json"));
+            std::fs::write(&file, d.to_string()).unwrap();
+            file
+        })
+        .collect();
+    let out = std::process::Command::new("node")
+        .arg("validate_json.mjs")
+        .arg(repo_root().join(schema))
+        .args(&files)
+        .current_dir(&ts)
+        .output()
+        .expect("node runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    match out.status.code() {
+        Some(0) => Ok(()),
+        Some(1) => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
+        _ => panic!(
+            "the validator could not run: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

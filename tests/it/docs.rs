@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::common;
+use serde_json::json;
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -62,6 +63,46 @@ fn the_settings_page_is_made_from_the_code_and_names_every_setting() {
         missing.is_empty(),
         "named in the code but not on docs/settings.md: {missing:?}"
     );
+}
+
+/// The team store's schemas are made from the server's types, and they refuse what a reader
+/// refuses (a path leaving its folder, a chunk not named by a SHA-256, another format), so the
+/// tests that check real manifests against them check something.
+#[test]
+fn the_store_schemas_are_made_from_the_code_and_refuse_what_a_reader_refuses() {
+    let root = common::repo_root();
+    for (rel, text) in xtask::docs::store_schemas() {
+        assert!(
+            read(&root.join(rel)) == text,
+            "{rel} is out of date: run `cargo xtask docs` and commit it"
+        );
+    }
+    let manifest = serde_json::json!({
+        "format": 1, "sandbox": "sbx-r0-0a1b", "generation": 2, "written_by": "r0",
+        "written_at": "2026-12-07T03:00:00.5Z", "chunk_bytes": 4_194_304,
+        "trees": {"workspace": [{"path": "data/a.csv", "bytes": 3, "chunks": ["ab".repeat(32)]}]},
+    });
+    let schema = "docs/schemas/store-manifest.schema.json";
+    common::assert_schema_valid(schema, std::slice::from_ref(&manifest));
+    let path = "/trees/workspace/0/path";
+    for (at, bad) in [
+        (path, json!("../outside")),
+        (path, json!("data/../../x")),
+        (path, json!("/etc/passwd")),
+        (path, json!("a//b")),
+        (path, json!("c:\\x")),
+        ("/trees/workspace/0/chunks/0", json!("ABC")),
+        ("/format", json!(2)),
+        ("/sandbox", json!("../sbx")),
+        ("/written_at", json!("yesterday")),
+    ] {
+        let mut m = manifest.clone();
+        *m.pointer_mut(at).unwrap() = bad.clone();
+        assert!(
+            common::schema_check(schema, &[m]).is_err(),
+            "the manifest schema took {at} = {bad}"
+        );
+    }
 }
 
 #[test]

@@ -53,6 +53,38 @@ pub async fn try_manifest(store: &Arc<dyn ObjectStore>, space: &str, id: &str) -
     Some(serde_json::from_slice(&bytes).expect("the manifest is JSON"))
 }
 
+/// Every manifest and lease under `prefix`, checked against the published JSON Schemas
+/// (docs/schemas/, what `cargo xtask docs` makes from the server's types); how many of each.
+pub async fn documents_valid(store: &Arc<dyn ObjectStore>, prefix: &str) -> (usize, usize) {
+    use futures_util::TryStreamExt;
+    let keys: Vec<Key> = store
+        .list(Some(&Key::from(prefix)))
+        .map_ok(|o| o.location)
+        .try_collect()
+        .await
+        .expect("the bucket lists");
+    let (mut manifests, mut leases) = (Vec::new(), Vec::new());
+    for key in keys {
+        let into = match key.filename() {
+            Some("manifest.json") => &mut manifests,
+            Some("lease.json") => &mut leases,
+            _ => continue,
+        };
+        let Ok(got) = store.get(&key).await else { continue }; // gone since listed
+        let bytes = got.bytes().await.unwrap();
+        into.push(serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{key} is no JSON: {e}")));
+    }
+    for (schema, docs) in [
+        ("docs/schemas/store-manifest.schema.json", &manifests),
+        ("docs/schemas/store-lease.schema.json", &leases),
+    ] {
+        if !docs.is_empty() {
+            common::assert_schema_valid(schema, docs);
+        }
+    }
+    (manifests.len(), leases.len())
+}
+
 /// The file `path` of `tree` in `m`, put together from its chunks, each checked against its name.
 async fn file_from_chunks(
     store: &Arc<dyn ObjectStore>,
@@ -185,6 +217,8 @@ async fn saves_reach_the_store_as_chunks_a_manifest_names_and_unchanged_files_ar
         .await
         .unwrap();
     assert!(!list.common_prefixes.is_empty());
+    let (manifests, _) = documents_valid(&store, &prefix).await;
+    assert_eq!(manifests, 1, "one sandbox, one manifest");
     let _ = std::fs::remove_dir_all(&home);
 }
 

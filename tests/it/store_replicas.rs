@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::common::private_home;
 use crate::remote_harness::Remote;
-use crate::store::{Bucket, SECRET_KEY, seaweed, space, try_manifest};
+use crate::store::{Bucket, SECRET_KEY, documents_valid, seaweed, space, try_manifest};
 
 const LEASE_SECONDS: &str = "5";
 
@@ -193,6 +193,13 @@ async fn a_replica_killed_outright_loses_no_completed_call_another_resumes_it_no
     eprintln!(
         "back on r0 {:?} after it asked (r1 suspends after {IDLE_SECONDS} s unused)",
         began.elapsed()
+    );
+
+    // What the replicas wrote is what the published schemas say: the manifest and r0's lease.
+    let (manifests, leases) = documents_valid(&store, &prefix).await;
+    assert!(
+        manifests >= 1 && leases >= 1,
+        "{manifests} manifests, {leases} leases"
     );
 
     // Closed: it leaves the store, and the lease goes with it.

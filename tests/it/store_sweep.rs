@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::common::{LOG_TO, private_home};
 use crate::persistence::start;
-use crate::store::{Bucket, SECRET_KEY, seaweed, space, try_manifest};
+use crate::store::{Bucket, SECRET_KEY, documents_valid, seaweed, space, try_manifest};
 
 /// Waits (at most a minute) until `done` is true, saying what it waited for.
 async fn until<F: std::future::Future<Output = bool>>(what: &str, mut done: impl FnMut() -> F) {
@@ -116,6 +116,13 @@ async fn a_copy_past_the_disk_bound_is_let_go_and_comes_back_and_the_sweep_takes
         .ok("read_file", json!({"sandbox_id": id, "file_path": "keep.txt"}))
         .await;
     assert!(read.to_string().contains("kept"), "{read}");
+
+    // The manifest, the sandbox's lease and the sweeper's, as the published schemas say.
+    let (manifests, leases) = documents_valid(&store, &prefix).await;
+    assert!(
+        manifests == 1 && leases >= 1,
+        "{manifests} manifests, {leases} leases"
+    );
 
     // Closed: its manifest goes at once, its chunks with the next sweep past the grace period.
     s.ok("close_sandbox", json!({"sandbox_id": id})).await;

@@ -106,3 +106,17 @@ pub fn settings_page() -> String {
     );
     page
 }
+
+/// The published JSON Schemas of what the team store holds, by their path in the repository
+/// (`docs/schemas/`), made from the types the server writes.
+pub fn store_schemas() -> Vec<(&'static str, String)> {
+    use mcp_code_sandbox::store::{lease, manifest};
+    let pretty = |v: serde_json::Value| serde_json::to_string_pretty(&v).unwrap_or_default() + "\n";
+    vec![
+        (
+            "docs/schemas/store-manifest.schema.json",
+            pretty(manifest::schema()),
+        ),
+        ("docs/schemas/store-lease.schema.json", pretty(lease::schema())),
+    ]
+}

@@ -90,7 +90,8 @@ enum Task {
         #[arg(long, conflicts_with = "test")]
         no_run: bool,
     },
-    /// Write docs/settings.md from the settings in src/config.rs.
+    /// Write docs/settings.md from the settings in src/config.rs, and the team store's JSON
+    /// Schemas (docs/schemas/) from the types the server writes.
     Docs,
     /// Write deploy/kubernetes/haproxy.cfg from deploy/haproxy/haproxy.cfg.in.
     Deploy,
@@ -343,6 +344,12 @@ fn main() -> anyhow::Result<()> {
             let path = root().join("docs/settings.md");
             std::fs::write(&path, xtask::docs::settings_page())?;
             eprintln!("wrote {}", path.display());
+            for (rel, text) in xtask::docs::store_schemas() {
+                let path = root().join(rel);
+                std::fs::create_dir_all(path.parent().unwrap_or(&root()))?;
+                std::fs::write(&path, text)?;
+                eprintln!("wrote {}", path.display());
+            }
         }
         Task::Bundle { target, exe } => bundle_task(target, exe)?,
         Task::MacosCheck => xtask::macos::check(&root())?,
