@@ -408,7 +408,7 @@ impl Interpreter for WasmBackend {
                 "remove"
             }
         );
-        self.ctx.programs.stop();
+        let warm_stopped = self.ctx.programs.stop();
         self.spare.stop(&self.ctx.registry).await;
         if self.ctx.registry.persist.is_some() {
             // Kept for the next start: each interpreter's state is saved beside its files,
@@ -445,6 +445,7 @@ impl Interpreter for WasmBackend {
         // the next start, rather than this process being killed by a client that waited.
         let bound = DELETE_WAIT.saturating_sub(began.elapsed());
         self.ctx.registry.finish_removals(bound).await;
+        warm_stopped.await;
         tracing::info!("shut down in {} ms", began.elapsed().as_millis());
     }
 }

@@ -56,9 +56,13 @@ pub struct Programs {
     warm_task: Mutex<WarmTask>,
 }
 
+/// How long shutdown waits for a stopped warm-image build to end (it ends at its next file
+/// call or time check, well under a second).
+const STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 enum WarmTask {
     NotStarted,
-    Running(tokio::task::AbortHandle),
+    Running(tokio::task::JoinHandle<()>),
     /// Shutdown has begun: no build starts any more.
     Stopped,
 }
@@ -198,7 +202,7 @@ impl Programs {
                         let mut task = me.warm_task.locked();
                         if matches!(*task, WarmTask::NotStarted) {
                             let build = handle.spawn(me.clone().build_warm(program.clone()));
-                            *task = WarmTask::Running(build.abort_handle());
+                            *task = WarmTask::Running(build);
                         }
                     }
                     State::Ready(program)
@@ -249,11 +253,15 @@ impl Programs {
     }
 
     /// Stops a warm-image build under way (the next start builds it again) and starts none.
-    pub fn stop(&self) {
-        let mut task = self.warm_task.locked();
-        if let WarmTask::Running(build) = &*task
-            && !build.is_finished()
-        {
+    /// The abort takes only at the build's next await, and a build still running when the
+    /// runtime goes sees its blocking file calls cancelled, which wasmtime-wasi answers with a
+    /// panic: shutdown awaits what this returns (beside its saves) before the runtime goes.
+    pub fn stop(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let build = match std::mem::replace(&mut *self.warm_task.locked(), WarmTask::Stopped) {
+            WarmTask::Running(build) if !build.is_finished() => Some(build),
+            _ => None,
+        };
+        if let Some(build) = &build {
             // Once the image is in use only its check is left: nothing to tell.
             if self.warm.locked().is_none() {
                 tracing::info!("stopping the warm-image build; the next start finishes it");
@@ -262,7 +270,14 @@ impl Programs {
             // Nobody waits for an image that will not come.
             self.warm_phase.send_replace(WarmPhase::Settled);
         }
-        *task = WarmTask::Stopped;
+        async move {
+            let Some(build) = build else { return };
+            let began = std::time::Instant::now();
+            match tokio::time::timeout(STOP_WAIT, build).await {
+                Ok(_) => tracing::debug!("the warm-image build stopped in {:?}", began.elapsed()),
+                Err(_) => tracing::warn!("the warm-image build did not stop within {STOP_WAIT:?}"),
+            }
+        }
     }
 
     /// Whether shutdown has begun (a build cut off then is no failure to report).

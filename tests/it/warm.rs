@@ -278,6 +278,47 @@ async fn the_first_call_after_initialize_finds_pandas_and_pyplot_imported() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+/// Stopped while it builds the warm image (a user quitting in the first minute after an
+/// install), the server ends the build before its async runtime goes: it used to panic in
+/// wasmtime-wasi's file calls, cut off by the runtime's end. The next start builds the image.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_server_stopped_while_it_builds_the_warm_image_ends_cleanly() {
+    let home = home_sharing_the_runtime(false).0;
+    let log = home.join("server.log");
+    let (home_s, log_s) = (home.display().to_string(), log.display().to_string());
+    let envs = [
+        ("CODE_SANDBOX_HOME", home_s.as_str()),
+        (crate::common::LOG_TO, log_s.as_str()),
+        ("RUST_LOG", "info"),
+    ];
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    // Three times: the old panic came when the runtime's end met a file call, about every
+    // other stop.
+    for round in 1..=3 {
+        let _ = std::fs::remove_file(&log);
+        let s = Server::start_with(&envs).await;
+        // A kept sandbox too: the shutdown saves it while the build is told to stop.
+        let id = s.create().await;
+        assert_eq!(s.run_ok(&id, "x = 2\nx").await["result"], "2");
+        let began = Instant::now();
+        while !said().contains("preparing the warm image") {
+            assert!(began.elapsed() < Duration::from_secs(120), "no warm-image build began");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Well inside the build (it imports numpy, pandas and matplotlib for a minute or more).
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        crate::persistence::signal_and_wait(s, libc::SIGTERM).await;
+        let said = said();
+        assert!(
+            said.contains("stopping the warm-image build") && said.contains("shut down in"),
+            "round {round}: stopped mid-build and shut down: {said}"
+        );
+        assert!(!said.contains("panicked"), "round {round}: no panic on the way out: {said}");
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 #[cfg(unix)]
 fn assert_same_digest(cwasm: &Path, meta: &Path) {
     let recorded: serde_json::Value = serde_json::from_slice(&std::fs::read(meta).unwrap()).unwrap();
