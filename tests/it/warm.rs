@@ -303,7 +303,10 @@ async fn a_server_stopped_while_it_builds_the_warm_image_ends_cleanly() {
         assert_eq!(s.run_ok(&id, "x = 2\nx").await["result"], "2");
         let began = Instant::now();
         while !said().contains("preparing the warm image") {
-            assert!(began.elapsed() < Duration::from_secs(120), "no warm-image build began");
+            assert!(
+                began.elapsed() < Duration::from_secs(120),
+                "no warm-image build began"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         // Well inside the build (it imports numpy, pandas and matplotlib for a minute or more).
@@ -314,7 +317,10 @@ async fn a_server_stopped_while_it_builds_the_warm_image_ends_cleanly() {
             said.contains("stopping the warm-image build") && said.contains("shut down in"),
             "round {round}: stopped mid-build and shut down: {said}"
         );
-        assert!(!said.contains("panicked"), "round {round}: no panic on the way out: {said}");
+        assert!(
+            !said.contains("panicked"),
+            "round {round}: no panic on the way out: {said}"
+        );
     }
     let _ = std::fs::remove_dir_all(&home);
 }
