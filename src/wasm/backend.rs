@@ -444,8 +444,7 @@ impl Interpreter for WasmBackend {
         // folders already left the home, and what is not deleted by then stays in the trash for
         // the next start, rather than this process being killed by a client that waited.
         let bound = DELETE_WAIT.saturating_sub(began.elapsed());
-        self.ctx.registry.finish_removals(bound).await;
-        warm_stopped.await;
+        tokio::join!(self.ctx.registry.finish_removals(bound), warm_stopped);
         tracing::info!("shut down in {} ms", began.elapsed().as_millis());
     }
 }
