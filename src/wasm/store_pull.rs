@@ -144,7 +144,7 @@ async fn bring_back(
     };
     note_damage(&staged, &pulled.damaged);
     place(&staged, dirs)?;
-    place_history(&cells, id);
+    place_history(&cells, &registry.layout().history_dir(), id);
     tracing::info!(
         "{id}: resumed from the store (generation {}, written by {}, {} files, {} bytes{})",
         pulled.generation,
@@ -207,12 +207,10 @@ fn place(staged: &Dirs, dirs: &Dirs) -> Result<(), SandboxError> {
     Ok(())
 }
 
-/// The sandbox's cells, if the store had them, where `export_notebook` reads them.
-fn place_history(cells: &Path, id: &str) {
+/// The sandbox's cells, if the store had them, in `dir`, where `export_notebook` reads them.
+fn place_history(cells: &Path, dir: &Path, id: &str) {
     let file = crate::runtime::history_file(id);
-    if let Some(dir) = super::store_push::history_dir()
-        && cells.join(&file).is_file()
-    {
+    if cells.join(&file).is_file() {
         let _ = std::fs::create_dir_all(dir);
         if let Err(e) = crate::host_retry::rename(&cells.join(&file), &dir.join(&file)) {
             tracing::warn!("{id}: its cells came back from the store but could not be placed: {e}");

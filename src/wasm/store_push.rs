@@ -139,11 +139,6 @@ pub async fn copy_may_go(sb: &Arc<Sandbox>) -> Option<bool> {
     }
 }
 
-/// Where cells are kept, with a store.
-pub fn history_dir() -> Option<&'static std::path::Path> {
-    HISTORY.get().map(|p| p.as_path())
-}
-
 /// `id` was closed: its manifest and lease leave the store.
 pub fn closed(id: &str) {
     let Some(pusher) = PUSHER.get() else {

@@ -107,6 +107,13 @@ pub fn settings_page() -> String {
     page
 }
 
+/// Every page `cargo xtask docs` writes, by its path in the repository.
+pub fn pages() -> Vec<(&'static str, String)> {
+    let mut pages = vec![("docs/settings.md", settings_page())];
+    pages.extend(store_schemas());
+    pages
+}
+
 /// The published JSON Schemas of what the team store holds, by their path in the repository
 /// (`docs/schemas/`), made from the types the server writes.
 pub fn store_schemas() -> Vec<(&'static str, String)> {

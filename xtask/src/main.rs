@@ -341,10 +341,7 @@ fn main() -> anyhow::Result<()> {
             eprintln!("wrote {}", path.display());
         }
         Task::Docs => {
-            let path = root().join("docs/settings.md");
-            std::fs::write(&path, xtask::docs::settings_page())?;
-            eprintln!("wrote {}", path.display());
-            for (rel, text) in xtask::docs::store_schemas() {
+            for (rel, text) in xtask::docs::pages() {
                 let path = root().join(rel);
                 std::fs::create_dir_all(path.parent().unwrap_or(&root()))?;
                 std::fs::write(&path, text)?;

@@ -5,8 +5,9 @@
 //! On disk it is a magic line, a JSON header and the changed pages, deflated in segments of
 //! their own (the pages of each 256 KiB of memory): a small change alters one segment's
 //! bytes and leaves the others' as they were, so a copy kept elsewhere in content-defined
-//! chunks (a team's store) is sent only what changed. Nothing in it is trusted when read back: sizes are checked against the header and the header against the
-//! image, so a damaged or foreign file is refused, never half-applied.
+//! chunks (a team's store) is sent only what changed. Nothing in it is trusted when read
+//! back: sizes are checked against the header and the header against the image, so a
+//! damaged or foreign file is refused, never half-applied.
 
 use std::io::{Read, Write};
 

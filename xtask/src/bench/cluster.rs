@@ -32,6 +32,11 @@ impl Node {
     pub fn running(&self) -> bool {
         self.child.is_some()
     }
+
+    /// Its MCP endpoint, reached directly (not through haproxy).
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
 }
 
 /// A principal and its token.

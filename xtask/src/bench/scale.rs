@@ -234,7 +234,7 @@ async fn header_routing(cluster: &Cluster, who: &Who, home_id: &str) -> anyhow::
         .iter()
         .find(|n| n.name != home)
         .ok_or_else(|| anyhow::anyhow!("one replica only"))?;
-    let direct = connect(&format!("http://127.0.0.1:{}/mcp", elsewhere.port), &who.token).await?;
+    let direct = connect(&elsewhere.url(), &who.token).await?;
     let v = call(&direct, "create_sandbox", json!({})).await?;
     let id = v["sandbox_id"].as_str().unwrap_or_default().to_string();
     call(
@@ -380,7 +380,7 @@ pub async fn bench_rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<
                 .iter()
                 .position(|n| n.name == replica_of(&id))
                 .expect("known")];
-            let direct = connect(&format!("http://127.0.0.1:{}/mcp", node.port), &who[0].token).await?;
+            let direct = connect(&node.url(), &who[0].token).await?;
             let (mut proxied, mut straight) = (Vec::new(), Vec::new());
             let args = json!({"sandbox_id": id, "code": "1+1"});
             for _ in 0..ROUND_TRIPS {

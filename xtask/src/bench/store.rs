@@ -22,6 +22,9 @@ const CALLS: usize = 200;
 const PREFIX: &str = "bench";
 /// Calls whose way to the store is timed.
 const LAGS: usize = 100;
+/// pandas and a 1,000,000-row DataFrame `df`: the sandbox measured, and its twin without a store.
+const FRAME: &str = "import numpy as np, pandas as pd\n\
+                     df = pd.DataFrame({'a': np.arange(1_000_000), 'b': np.random.default_rng(1).random(1_000_000)})\n";
 
 fn say(msg: &str) {
     eprintln!("bench (store): {msg}");
@@ -63,16 +66,13 @@ pub async fn rows(
 
 async fn measure(with: &Cluster, without: &Cluster, weed: &Seaweed) -> anyhow::Result<(Vec<Row>, String)> {
     let who = with.principals().await?.swap_remove(0);
-    let direct = |c: &Cluster, i: usize| format!("http://127.0.0.1:{}/mcp", c.nodes[i].port);
     let replicas = [
-        connect(&direct(with, 0), &who.token).await?,
-        connect(&direct(with, 1), &who.token).await?,
+        connect(&with.nodes[0].url(), &who.token).await?,
+        connect(&with.nodes[1].url(), &who.token).await?,
     ];
     let v = call(&replicas[0], "create_sandbox", json!({})).await?;
     let id = v["sandbox_id"].as_str().unwrap_or_default().to_string();
-    let code = "import numpy as np, pandas as pd\n\
-                df = pd.DataFrame({'a': np.arange(1_000_000), 'b': np.random.default_rng(1).random(1_000_000)})\n\
-                len(df)";
+    let code = format!("{FRAME}len(df)");
     call(
         &replicas[0],
         "execute_code",
@@ -202,13 +202,11 @@ async fn back_to_back(
     without: &Cluster,
     token: &str,
 ) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
-    let off = connect(&format!("http://127.0.0.1:{}/mcp", without.nodes[0].port), token).await?;
+    let off = connect(&without.nodes[0].url(), token).await?;
     let v = call(&off, "create_sandbox", json!({})).await?;
     let plain = v["sandbox_id"].as_str().unwrap_or_default().to_string();
     // The same data in both, so each call saves as much.
-    let code = "import numpy as np, pandas as pd\n\
-                df = pd.DataFrame({'a': np.arange(1_000_000), 'b': np.random.default_rng(1).random(1_000_000)})\n\
-                n = 0";
+    let code = format!("{FRAME}n = 0");
     call(&off, "execute_code", json!({"sandbox_id": plain, "code": code})).await?;
     call(on, "execute_code", json!({"sandbox_id": id, "code": "n = 0"})).await?;
     let (mut with, mut without_store) = (Vec::new(), Vec::new());
