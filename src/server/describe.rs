@@ -24,6 +24,17 @@ pub fn network(server: &[HostRule], narrowed: Option<&[HostRule]>) -> String {
     )
 }
 
+/// For execute_code on the local backend (32-bit WebAssembly): what differs from a laptop's
+/// numpy, in one sentence the model reads before it writes code (docs/packages.md has all).
+pub fn integers(backend: &str) -> &'static str {
+    match backend {
+        "wasm" => {
+            " numpy's integers are 64-bit as on a laptop, but index results (argsort, argmax, nonzero) and labels a library makes from a plain list are int32 here: call .astype(np.int64) where their type matters."
+        }
+        _ => "",
+    }
+}
+
 /// For install_package, when the user set a package index (the local backend uses it).
 pub fn package_index(settings: &Settings, backend: &str) -> String {
     let set = settings.package_index_url().is_some();

@@ -99,7 +99,7 @@ impl ServerHandler for SandboxServer {
         let mut tools = self.tool_router.list_all();
         let caller = self.for_caller(&context)?;
         // What code may call and reach depends on who asks, and changes as servers start.
-        let mut said = String::new();
+        let mut said = super::describe::integers(self.backend.backend()).to_string();
         if let Some(gateway) = &self.code_mode {
             said += &gateway.describe(&caller.mcp_allowed);
         }

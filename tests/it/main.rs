@@ -33,6 +33,7 @@ mod layers;
 #[cfg(unix)]
 mod lifecycle;
 mod limits;
+mod native_answers;
 mod network;
 mod notices;
 mod oauth;

@@ -362,6 +362,7 @@ async fn build(root: &Path, bin: &Path, home: &Path, platform: &For<'_>) -> anyh
     // first start compiles nothing. Only the warm image: every sandbox can start from it, and
     // the plain interpreter beside it would make the bundle half again as large.
     let files = unpack_wheel(&wheel, &Layout::new(&server), m, &progress)?;
+    mcp_code_sandbox::runtime::package_data::ensure(&files.lib_dir, m, &say)?;
     say(&format!(
         "building the warm image and compiling it for the baseline CPU of {} (a minute or two, unless cached)",
         target.triple

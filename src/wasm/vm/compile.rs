@@ -76,14 +76,17 @@ pub fn instrumented(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
     Ok(out)
 }
 
-/// The runtime module as every interpreter and every image runs it: with libc's preopen reset
-/// exported (see `preopen_reset`).
+/// The runtime module as every interpreter and every image runs it: numpy's default integer
+/// made 64-bit (see `code_patch::native_ints`) and libc's preopen reset exported (see
+/// `preopen_reset`).
 pub fn with_reset(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
     let wasm = std::fs::read(&files.module).map_err(io(&files.module))?;
-    super::preopen_reset::with_reset_export(&wasm).map_err(|e| EngineError::Compile {
+    let failed = |message: String| EngineError::Compile {
         path: files.module.clone(),
-        message: e.to_string(),
-    })
+        message,
+    };
+    let wasm = super::code_patch::with_native_ints(&wasm).map_err(|e| failed(e.to_string()))?;
+    super::preopen_reset::with_reset_export(&wasm).map_err(|e| failed(e.to_string()))
 }
 
 /// The runtime compiled by `engine`, serialised: the long step (most of a minute on two cores).

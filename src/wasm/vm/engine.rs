@@ -80,7 +80,7 @@ fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
 
 /// What was done to the runtime before compiling it (`compile::instrumented`): part of the
 /// compiled module's name.
-const MODULE_FORM: &str = "instrumented-reset";
+pub(super) const MODULE_FORM: &str = "instrumented-reset-native-ints-6";
 
 /// Removes compiled modules of another form (from before the module was instrumented, or
 /// before it exported libc's preopen reset): no version of this program loads them again

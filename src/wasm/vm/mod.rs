@@ -9,6 +9,7 @@
 
 mod build_dir;
 mod cache_sweep;
+mod code_patch;
 mod compile;
 mod door;
 pub(super) mod engine;

@@ -26,11 +26,33 @@ use super::state::GuestState;
 use crate::sandbox::paths::WORKSPACE;
 use crate::sandbox::{GuestServices, OutputKind, OutputSink};
 
-/// The first turn of every interpreter: its hooks, then the HTTP libraries' way to the host.
+/// The first turn of every interpreter: its hooks, the HTTP libraries' way to the host, and
+/// the changes made to packages as they are imported (`UPGRADE`).
 pub const PRELUDE: &str = concat!(
     include_str!("../../../runtime/guest/prelude.py"),
-    include_str!("../../../runtime/guest/network.py")
+    include_str!("../../../runtime/guest/network.py"),
+    include_str!("../../../runtime/guest/after_import.py"),
+    include_str!("../../../runtime/guest/native_ints.py"),
+    include_str!("../../../runtime/guest/package_data.py")
 );
+/// The changes made to packages as they are imported (numpy's native integers, the data files
+/// the runtime's build left out), for an interpreter restored from a state an earlier version
+/// of this server saved, which lacks them: the same files, run unless they ran.
+const UPGRADE: &str = concat!(
+    include_str!("../../../runtime/guest/after_import.py"),
+    include_str!("../../../runtime/guest/native_ints.py"),
+    include_str!("../../../runtime/guest/package_data.py")
+);
+
+/// [`UPGRADE`] as one turn that does nothing where the changes are made already, and never
+/// fails the restore (the user's code may have broken what it uses).
+fn upgrade_turn() -> String {
+    // The guest sources are ASCII, so Rust's quoting of them is Python's.
+    format!(
+        "try:\n    if not hasattr(__import__('builtins'), '__code_sandbox_after_import__'):\n        exec({UPGRADE:?}, {{'__builtins__': __import__('builtins')}})\nexcept BaseException:\n    pass\n"
+    )
+}
+
 /// An interpreter started from a warm image has run the prelude already; it only needs
 /// generators of its own (the prelude defines the hook).
 const REBIRTH: &str = "if True: __code_sandbox_rebirth__()";
@@ -163,7 +185,10 @@ impl Session {
             global.set(&mut session.store, v).map_err(start)?;
         }
         session.reread_preopens().await?;
-        session.first_turn(if reseed { REBIRTH } else { "None" }).await?;
+        session.first_turn(&upgrade_turn()).await?;
+        if reseed {
+            session.first_turn(REBIRTH).await?;
+        }
         Ok(session)
     }
 

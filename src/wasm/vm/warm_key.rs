@@ -39,8 +39,9 @@ fn key_of(module_sha256: &str, compiled_for: &[u8]) -> String {
         WARM_UP.as_bytes(),
         LAYOUT.as_bytes(),
         // The image is instrumented too, so saved states can read its globals, and exports
-        // libc's preopen reset.
+        // libc's preopen reset; numpy's integers in it are 64-bit.
         b"instrumented+reset-preopens",
+        super::code_patch::native_ints::VERSION.as_bytes(),
         WASMTIME_VERSION.as_bytes(),
         &DENSE_IMAGE_BYTES.to_le_bytes(),
         compiled_for,

@@ -1,0 +1,176 @@
+//! Same answers as native Python: numpy's default integer is 64-bit in every sandbox (new,
+//! warm-started, forked, checkpointed and restored, started from the plain image), and a
+//! corpus of integer-heavy analysis code gives what native CPython with numpy, pandas, scipy
+//! and scikit-learn gives, value for value and dtype for dtype, but for the differences
+//! docs/packages.md lists.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::{Server, repo_root, run};
+
+/// The issue's examples: each expression and what native CPython (64-bit) prints for it.
+const EXAMPLES: &str = "import numpy as np, pandas as pd
+from sklearn.datasets import load_sample_image
+[
+    int(np.arange(3_000_000).sum()) == 4499998500000,
+    int(np.prod(np.arange(1, 21))) == 2432902008176640000,
+    int((np.ones(100000, dtype=np.int16) * 30000).sum()) == 3000000000,
+    str(np.array([1, 2, 3]).dtype), str(np.dtype(int)), str(np.arange(5).dtype),
+    str(pd.Series(np.arange(10)).dtype),
+    str(np.random.RandomState(0).randint(0, 10, 5).dtype),
+    load_sample_image('china.jpg').shape,
+]";
+
+const NATIVE: &str = "[True, True, True, 'int64', 'int64', 'int64', 'int64', 'int64', (427, 640, 3)]";
+
+/// The numpy examples alone, for a sandbox too small for pandas and scikit-learn.
+const PLAIN: &str = "import sys\nwarm = 'numpy' in sys.modules\nimport numpy as np
+warm, int(np.arange(3_000_000).sum()), str(np.dtype(int)), str(np.array([1, 2]).dtype), \
+str(np.random.RandomState(0).randint(0, 10, 5).dtype)";
+
+/// Asserts the examples give native's answers in sandbox `id`, saying where it was made.
+async fn assert_native(s: &Server, id: &str, how: &str) {
+    let v = run(s, id, EXAMPLES).await;
+    assert_eq!(v["result"], NATIVE, "in a {how} sandbox: {v}");
+}
+
+#[tokio::test]
+async fn every_kind_of_sandbox_has_64_bit_integers() {
+    let s = Server::start().await;
+    let id = s.create().await;
+    assert_native(&s, &id, "new").await;
+    // Arrays made before a fork or checkpoint stay what they were after it.
+    run(&s, &id, "import numpy as np\nkept = np.arange(2**20) * 4096").await;
+    let fork = s.ok("fork_sandbox", json!({"sandbox_id": id})).await;
+    let fork = fork["sandbox_id"].as_str().expect("the fork's id").to_string();
+    assert_native(&s, &fork, "forked").await;
+    s.ok("checkpoint_sandbox", json!({"sandbox_id": id, "name": "ints"}))
+        .await;
+    run(&s, &id, "kept = None").await;
+    s.ok("restore_sandbox", json!({"sandbox_id": id, "checkpoint": "ints"}))
+        .await;
+    assert_native(&s, &id, "restored").await;
+    let v = run(&s, &id, "str(kept.dtype), int(kept.sum())").await;
+    assert_eq!(v["result"], "('int64', 2251797666201600)", "{v}");
+    // Too little memory for the warm image: started plain, numpy imported by the code.
+    let small = s.create_with(json!({"memory_mb": 128})).await;
+    let v = run(&s, &small, PLAIN).await;
+    assert_eq!(
+        v["result"], "(False, 4499998500000, 'int64', 'int64', 'int64')",
+        "{v}"
+    );
+    s.stop().await;
+}
+
+/// The cases docs/packages.md lists under "Differences from native Python": each line
+/// `- \`case name\`: what differs`.
+fn documented_differences() -> BTreeSet<String> {
+    let page = std::fs::read_to_string(repo_root().join("docs/packages.md")).expect("docs/packages.md");
+    let section = page
+        .split("## Differences from native Python")
+        .nth(1)
+        .expect("docs/packages.md has a section \"Differences from native Python\"");
+    let section = section.split("\n## ").next().unwrap_or(section);
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("- `"))
+        .filter_map(|l| l.split_once("`:").map(|(name, _)| name.to_string()))
+        .collect()
+}
+
+/// The corpus's answers in native CPython (the pinned venv of tests/native).
+fn native_answers(dir: &Path) -> Value {
+    let venv = xtask::pyvenv::ensure(dir, &|m| crate::common::progress(m)).unwrap_or_else(|e| panic!("{e}"));
+    let out = std::process::Command::new(xtask::pyvenv::tool(&venv, "python"))
+        .arg(dir.join("corpus.py"))
+        .output()
+        .expect("run native CPython");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the corpus prints JSON")
+}
+
+/// The corpus's answers in a sandbox: the same file, written there and run.
+async fn sandbox_answers(s: &Server, corpus: &str) -> Value {
+    let id = s.create().await;
+    s.ok(
+        "write_file",
+        json!({"sandbox_id": id, "file_path": "corpus.py", "content": corpus}),
+    )
+    .await;
+    let v = run(
+        s,
+        &id,
+        "import sys, json\nsys.path.insert(0, '/home/user')\nimport corpus\nopen('answers.json', 'w').write(json.dumps(corpus.run(), sort_keys=True))",
+    )
+    .await;
+    assert!(v["error"].is_null(), "the corpus failed in the sandbox: {v}");
+    let mut text = String::new();
+    let mut offset = 0;
+    loop {
+        let page = s
+            .ok(
+                "read_file",
+                json!({"sandbox_id": id, "file_path": "answers.json", "offset": offset}),
+            )
+            .await;
+        text.push_str(page["content"].as_str().expect("text content"));
+        match page["next_offset"].as_u64() {
+            Some(next) => offset = next,
+            None => break,
+        }
+    }
+    serde_json::from_str(&text).expect("the sandbox wrote JSON")
+}
+
+#[tokio::test]
+async fn a_corpus_of_integer_heavy_code_gives_native_answers() {
+    let dir = repo_root().join("tests/native");
+    let corpus = std::fs::read_to_string(dir.join("corpus.py")).expect("tests/native/corpus.py");
+    let native = native_answers(&dir);
+    let s = Server::start().await;
+    let ours = sandbox_answers(&s, &corpus).await;
+    s.stop().await;
+    let (native, ours) = (&native["answers"], &ours["answers"]);
+    let names: BTreeSet<&String> = native.as_object().expect("answers").keys().collect();
+    assert!(names.len() >= 200, "the corpus has {} cases", names.len());
+    let mut differ = BTreeMap::new();
+    for name in &names {
+        if native[name.as_str()] != ours[name.as_str()] {
+            differ.insert(
+                name.to_string(),
+                (native[name.as_str()].clone(), ours[name.as_str()].clone()),
+            );
+        }
+    }
+    let documented = documented_differences();
+    let undocumented: Vec<_> = differ.iter().filter(|(n, _)| !documented.contains(*n)).collect();
+    assert!(
+        undocumented.is_empty(),
+        "{} of {} cases differ from native Python and are not in docs/packages.md's \"Differences from native Python\" (native, then sandbox):\n{undocumented:#?}",
+        undocumented.len(),
+        names.len()
+    );
+    let stale: Vec<_> = documented.iter().filter(|n| !differ.contains_key(*n)).collect();
+    assert!(
+        stale.is_empty(),
+        "docs/packages.md lists differences that are gone: {stale:?}"
+    );
+    crate::common::progress(&format!(
+        "native answers: {} of {} corpus cases equal, {} documented differences",
+        names.len() - differ.len(),
+        names.len(),
+        differ.len()
+    ));
+}
+
+#[tokio::test]
+async fn the_model_is_told_what_stays_32_bit() {
+    let s = Server::start().await;
+    let said = crate::common::tool_description(&s.client, "execute_code").await;
+    assert!(said.contains("numpy's integers are 64-bit"), "{said}");
+    assert!(said.contains(".astype(np.int64)"), "{said}");
+    s.stop().await;
+}
