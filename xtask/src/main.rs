@@ -65,6 +65,10 @@ enum Task {
         /// from disk, the bytes a small change sends, calls per second with it and without.
         #[arg(long)]
         store: bool,
+        /// Measure only integer work (create, add, sum, from a list, groupby-sum) in a sandbox's
+        /// 64-bit integers beside native numpy and beside a library's 32-bit ones.
+        #[arg(long)]
+        ints: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle {
@@ -291,6 +295,7 @@ fn main() -> anyhow::Result<()> {
             scale,
             folders,
             store,
+            ints,
         } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
@@ -306,6 +311,7 @@ fn main() -> anyhow::Result<()> {
                 (scale, bench::Part::Scale),
                 (folders, bench::Part::Folders),
                 (store, bench::Part::Store),
+                (ints, bench::Part::Ints),
             ]
             .into_iter()
             .find_map(|(asked, part)| asked.then_some(part));

@@ -68,8 +68,8 @@ async fn timed(c: &Client, sb: &str, code: &str) -> anyhow::Result<Duration> {
 }
 
 fn native(root: &Path, csv: &Path) -> anyhow::Result<(Duration, Duration)> {
-    let venv = xtask::pyvenv::ensure(&root.join("xtask/pandas-native"), &|m| eprintln!("{m}"))?;
-    let out = std::process::Command::new(venv.join("bin/python"))
+    let venv = xtask::pyvenv::ensure(&root.join("tests/native"), &|m| eprintln!("{m}"))?;
+    let out = std::process::Command::new(xtask::pyvenv::tool(&venv, "python"))
         .args(["-c", NATIVE])
         .arg(csv)
         .arg(RUNS.to_string())

@@ -14,6 +14,7 @@ mod folders;
 mod fresh;
 mod harness;
 mod index;
+mod ints;
 mod kept;
 mod memory;
 mod network;
@@ -57,6 +58,9 @@ pub enum Part {
     Store,
     /// `--folders`: a 1 GiB CSV read in place, beside native pandas and an upload; save_file.
     Folders,
+    /// `--ints`: integer work (create, add, sum, from a list, groupby-sum) beside native numpy
+    /// and beside the 32-bit integers of a library's code.
+    Ints,
 }
 
 /// Only the rows of `part`, with its note.
@@ -100,6 +104,7 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
             eprintln!("bench: code mode (downstream calls from guest code)");
             code_mode::rows(&root, &bin, &home).await?
         }
+        Part::Ints => ints::rows(&root, &bin, &home).await?,
         Part::Fresh => {
             let bundle = xtask::bundle::ensure_current(&root, &bin, &home).await?;
             fresh::rows(&bundle).await?

@@ -48,9 +48,9 @@ fn ms(v: f64) -> Duration {
 }
 
 pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<Row>, String)> {
-    let venv = xtask::pyvenv::ensure(&root.join("xtask/pandas-native"), &|m| eprintln!("{m}"))?;
+    let venv = xtask::pyvenv::ensure(&root.join("tests/native"), &|m| eprintln!("{m}"))?;
     eprintln!("bench: native pandas on {ROWS} rows");
-    let out = std::process::Command::new(venv.join("bin/python"))
+    let out = std::process::Command::new(xtask::pyvenv::tool(&venv, "python"))
         .args(["-c", NATIVE, &ROWS.to_string(), &RUNS.to_string()])
         .output()?;
     anyhow::ensure!(

@@ -4,7 +4,9 @@
 use wasm_encoder::{ConstExpr, Encode, GlobalType, RawSection, ValType};
 use wasmparser::Parser;
 
-use super::{ModuleIndex, Patch, PatchError, Resolver};
+use super::error::PatchError;
+use super::index::ModuleIndex;
+use super::plan::{Patch, Resolver};
 
 /// Section ids of the binary format.
 const FUNCTION: u8 = 3;

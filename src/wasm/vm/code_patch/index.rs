@@ -9,7 +9,7 @@ use wasmparser::{
     CompositeInnerType, ConstExpr, DataKind, KnownCustom, Name, Operator, Parser, Payload, TypeRef, ValType,
 };
 
-use super::PatchError;
+use super::error::PatchError;
 
 #[derive(Default)]
 pub struct ModuleIndex {

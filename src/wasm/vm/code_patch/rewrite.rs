@@ -5,7 +5,9 @@ use std::ops::Range;
 use wasm_encoder::{Encode, Instruction, MemArg};
 use wasmparser::Operator;
 
-use super::{ModuleIndex, Op, PatchError, Resolver, Rewrite};
+use super::error::PatchError;
+use super::index::ModuleIndex;
+use super::plan::{Op, Resolver, Rewrite};
 
 /// Applies `r` to `out` (a copy of `wasm`, the same length), checking its count.
 pub fn in_place(

@@ -1,3 +1,4 @@
+use super::plan::{Global, Helper, Op, Rewrite};
 use super::*;
 
 /// A module like the runtime in the parts that matter: named functions calling each other.
