@@ -1,4 +1,4 @@
-//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode|--network|--views|--folders]`,
+//! Project tasks: `cargo xtask fetch-runtime [--from FILE]`, `cargo xtask bench [--remote|--kept|--fresh|--code-mode|--network|--views|--folders|--ints]`,
 //! `cargo xtask bundle [--target TRIPLE]`, `cargo xtask windows [--test]`, `cargo xtask macos-check`, `cargo xtask layers [--all]`.
 
 mod bench;

@@ -35,7 +35,7 @@ fn ms(v: &Value) -> anyhow::Result<Duration> {
 fn native(root: &Path) -> anyhow::Result<Value> {
     let venv = xtask::pyvenv::ensure(&root.join("tests/native"), &|m| eprintln!("{m}"))?;
     let out = std::process::Command::new(xtask::pyvenv::tool(&venv, "python"))
-        .args(["-c", SCRIPT])
+        .args(["-c", SCRIPT, "native"])
         .output()?;
     anyhow::ensure!(
         out.status.success(),
