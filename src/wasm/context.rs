@@ -38,7 +38,11 @@ impl Context {
         if slot.saved {
             let wanted = persist::saved_image(sb).await;
             let images = self.programs.images_for(wanted.as_deref()).await?;
-            persist::resume(sb, slot, images, &self.memory).await?;
+            let older = match wanted.as_deref() {
+                Some(w) if !images.iter().any(|i| i.answers_to(w)) => self.programs.older(w).await,
+                _ => None,
+            };
+            persist::resume(sb, slot, images, older, &self.memory).await?;
             if slot.session.is_some() {
                 return Ok(slot.take_after_resume());
             }

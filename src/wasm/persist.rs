@@ -160,10 +160,14 @@ pub async fn resume(
     sb: &Sandbox,
     slot: &mut Slot,
     images: Vec<Arc<Program>>,
+    older: Option<(Arc<Program>, Arc<Vec<u8>>)>,
     memory: &Arc<MemoryBudget>,
 ) -> Result<(), SandboxError> {
     let path = sb.dirs.state();
     let owner = owner_of_sandbox(&sb.id);
+    if let Some((plain, base)) = older {
+        return resume_over(sb, slot, plain, &base, memory).await;
+    }
     let read = blocking(move || Ok(read_saved(&path, &images, &owner))).await?;
     let (state, image) = match read {
         Ok(found) => found,
@@ -179,7 +183,14 @@ pub async fn resume(
             return Ok(());
         }
     };
-    match Session::start_from(&image, &sb.session_config(memory), &state, false).await {
+    let started = Session::start_from(&image, &sb.session_config(memory), &state, false).await;
+    settle(sb, slot, started)
+}
+
+/// Puts a restored interpreter in the slot; one that could not get its memory now stays saved
+/// and the call is refused; any other failure leaves the slot marked lost, with the reason.
+fn settle(sb: &Sandbox, slot: &mut Slot, started: Result<Session, SessionError>) -> Result<(), SandboxError> {
+    match started {
         Ok(session) => {
             slot.session = Some(session);
             slot.saved = false;
@@ -198,4 +209,34 @@ pub async fn resume(
         Err(e) => lost(slot, format!("its saved state could not be restored ({e})")),
     }
     Ok(())
+}
+
+/// Brings back a state saved from an older warm image, over that image's memory `base`, in an
+/// interpreter of the current plain program (`vm::older_image_base`).
+async fn resume_over(
+    sb: &Sandbox,
+    slot: &mut Slot,
+    plain: Arc<Program>,
+    base: &[u8],
+    memory: &Arc<MemoryBudget>,
+) -> Result<(), SandboxError> {
+    let (path, owner) = (sb.dirs.state(), owner_of_sandbox(&sb.id));
+    let read = blocking(move || {
+        let state = SavedState::read_file(&path, |_| true);
+        Ok(state.and_then(|s| s.check_owner(&owner).map(|()| s)))
+    })
+    .await?;
+    let state = match read {
+        Ok(state) => state,
+        Err(e) => {
+            tracing::warn!("the saved state of sandbox {} could not be used: {e}", sb.id);
+            lost(
+                slot,
+                "its saved state was damaged, incomplete or not its own".into(),
+            );
+            return Ok(());
+        }
+    };
+    let started = Session::start_over(&plain, &sb.session_config(memory), &state, base).await;
+    settle(sb, slot, started)
 }

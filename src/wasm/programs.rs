@@ -344,6 +344,18 @@ impl Programs {
         self.images_settled().await
     }
 
+    /// For a state saved from image `wanted` when no image loaded answers to it: the plain
+    /// program to restore it in, and the memory of the older warm image it was saved from
+    /// (`vm::older_image_base`), if that image is still in the cache.
+    pub async fn older(self: &Arc<Self>, wanted: &str) -> Option<(Arc<Program>, Arc<Vec<u8>>)> {
+        if !wanted.starts_with("warm-") {
+            return None;
+        }
+        let plain = self.plain().await.ok()?;
+        let base = vm::older_image_base(&plain, &self.layout, wanted).await?;
+        Some((plain, base))
+    }
+
     /// Every image, once the warm one is settled: a saved state may need either.
     async fn images_settled(self: &Arc<Self>) -> Result<Vec<Arc<Program>>, SandboxError> {
         let plain = self.get().await?;

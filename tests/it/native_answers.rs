@@ -174,3 +174,86 @@ async fn the_model_is_told_what_stays_32_bit() {
     assert!(said.contains(".astype(np.int64)"), "{said}");
     s.stop().await;
 }
+
+/// A home whose cache is its own (links to the shared compiled files, so renaming one there
+/// leaves the shared cache alone), sharing the installed runtime and wheels.
+fn home_with_own_cache() -> std::path::PathBuf {
+    crate::common::ensure_runtime();
+    let shared = crate::common::runtime_home();
+    let home = std::env::temp_dir().join(format!("mcs-older-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(home.join("cache")).expect("make the home");
+    for d in ["runtime", "wheels"] {
+        crate::common::link_dir(&shared.join(d), &home.join(d)).expect("link the shared runtime");
+    }
+    for e in std::fs::read_dir(shared.join("cache"))
+        .expect("the shared cache")
+        .flatten()
+    {
+        if e.path().is_file() {
+            std::fs::hard_link(e.path(), home.join("cache").join(e.file_name())).expect("link a cached file");
+        }
+    }
+    home
+}
+
+/// Waits until a warm image other than the renamed ones is in the cache (its record is
+/// written last).
+async fn wait_for_new_warm_image(cache: &Path) {
+    let began = std::time::Instant::now();
+    loop {
+        let built = std::fs::read_dir(cache).expect("the cache").flatten().any(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.starts_with("warm-") && !name.starts_with("warm-earlier") && name.ends_with(".json")
+        });
+        if built {
+            return;
+        }
+        assert!(
+            began.elapsed().as_secs() < 600,
+            "no new warm image was built in ten minutes"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_sandbox_saved_from_an_earlier_warm_image_comes_back_with_its_arrays() {
+    let home = home_with_own_cache();
+    let dir = home.display().to_string();
+    let envs = [
+        ("CODE_SANDBOX_HOME", dir.as_str()),
+        ("CODE_SANDBOX_PERSIST", "true"),
+    ];
+    let s = Server::start_with(&envs).await;
+    let id = s.create().await;
+    let v = run(
+        &s,
+        &id,
+        "import numpy as np\nkept = np.arange(5, dtype=np.int32) * 2\nx = 41\nstr(kept.dtype)",
+    )
+    .await;
+    assert_eq!(v["result"], "'int32'", "{v}");
+    s.stop().await;
+    // The warm image it was saved from is no longer the one the server starts from (as after
+    // an upgrade), but still in the cache under another name.
+    let cache = home.join("cache");
+    for e in std::fs::read_dir(&cache).expect("the cache").flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(rest) = name.strip_prefix("warm-") {
+            std::fs::rename(e.path(), cache.join(format!("warm-earlier{rest}"))).expect("rename");
+        }
+    }
+    let s = Server::start_with(&envs).await;
+    s.call_json("get_sandbox_status", json!({})).await;
+    wait_for_new_warm_image(&cache).await;
+    let v = run(
+        &s,
+        &id,
+        "str(kept.dtype), kept.tolist(), x + 1, str(np.arange(3).dtype)",
+    )
+    .await;
+    assert_eq!(v["result"], "('int32', [0, 2, 4, 6, 8], 42, 'int64')", "{v}");
+    assert_eq!(v["state_lost"], false, "{v}");
+    s.stop().await;
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -37,11 +37,12 @@ fn debian_rustc() -> Option<(u32, u32)> {
 }
 
 /// Installs the toolchain and `extra` where missing (a `rustc-web` older than this crate
-/// needs is upgraded from a fresh package list).
+/// needs is upgraded from a fresh package list, also when the first install brought an old
+/// one: a new machine's package list can be older than the archive's).
 pub fn ensure_packages(extra: &[&str]) -> anyhow::Result<()> {
     let wanted: Vec<&str> = TOOLCHAIN.iter().chain(extra).copied().collect();
-    let old = debian_rustc().is_none_or(|v| v < MIN_RUSTC);
-    if old && TOOLCHAIN.iter().all(|p| crate::debian::installed(p)) {
+    crate::debian::ensure_packages("a cross build with Debian's toolchain", &wanted)?;
+    if debian_rustc().is_none_or(|v| v < MIN_RUSTC) {
         say("upgrading Debian's rustc-web from a fresh package list");
         let mut install = vec!["install", "-y", "--no-install-recommends"];
         install.extend(TOOLCHAIN);
@@ -52,7 +53,6 @@ pub fn ensure_packages(extra: &[&str]) -> anyhow::Result<()> {
             "upgrading rustc-web failed: run `sudo apt-get update && sudo apt-get install rustc-web cargo-web rust-web-src`"
         );
     }
-    crate::debian::ensure_packages("a cross build with Debian's toolchain", &wanted)?;
     let v =
         debian_rustc().ok_or_else(|| anyhow::anyhow!("{RUSTC} does not run after installing rustc-web"))?;
     anyhow::ensure!(

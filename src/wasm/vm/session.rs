@@ -35,24 +35,6 @@ pub const PRELUDE: &str = concat!(
     include_str!("../../../runtime/guest/native_ints.py"),
     include_str!("../../../runtime/guest/package_data.py")
 );
-/// The changes made to packages as they are imported (numpy's native integers, the data files
-/// the runtime's build left out), for an interpreter restored from a state an earlier version
-/// of this server saved, which lacks them: the same files, run unless they ran.
-const UPGRADE: &str = concat!(
-    include_str!("../../../runtime/guest/after_import.py"),
-    include_str!("../../../runtime/guest/native_ints.py"),
-    include_str!("../../../runtime/guest/package_data.py")
-);
-
-/// [`UPGRADE`] as one turn that does nothing where the changes are made already, and never
-/// fails the restore (the user's code may have broken what it uses).
-fn upgrade_turn() -> String {
-    // The guest sources are ASCII, so Rust's quoting of them is Python's.
-    format!(
-        "try:\n    if not hasattr(__import__('builtins'), '__code_sandbox_after_import__'):\n        exec({UPGRADE:?}, {{'__builtins__': __import__('builtins')}})\nexcept BaseException:\n    pass\n"
-    )
-}
-
 /// An interpreter started from a warm image has run the prelude already; it only needs
 /// generators of its own (the prelude defines the hook).
 const REBIRTH: &str = "if True: __code_sandbox_rebirth__()";
@@ -146,13 +128,36 @@ impl Session {
                 "the saved state belongs to another image".into(),
             ));
         }
+        Self::restore(program, cfg, saved, None, reseed).await
+    }
+
+    /// Starts an interpreter of `program` in a state saved from another image of the same
+    /// runtime, whose initial memory `base` is laid under the state's pages
+    /// (`older_image`); it then runs, and is saved, as `program`'s.
+    pub async fn start_over(
+        program: &Arc<Program>,
+        cfg: &SessionConfig,
+        saved: &SavedState,
+        base: &[u8],
+    ) -> Result<Session, SessionError> {
+        Self::restore(program, cfg, saved, Some(base), false).await
+    }
+
+    async fn restore(
+        program: &Arc<Program>,
+        cfg: &SessionConfig,
+        saved: &SavedState,
+        base: Option<&[u8]>,
+        reseed: bool,
+    ) -> Result<Session, SessionError> {
         let offset = Duration::from_nanos(saved.header.clock_ns);
         let mut session = Self::instantiate(program, cfg, offset).await?;
         let start = |e: wasmtime::Error| SessionError::Start(format!("{e:#}"));
         let have = session.memory.data_size(&session.store) as u64;
-        if saved.header.memory_bytes > have {
+        let want = saved.header.memory_bytes.max(base.map_or(0, |b| b.len() as u64));
+        if want > have {
             // memory.grow counts WebAssembly pages of 64 KiB.
-            let grow = (saved.header.memory_bytes - have).div_ceil(WASM_PAGE);
+            let grow = (want - have).div_ceil(WASM_PAGE);
             // Async: the budget may first suspend idle sandboxes to make room.
             if let Err(e) = session.memory.grow_async(&mut session.store, grow).await {
                 return Err(if session.store.data_mut().limits.take_budget_refusal() {
@@ -163,7 +168,8 @@ impl Session {
             }
         }
         let data = session.memory.data_mut(&mut session.store);
-        for (at, page) in saved.pages() {
+        let laid = base.into_iter().map(|b| (0, b)).chain(saved.pages());
+        for (at, page) in laid {
             let Some(dst) = data.get_mut(at..at + page.len()) else {
                 return Err(SessionError::Start(
                     "the saved state does not fit the memory".into(),
@@ -185,7 +191,7 @@ impl Session {
             global.set(&mut session.store, v).map_err(start)?;
         }
         session.reread_preopens().await?;
-        session.first_turn(&upgrade_turn()).await?;
+        session.first_turn(&super::upgrade::upgrade_turn()).await?;
         if reseed {
             session.first_turn(REBIRTH).await?;
         }

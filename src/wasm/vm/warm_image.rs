@@ -177,6 +177,26 @@ fn whole(p: &Paths, meta: &Meta) -> bool {
     std::fs::metadata(&p.cwasm).is_ok_and(|m| m.len() == meta.cwasm_bytes)
 }
 
+/// A cached warm image of another key (an earlier build: an upgrade, another prelude) that
+/// saved states name `id`, loaded beside `plain`, if it is still in the cache whole.
+pub fn older(plain: &Program, layout: &Layout, id: &str) -> Option<Arc<Program>> {
+    let sha = id.strip_prefix("warm-").filter(|s| s.len() == 16)?;
+    let entries = std::fs::read_dir(layout.cache_dir()).ok()?;
+    entries.flatten().find_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let stem = name.strip_prefix("warm-")?.strip_suffix(".json")?;
+        let base = layout.cache_dir().join(format!("warm-{stem}"));
+        let p = Paths {
+            cwasm: base.with_extension("cwasm"),
+            meta: base.with_extension("json"),
+        };
+        let meta = recorded(&p)?;
+        (meta.snapshot_sha256.get(..16) == Some(sha))
+            .then(|| load_cached(plain, &p))
+            .flatten()
+    })
+}
+
 /// Whether the cached image for `plain` still has the SHA-256 it was built with; a damaged
 /// one is deleted (so the next `build_or_load` rebuilds it).
 pub fn verify_cached(plain: &Program, layout: &Layout) -> bool {
