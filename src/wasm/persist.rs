@@ -129,14 +129,20 @@ pub fn read_saved(
     images: &[Arc<Program>],
     owner: &str,
 ) -> Result<(SavedState, Arc<Program>), StateError> {
-    let state = SavedState::read_file(path, |id| images.iter().any(|i| i.answers_to(id)))?;
-    state.check_owner(owner)?;
+    let state = read_own(path, |id| images.iter().any(|i| i.answers_to(id)), owner)?;
     let image = images
         .iter()
         .find(|i| i.answers_to(&state.header.image))
         .cloned()
         .ok_or(StateError::OtherImage)?;
     Ok((state, image))
+}
+
+/// Reads the saved state at `path` whose image `known` accepts, if it is `owner`'s.
+fn read_own(path: &Path, known: impl Fn(&str) -> bool, owner: &str) -> Result<SavedState, StateError> {
+    let state = SavedState::read_file(path, known)?;
+    state.check_owner(owner)?;
+    Ok(state)
 }
 
 /// The image the state file at `path` (a sandbox's or a checkpoint's) was made from, if it can
@@ -221,11 +227,7 @@ async fn resume_over(
     memory: &Arc<MemoryBudget>,
 ) -> Result<(), SandboxError> {
     let (path, owner) = (sb.dirs.state(), owner_of_sandbox(&sb.id));
-    let read = blocking(move || {
-        let state = SavedState::read_file(&path, |_| true);
-        Ok(state.and_then(|s| s.check_owner(&owner).map(|()| s)))
-    })
-    .await?;
+    let read = blocking(move || Ok(read_own(&path, |_| true, &owner))).await?;
     let state = match read {
         Ok(state) => state,
         Err(e) => {
