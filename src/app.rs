@@ -10,6 +10,9 @@ use crate::egress::{EgressError, NetPolicy};
 use crate::sandbox::{Interpreter, SandboxError};
 
 pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxError> {
+    settings
+        .folders_outside_home()
+        .map_err(SandboxError::InvalidArgument)?;
     match settings.interpreter_type {
         Backend::Wasm => {
             let leave = match settings.transport {

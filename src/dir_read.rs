@@ -72,11 +72,13 @@ pub fn list(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, SandboxErr
     Ok(out)
 }
 
-pub fn read(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
+/// The regular file at `path`, open for reading, if it holds at most `limit` bytes: folders,
+/// links, FIFOs and devices are refused without blocking.
+fn open_regular(root: &Dir, path: &WorkspacePath, limit: u64) -> Result<cap_std::fs::File, SandboxError> {
     let rel = path.relative();
     let md = root
         .symlink_metadata(&rel)
-        .map_err(not_found_or(&path, "could not read"))?;
+        .map_err(not_found_or(path, "could not read"))?;
     if md.is_dir() {
         return Err(SandboxError::IsDirectory { path: rel });
     }
@@ -85,8 +87,8 @@ pub fn read(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, Sandb
     }
     // The guest may swap the file for a FIFO or a link after the check above.
     let file =
-        crate::host_open::open_read(&root, &rel, false).map_err(not_found_or(&path, "could not open"))?;
-    let md = file.metadata().map_err(not_found_or(&path, "could not read"))?;
+        crate::host_open::open_read(root, &rel, false).map_err(not_found_or(path, "could not open"))?;
+    let md = file.metadata().map_err(not_found_or(path, "could not read"))?;
     if !md.is_file() {
         return Err(SandboxError::NotRegular { path: rel });
     }
@@ -97,11 +99,37 @@ pub fn read(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, Sandb
             limit,
         });
     }
-    let mut buf = Vec::with_capacity(md.len() as usize);
+    Ok(file)
+}
+
+pub fn read(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
+    let file = open_regular(&root, &path, limit)?;
+    let mut buf = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut buf)
         .map_err(not_found_or(&path, "could not read"))?;
     Ok(buf)
+}
+
+/// Streams the file at `path` into `out`; how many bytes it held. One that grew past
+/// `limit` while it was copied is refused.
+pub fn copy(
+    root: &Dir,
+    path: &WorkspacePath,
+    limit: u64,
+    out: &mut dyn std::io::Write,
+) -> Result<u64, SandboxError> {
+    let file = open_regular(root, path, limit)?;
+    let copied = std::io::copy(&mut file.take(limit + 1), out)
+        .map_err(SandboxError::io(format!("could not copy '{}'", path.relative())))?;
+    if copied > limit {
+        return Err(SandboxError::TooLarge {
+            path: path.relative(),
+            size: copied,
+            limit,
+        });
+    }
+    Ok(copied)
 }
 
 fn open(mp: &MountPath) -> Result<Dir, SandboxError> {
@@ -112,16 +140,52 @@ fn open(mp: &MountPath) -> Result<Dir, SandboxError> {
     )))
 }
 
+/// Refuses `mp` when it lies in its folder's hidden part (the server's own home), wherever
+/// links inside the folder lead: checked on what an open of it reaches.
+fn not_hidden(root: &Dir, mp: &MountPath) -> Result<(), SandboxError> {
+    if mp.mount.hidden.is_none() {
+        return Ok(());
+    }
+    let rel = if mp.rel.is_root() {
+        ".".to_string()
+    } else {
+        mp.rel.relative()
+    };
+    let at = crate::host_open::open_read(root, &rel, true)
+        .ok()
+        .and_then(|f| crate::host_open::path_of(&f.into_std()));
+    if mp.mount.hides(at.as_deref()) {
+        return Err(SandboxError::InvalidPath(format!(
+            "'{}' is inside this server's own folder, which sandboxes and the file tools cannot read; choose a file elsewhere in {}",
+            mp.guest(),
+            mp.mount.guest()
+        )));
+    }
+    Ok(())
+}
+
+/// The shared folder of `mp`, open, once `mp` is known not to be hidden.
+fn open_visible(mp: &MountPath) -> Result<Dir, SandboxError> {
+    let root = open(mp)?;
+    not_hidden(&root, mp)?;
+    Ok(root)
+}
+
 /// Lists a folder under a shared folder; entries carry their full guest paths.
 pub fn list_shared(mp: &MountPath) -> Result<Vec<FileEntry>, SandboxError> {
-    let mut entries = list(open(mp)?, mp.rel.clone())?;
+    let mut entries = list(open_visible(mp)?, mp.rel.clone())?;
     for e in &mut entries {
         e.path = format!("{}/{}", mp.mount.guest(), e.path);
     }
     Ok(entries)
 }
 
+/// Streams a file under a shared folder into `out`, up to `limit` bytes.
+pub fn copy_shared(mp: &MountPath, limit: u64, mut out: std::fs::File) -> Result<u64, SandboxError> {
+    copy(&open_visible(mp)?, &mp.rel, limit, &mut out)
+}
+
 /// Reads a file under a shared folder, up to `limit` bytes (checked before reading).
 pub fn read_shared(mp: &MountPath, limit: u64) -> Result<Vec<u8>, SandboxError> {
-    read(open(mp)?, mp.rel.clone(), limit)
+    read(open_visible(mp)?, mp.rel.clone(), limit)
 }

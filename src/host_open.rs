@@ -76,6 +76,43 @@ pub fn name_too_long(_dir: &Dir, _parent: &str) -> bool {
     false
 }
 
+/// Where the file or folder `file` is, as the system names it now (links resolved): how a
+/// shared folder's hidden part is told apart after an open, whatever path led there. `None`
+/// when the system cannot say.
+pub fn path_of(file: &std::fs::File) -> Option<std::path::PathBuf> {
+    path_of_here(file)
+}
+
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn path_of_here(file: &std::fs::File) -> Option<std::path::PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+}
+
+#[cfg(target_os = "macos")]
+fn path_of_here(file: &std::fs::File) -> Option<std::path::PathBuf> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    // SAFETY: F_GETPATH writes at most PATH_MAX bytes, NUL-terminated, into `buf`.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETPATH, buf.as_mut_ptr()) };
+    if rc == -1 {
+        return None;
+    }
+    let end = buf.iter().position(|b| *b == 0)?;
+    Some(std::ffi::OsStr::from_bytes(&buf[..end]).into())
+}
+
+#[cfg(windows)]
+fn path_of_here(file: &std::fs::File) -> Option<std::path::PathBuf> {
+    winx::file::get_file_path(file).ok().map(Into::into)
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android", target_os = "macos", windows)))]
+fn path_of_here(_file: &std::fs::File) -> Option<std::path::PathBuf> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,6 +136,9 @@ mod tests {
             assert!(made.is_ok_and(|s| s.success()), "mkfifo");
             assert!(open_read(&dir, "fifo", false).is_ok());
         }
+        let real = open_read(&dir, "real.txt", false).expect("open").into_std();
+        let canonical = std::fs::canonicalize(tmp.join("real.txt")).expect("canonical");
+        assert_eq!(path_of(&real), Some(canonical));
         let _ = std::fs::remove_dir_all(&tmp);
     }
 }

@@ -22,6 +22,54 @@ impl Settings {
     pub fn save_roots(&self) -> Vec<PathBuf> {
         folder_list(self.save_dirs.as_deref(), &self.save_dir)
     }
+
+    /// The server's own folder as the allowed folders are named (canonical, as far as it
+    /// exists yet), for the checks that keep it out of them.
+    pub fn home_canonical(&self) -> PathBuf {
+        let home = self.home_dir();
+        let mut existing = home.as_path();
+        let mut rest = Vec::new();
+        while let Some(parent) = existing.parent() {
+            if let Ok(c) = std::fs::canonicalize(existing) {
+                return rest.iter().rev().fold(c, |p: PathBuf, part| p.join(part));
+            }
+            rest.extend(existing.file_name());
+            existing = parent;
+        }
+        home
+    }
+
+    /// Refuses a folder the settings share that lies inside the server's own folder, which
+    /// holds every sandbox's files (and a team server's tokens): sandboxes and the file tools
+    /// would reach one another's. A folder that *holds* the server's folder is fine: that part
+    /// of it is hidden (the log says so).
+    pub fn folders_outside_home(&self) -> Result<(), String> {
+        let home = self.home_canonical();
+        let lists = [
+            ("CODE_SANDBOX_READ_DIRS", self.read_roots()),
+            ("CODE_SANDBOX_SAVE_DIRS", self.save_roots()),
+            ("CODE_SANDBOX_UPLOAD_DIRS", self.upload_roots()),
+        ];
+        for (setting, roots) in lists {
+            for root in roots {
+                if root.starts_with(&home) {
+                    return Err(format!(
+                        "{setting} names {}, inside this server's own folder {} (CODE_SANDBOX_HOME), which holds every sandbox's files: sandboxes could reach one another's. Name a folder outside it, or move the server's folder with CODE_SANDBOX_HOME",
+                        root.display(),
+                        home.display()
+                    ));
+                }
+                if home.starts_with(&root) {
+                    tracing::info!(
+                        "{setting}: {} holds this server's own folder {}; nothing in that folder can be opened through it",
+                        root.display(),
+                        home.display()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A setting's folders (the platform's path-list separator) and a flag's, canonical; a folder

@@ -23,11 +23,24 @@ pub const MOUNT_ROOT: &str = "/mnt";
 pub struct Mount {
     pub name: String,
     pub host: PathBuf,
+    /// The server's own home, when this folder holds it: it holds every sandbox's files (and
+    /// a team server's tokens), so nothing in it opens, in a sandbox or through the file tools.
+    pub hidden: Option<PathBuf>,
 }
 
 impl Mount {
     pub fn guest(&self) -> String {
         format!("{MOUNT_ROOT}/{}", self.name)
+    }
+
+    /// Whether `at` (where something opened under this folder is, links resolved) lies in
+    /// its hidden part. Where the system cannot say, a folder with a hidden part opens nothing.
+    pub fn hides(&self, at: Option<&Path>) -> bool {
+        match (&self.hidden, at) {
+            (None, _) => false,
+            (Some(hidden), Some(at)) => at.starts_with(hidden),
+            (Some(_), None) => true,
+        }
     }
 }
 
@@ -108,11 +121,28 @@ impl Mounts {
             out.push(Mount {
                 name,
                 host: host.clone(),
+                hidden: None,
             });
         }
         Mounts {
             list: out.into(),
             index: None,
+        }
+    }
+
+    /// Hides `home` (the server's own folder, canonical) in the folder that holds it.
+    pub fn hiding(self, home: &Path) -> Mounts {
+        let list: Vec<Mount> = self
+            .iter()
+            .cloned()
+            .map(|m| Mount {
+                hidden: home.starts_with(&m.host).then(|| home.to_path_buf()),
+                ..m
+            })
+            .collect();
+        Mounts {
+            list: list.into(),
+            ..self
         }
     }
 

@@ -58,6 +58,13 @@ mod tests {
     }
 
     #[test]
+    fn the_longest_id_a_replica_makes_is_one_the_store_takes() {
+        let longest = sandbox_id(Some(&"r".repeat(MAX_NAME)), HEX);
+        assert_eq!(longest.len(), crate::store::space::MAX_ID);
+        assert!(crate::store::space::plausible_id(&longest), "{longest}");
+    }
+
+    #[test]
     fn replica_names_are_dns_labels() {
         for good in ["r1", "mcp-code-sandbox-0", "a"] {
             assert!(valid_name(good).is_ok(), "{good}");

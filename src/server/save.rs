@@ -1,16 +1,23 @@
 //! Writing a sandbox's file into the user's folders for `save_file`: only inside the folders
-//! `CODE_SANDBOX_SAVE_DIRS` names, decided after links and `..` are resolved; never over a
-//! file unless asked; never half-written. The bytes go to a file beside the destination that
-//! is renamed into place (linked, when nothing may be replaced), so a full disk or a crash
-//! leaves the old file as it was and no partial one.
+//! `CODE_SANDBOX_SAVE_DIRS` names (never in the server's own home), decided after links and
+//! `..` are resolved; never over a file unless asked; never half-written.
+//!
+//! The checked folder is opened once, from its save folder down without following a link
+//! ([`Target`]), and everything after goes through that handle: a folder swapped for a link
+//! while a large file is copied (by a sync client, or by a sandbox whose folders lie there)
+//! cannot send the file elsewhere. The bytes are streamed into a file beside the destination,
+//! which is then renamed into place (linked, when nothing may be replaced), so a full disk or
+//! a crash leaves the old file as it was and no partial one, and memory does not grow with the
+//! size or number of saves.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::fs::{Dir, OpenOptions};
 
 use crate::guest_names::{self, NameRules};
 use crate::sandbox::SandboxError;
 
-/// Largest file `save_file` copies out (it passes through the server's memory once).
+/// Largest file `save_file` copies out.
 pub const MAX_SAVE: u64 = 512 << 20;
 
 /// Windows' rules and a folding disk's, on every platform: a saved file should open as the
@@ -26,6 +33,31 @@ pub struct Saved {
     pub path: PathBuf,
     pub bytes: u64,
     pub replaced: bool,
+}
+
+/// Where a save goes: its folder, open, and the file's name there.
+#[derive(Debug)]
+pub struct Target {
+    folder: Dir,
+    /// The folder's path, as resolved when it was opened: what the answer names.
+    shown: PathBuf,
+    name: String,
+}
+
+/// The file a save is being written to, beside its destination; removed unless placed.
+pub struct Aside {
+    folder: Dir,
+    name: String,
+    pub file: std::fs::File,
+    placed: bool,
+}
+
+impl Drop for Aside {
+    fn drop(&mut self) {
+        if !self.placed {
+            let _ = self.folder.remove_file(&self.name);
+        }
+    }
 }
 
 fn refuse(why: String) -> SandboxError {
@@ -48,8 +80,8 @@ fn listed(roots: &[PathBuf]) -> String {
 }
 
 /// The file `destination` names, once its folder and any link are resolved, if it lies in
-/// one of `roots` (canonical); else why not.
-pub fn destination(destination: &str, roots: &[PathBuf]) -> Result<PathBuf, SandboxError> {
+/// one of `roots` and outside `home` (the server's own folder; all canonical); else why not.
+pub fn destination(destination: &str, roots: &[PathBuf], home: &Path) -> Result<Target, SandboxError> {
     let Some(first) = roots.first() else {
         return Err(refuse(
             "save_file is off: no folder is allowed. The user can name folders in CODE_SANDBOX_SAVE_DIRS (\"Folders Claude may save into\" in Claude Desktop)".into(),
@@ -60,7 +92,7 @@ pub fn destination(destination: &str, roots: &[PathBuf]) -> Result<PathBuf, Sand
     }
     let given = Path::new(destination);
     // `C:name` is relative to a drive's current folder, which a server has no say in.
-    if !given.is_absolute() && matches!(given.components().next(), Some(std::path::Component::Prefix(_))) {
+    if !given.is_absolute() && matches!(given.components().next(), Some(Component::Prefix(_))) {
         return Err(refuse(format!(
             "'{destination}' is relative to a drive's current folder; give a full path inside one of {}",
             listed(roots)
@@ -85,30 +117,68 @@ pub fn destination(destination: &str, roots: &[PathBuf]) -> Result<PathBuf, Sand
             listed(roots)
         ))
     })?;
-    let inside = |p: &Path| roots.iter().any(|r| p.starts_with(r));
-    if !inside(&folder) {
+    let dir = open_inside(&folder, destination, roots, home)?;
+    let name = existing_name(&dir, &folder, &name)?;
+    match dir.symlink_metadata(&name) {
+        Ok(md) if md.file_type().is_symlink() => through_link(&folder.join(&name), destination, roots, home),
+        Ok(md) if md.is_dir() => Err(refuse(format!(
+            "'{destination}' is a folder; name a file inside it (like '{}')",
+            shown(&folder.join(&name).join("result.csv"))
+        ))),
+        Ok(md) if !md.is_file() => Err(refuse(format!("'{destination}' is not a regular file"))),
+        _ => Ok(Target {
+            folder: dir,
+            shown: folder,
+            name,
+        }),
+    }
+}
+
+/// `folder` (canonical), opened from the save folder that holds it one name at a time, never
+/// through a link: what is opened is the folder that was checked, or nothing.
+fn open_inside(
+    folder: &Path,
+    destination: &str,
+    roots: &[PathBuf],
+    home: &Path,
+) -> Result<Dir, SandboxError> {
+    let Some(root) = roots.iter().find(|r| folder.starts_with(r)) else {
         return Err(refuse(format!(
             "'{destination}' is outside the folders save_file may write into ({}). Save inside one of them, or ask the user to add the folder to CODE_SANDBOX_SAVE_DIRS",
             listed(roots)
         )));
+    };
+    if folder.starts_with(home) {
+        return Err(refuse(format!(
+            "'{destination}' is inside the server's own folder ({}), where sandboxes are kept; save somewhere else in {}",
+            shown(home),
+            listed(roots)
+        )));
     }
-    let target = existing_name(&folder, &name)?;
-    let path = folder.join(&target);
-    match std::fs::symlink_metadata(&path) {
-        Ok(md) if md.file_type().is_symlink() => through_link(&path, destination, &inside, roots),
-        Ok(md) if md.is_dir() => Err(refuse(format!(
-            "'{destination}' is a folder; name a file inside it (like '{}')",
-            shown(&path.join("result.csv"))
-        ))),
-        Ok(md) if !md.is_file() => Err(refuse(format!("'{destination}' is not a regular file"))),
-        _ => Ok(path),
+    let changed = |e: std::io::Error| {
+        refuse(format!(
+            "the folder '{}' changed while it was being opened ({e}); nothing was written. Try again",
+            shown(folder)
+        ))
+    };
+    let mut dir = Dir::open_ambient_dir(root, cap_std::ambient_authority()).map_err(changed)?;
+    for part in folder.strip_prefix(root).unwrap_or(Path::new("")).components() {
+        if let Component::Normal(part) = part {
+            let part = part.to_string_lossy();
+            let opened = crate::host_open::open_read(&dir, &part, false).map_err(changed)?;
+            if !opened.metadata().map_err(changed)?.is_dir() {
+                return Err(changed(std::io::ErrorKind::NotADirectory.into()));
+            }
+            dir = Dir::from_std_file(opened.into_std());
+        }
     }
+    Ok(dir)
 }
 
 /// The name as the folder spells it; refused when it differs only in case (or Unicode form)
 /// from a file already there that this disk takes for the same one.
-fn existing_name(folder: &Path, name: &str) -> Result<String, SandboxError> {
-    let Ok(entries) = std::fs::read_dir(folder) else {
+fn existing_name(dir: &Dir, folder: &Path, name: &str) -> Result<String, SandboxError> {
+    let Ok(entries) = dir.entries() else {
         return Ok(name.to_string());
     };
     let mut twin = None;
@@ -123,7 +193,7 @@ fn existing_name(folder: &Path, name: &str) -> Result<String, SandboxError> {
     }
     match twin {
         // On a disk that keeps both, the new name is a file of its own.
-        Some(other) if std::fs::symlink_metadata(folder.join(name)).is_ok() => Err(refuse(format!(
+        Some(other) if dir.symlink_metadata(name).is_ok() => Err(refuse(format!(
             "'{name}' differs only in case from '{other}', already in {}, and this disk takes them for one file. Save as '{other}' (with overwrite: true to replace it) or choose another name",
             shown(folder)
         ))),
@@ -134,97 +204,154 @@ fn existing_name(folder: &Path, name: &str) -> Result<String, SandboxError> {
 fn through_link(
     link: &Path,
     destination: &str,
-    inside: &dyn Fn(&Path) -> bool,
     roots: &[PathBuf],
-) -> Result<PathBuf, SandboxError> {
+    home: &Path,
+) -> Result<Target, SandboxError> {
     let target = std::fs::canonicalize(link)
         .map_err(|e| refuse(format!("'{destination}' is a link that leads nowhere ({e})")))?;
-    if !inside(&target) {
+    if !roots.iter().any(|r| target.starts_with(r)) {
         return Err(refuse(format!(
             "'{destination}' is a link to '{}', outside the folders save_file may write into ({})",
             shown(&target),
             listed(roots)
         )));
     }
-    if !target.is_file() {
+    let (Some(folder), Some(name)) = (target.parent(), target.file_name()) else {
+        return Err(refuse(format!("'{destination}' is a link to a folder's root")));
+    };
+    let dir = open_inside(folder, destination, roots, home)?;
+    let name = name.to_string_lossy().into_owned();
+    if !dir.symlink_metadata(&name).is_ok_and(|md| md.is_file()) {
         return Err(refuse(format!(
             "'{destination}' is a link to '{}', which is not a file",
             shown(&target)
         )));
     }
-    Ok(target)
-}
-
-/// Writes `bytes` to `path` (from [`destination`]) beside it first, then into place.
-pub fn write(path: &Path, bytes: &[u8], overwrite: bool) -> Result<Saved, SandboxError> {
-    let replaced = path.exists();
-    if replaced && !overwrite {
-        return Err(refuse(format!(
-            "'{}' already exists and was left as it is. Pass overwrite: true to replace it, or choose another name",
-            shown(path)
-        )));
-    }
-    let folder = path.parent().unwrap_or(Path::new("."));
-    let failed = |e: std::io::Error| SandboxError::Io {
-        context: format!(
-            "could not save '{}' (nothing was changed{})",
-            shown(path),
-            if replaced {
-                ": the file there is as it was"
-            } else {
-                ""
-            }
-        ),
-        source: e,
-    };
-    let mut aside = tempfile::Builder::new()
-        .prefix(".saving-")
-        .tempfile_in(folder)
-        .map_err(failed)?;
-    aside.write_all(bytes).map_err(failed)?;
-    aside.as_file().sync_all().map_err(failed)?;
-    ordinary_permissions(aside.as_file(), replaced.then_some(path)).map_err(failed)?;
-    let placed = match overwrite {
-        true => aside.persist(path),
-        false => aside.persist_noclobber(path),
-    };
-    placed.map_err(|e| match e.error.kind() {
-        std::io::ErrorKind::AlreadyExists => refuse(format!(
-            "'{}' appeared while saving and was left as it is. Pass overwrite: true to replace it",
-            shown(path)
-        )),
-        _ => failed(e.error),
-    })?;
-    Ok(Saved {
-        path: path.to_path_buf(),
-        bytes: bytes.len() as u64,
-        replaced,
+    Ok(Target {
+        folder: dir,
+        shown: folder.to_path_buf(),
+        name,
     })
 }
 
-/// A saved file gets the permissions of the one it replaces, else the usual ones for a new
-/// file (the file beside it was made private to the server's user).
-fn ordinary_permissions(file: &std::fs::File, replacing: Option<&Path>) -> std::io::Result<()> {
-    if let Some(old) = replacing.and_then(|p| std::fs::metadata(p).ok()) {
-        return file.set_permissions(old.permissions());
+impl Target {
+    /// The file, as the answer names it.
+    pub fn path(&self) -> PathBuf {
+        self.shown.join(&self.name)
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+
+    fn exists(&self) -> bool {
+        self.folder.symlink_metadata(&self.name).is_ok()
     }
-    Ok(())
+
+    fn already_there(&self, when: &str) -> SandboxError {
+        refuse(format!(
+            "'{}' {when} and was left as it is. Pass overwrite: true to replace it, or choose another name",
+            shown(&self.path())
+        ))
+    }
+
+    fn failed(&self, replaced: bool) -> impl Fn(std::io::Error) -> SandboxError + '_ {
+        move |e| SandboxError::Io {
+            context: format!(
+                "could not save '{}' (nothing was changed{})",
+                shown(&self.path()),
+                if replaced {
+                    ": the file there is as it was"
+                } else {
+                    ""
+                }
+            ),
+            source: e,
+        }
+    }
+
+    /// Starts the save: a new file beside the destination, in the folder opened. Refused at
+    /// once when the destination is there and may not be replaced, before anything is copied.
+    pub fn begin(&self, overwrite: bool) -> Result<Aside, SandboxError> {
+        if !overwrite && self.exists() {
+            return Err(self.already_there("already exists"));
+        }
+        let failed = self.failed(overwrite && self.exists());
+        let folder = self.folder.try_clone().map_err(&failed)?;
+        let name = format!(".saving-{}", uuid::Uuid::new_v4().simple());
+        let mut opts = OpenOptions::new();
+        opts.write(true).create_new(true);
+        let file = folder.open_with(&name, &opts).map_err(&failed)?.into_std();
+        Ok(Aside {
+            folder,
+            name,
+            file,
+            placed: false,
+        })
+    }
+
+    /// Moves `aside`, holding `bytes`, into place: over the old file (which lends it its
+    /// permissions) when `overwrite`, else only if the name is still free.
+    pub fn finish(&self, mut aside: Aside, overwrite: bool, bytes: u64) -> Result<Saved, SandboxError> {
+        let replaced = self.exists();
+        if replaced && !overwrite {
+            return Err(self.already_there("appeared while saving"));
+        }
+        let failed = self.failed(replaced);
+        aside.file.sync_all().map_err(&failed)?;
+        if replaced
+            && let Ok(old) = crate::host_open::open_read(&self.folder, &self.name, false)
+            && let Ok(md) = old.into_std().metadata()
+        {
+            aside.file.set_permissions(md.permissions()).map_err(&failed)?;
+        }
+        if overwrite {
+            self.folder
+                .rename(&aside.name, &self.folder, &self.name)
+                .map_err(&failed)?;
+            aside.placed = true;
+        } else {
+            // A second name for the file, which fails if the name was taken meanwhile; the
+            // first goes with `aside`.
+            match self.folder.hard_link(&aside.name, &self.folder, &self.name) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(self.already_there("appeared while saving"));
+                }
+                // A disk without hard links (FAT, some shares): checked, then renamed.
+                Err(_) if !self.exists() => {
+                    self.folder
+                        .rename(&aside.name, &self.folder, &self.name)
+                        .map_err(&failed)?;
+                    aside.placed = true;
+                }
+                Err(_) => return Err(self.already_there("appeared while saving")),
+            }
+        }
+        Ok(Saved {
+            path: self.path(),
+            bytes,
+            replaced,
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn folder(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("save-unit-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         std::fs::canonicalize(d).unwrap()
+    }
+
+    fn nowhere() -> PathBuf {
+        std::env::temp_dir().join("save-unit-no-home")
+    }
+
+    fn save(target: &Target, bytes: &[u8], overwrite: bool) -> Result<Saved, SandboxError> {
+        let mut aside = target.begin(overwrite)?;
+        aside.file.write_all(bytes).unwrap();
+        target.finish(aside, overwrite, bytes.len() as u64)
     }
 
     #[test]
@@ -239,7 +366,7 @@ mod tests {
         let root = folder("names");
         for bad in ["CON", "nul.txt", "a:b", "what?.csv", "trailing.", "com1.csv"] {
             let path = format!("{}{}{bad}", root.display(), std::path::MAIN_SEPARATOR);
-            let err = destination(&path, std::slice::from_ref(&root))
+            let err = destination(&path, std::slice::from_ref(&root), &nowhere())
                 .unwrap_err()
                 .to_string();
             assert!(err.contains("choose another file name"), "{bad}: {err}");
@@ -250,20 +377,35 @@ mod tests {
     #[test]
     fn nothing_is_replaced_unless_asked_and_nothing_is_left_aside() {
         let root = folder("replace");
-        let path = destination("out.csv", std::slice::from_ref(&root)).unwrap();
-        assert_eq!(path, root.join("out.csv"));
-        assert!(!write(&path, b"one", false).unwrap().replaced);
-        let err = write(&path, b"two", false).unwrap_err().to_string();
+        let target = destination("out.csv", std::slice::from_ref(&root), &nowhere()).unwrap();
+        assert_eq!(target.path(), root.join("out.csv"));
+        assert!(!save(&target, b"one", false).unwrap().replaced);
+        let err = save(&target, b"two", false).unwrap_err().to_string();
         assert!(err.contains("overwrite: true"), "{err}");
-        assert_eq!(std::fs::read(&path).unwrap(), b"one");
-        assert!(write(&path, b"three", true).unwrap().replaced);
-        assert_eq!(std::fs::read(&path).unwrap(), b"three");
+        assert_eq!(std::fs::read(root.join("out.csv")).unwrap(), b"one");
+        assert!(save(&target, b"three", true).unwrap().replaced);
+        assert_eq!(std::fs::read(root.join("out.csv")).unwrap(), b"three");
+        // A save begun and dropped (its copy failed) leaves nothing.
+        drop(target.begin(true).unwrap());
         let names: Vec<_> = std::fs::read_dir(&root)
             .unwrap()
             .flatten()
             .map(|e| e.file_name())
             .collect();
         assert_eq!(names.len(), 1, "{names:?}");
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn the_servers_own_folder_is_never_a_destination() {
+        let root = folder("home");
+        let home = root.join("server-home");
+        std::fs::create_dir_all(home.join("sandboxes")).unwrap();
+        let inside = format!("{}/sandboxes/x.txt", home.display());
+        let err = destination(&inside, std::slice::from_ref(&root), &home)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("server's own folder"), "{err}");
         let _ = std::fs::remove_dir_all(root);
     }
 }

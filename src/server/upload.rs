@@ -9,8 +9,9 @@ use crate::sandbox::SandboxError;
 /// Largest upload.
 pub const MAX_UPLOAD: u64 = 100 << 20;
 
-/// Reads `source` if it lies inside one of `roots` (both canonical), else refuses.
-pub fn read_allowed(source: &str, roots: &[PathBuf]) -> Result<(Vec<u8>, String), SandboxError> {
+/// Reads `source` if it lies inside one of `roots` and outside `home`, the server's own
+/// folder (all canonical), else refuses.
+pub fn read_allowed(source: &str, roots: &[PathBuf], home: &Path) -> Result<(Vec<u8>, String), SandboxError> {
     if roots.is_empty() {
         return Err(SandboxError::InvalidArgument(
             "upload_file cannot read host files: no folder is allowed. Set CODE_SANDBOX_UPLOAD_DIRS to the folders it may read, or pass content_base64 instead".into(),
@@ -33,6 +34,12 @@ pub fn read_allowed(source: &str, roots: &[PathBuf]) -> Result<(Vec<u8>, String)
                 .map(|r| r.display().to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
+        )));
+    }
+    if canonical.starts_with(home) {
+        return Err(SandboxError::InvalidArgument(format!(
+            "'{source}' is inside this server's own folder ({}), where sandboxes are kept; upload_file does not read there",
+            home.display()
         )));
     }
     let mut opts = std::fs::OpenOptions::new();

@@ -2,21 +2,49 @@
 //! background while it runs. A renewal that finds another holder means this replica was taken
 //! for dead (paused, cut off from the store): it stops writing that sandbox, so a stale owner
 //! never writes over the one now serving it.
+//!
+//! A lease not confirmed for longer than it lasts has *lapsed*: this process was paused (or
+//! the store away) long enough for another replica to take the sandbox, serve it, write a
+//! newer generation and hand it back, so finding the lease free again proves nothing. A lapsed
+//! lease stays listed, but [`Held::fresh`] says no until the caller has taken it again and
+//! compared generations (`Held::take`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::lease::{self, Claim};
 use super::location::{Store, StoreError};
 use crate::lock::Locked;
 
+/// One lease this replica took: where it is, and until when it is surely still ours.
+#[derive(Clone)]
+struct Lease {
+    path: object_store::path::Path,
+    /// When the claim that last confirmed it began, plus its length: the store's copy says
+    /// at least that.
+    sure_until: Instant,
+    /// A renewal found it had run out before it was renewed.
+    lapsed: bool,
+}
+
+/// Whether this replica may serve a sandbox from what it holds, as far as its lease goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// Held and confirmed within the lease's length.
+    Fresh,
+    /// Listed as held, but not confirmed for longer than the lease lasts: another replica may
+    /// have served it meanwhile.
+    Lapsed,
+    NotHeld,
+}
+
 pub struct Held {
     store: Store,
     me: String,
     ttl: Duration,
-    /// Sandbox id to its lease's path.
-    leases: Mutex<HashMap<String, object_store::path::Path>>,
+    /// Sandbox id to its lease.
+    leases: Mutex<HashMap<String, Lease>>,
     /// Whether the store failed the last request heard of; when it answers again, pushes
     /// waiting to be retried are woken (see [`Held::back`]).
     away: std::sync::atomic::AtomicBool,
@@ -69,24 +97,47 @@ impl Held {
         self.answers_again.notified().await;
     }
 
+    /// Whether `id`'s lease is listed here, lapsed or not.
     pub fn holds(&self, id: &str) -> bool {
         self.leases.locked().contains_key(id)
     }
 
-    /// Takes `id`'s lease at `path` unless another live replica holds it.
+    /// How `id`'s lease stands now.
+    pub fn fresh(&self, id: &str) -> Hold {
+        match self.leases.locked().get(id) {
+            None => Hold::NotHeld,
+            Some(l) if !l.lapsed && Instant::now() < l.sure_until => Hold::Fresh,
+            Some(_) => Hold::Lapsed,
+        }
+    }
+
+    /// Takes `id`'s lease at `path` unless another live replica holds it; a lapsed one taken
+    /// again is fresh.
     pub async fn take(&self, id: &str, path: object_store::path::Path) -> Result<Claim, StoreError> {
+        let began = Instant::now();
         let claim = lease::claim(&self.store, &path, &self.me, self.ttl).await?;
-        if matches!(claim, Claim::Ours) {
-            self.leases.locked().insert(id.to_string(), path);
+        let mut leases = self.leases.locked();
+        match claim {
+            Claim::Ours => {
+                let lease = Lease {
+                    path,
+                    sure_until: began + self.ttl,
+                    lapsed: false,
+                };
+                leases.insert(id.to_string(), lease);
+            }
+            Claim::Held { .. } => {
+                leases.remove(id);
+            }
         }
         Ok(claim)
     }
 
     /// Gives `id`'s lease up, if held.
     pub async fn release(&self, id: &str) {
-        let path = self.leases.locked().remove(id);
-        if let Some(path) = path {
-            lease::release(&self.store, &path, &self.me).await;
+        let lease = self.leases.locked().remove(id);
+        if let Some(lease) = lease {
+            lease::release(&self.store, &lease.path, &self.me).await;
         }
     }
 
@@ -101,15 +152,16 @@ impl Held {
 
     async fn renew_all(&self) {
         let all: Vec<_> = self.leases.locked().clone().into_iter().collect();
-        for (id, path) in all {
-            let claimed = lease::claim(&self.store, &path, &self.me, self.ttl).await;
+        for (id, lease) in all {
+            let began = Instant::now();
+            let claimed = lease::claim(&self.store, &lease.path, &self.me, self.ttl).await;
             if claimed.is_ok() {
                 self.answered();
             } else {
                 self.failed();
             }
             match claimed {
-                Ok(Claim::Ours) => {}
+                Ok(Claim::Ours) => self.renewed(&id, began),
                 Ok(Claim::Held { holder }) => {
                     tracing::warn!(
                         "{id}: replica {holder} serves it now (this replica was taken for gone); no longer writing it to the store"
@@ -119,6 +171,20 @@ impl Held {
                 // The store is away: kept as ours; the next renewal tries again.
                 Err(e) => tracing::warn!("{id}: its lease could not be renewed: {e}"),
             }
+        }
+    }
+
+    /// `id`'s lease was renewed by a claim begun at `began`: sure for another length, and
+    /// lapsed if it had run out before.
+    fn renewed(&self, id: &str, began: Instant) {
+        if let Some(l) = self.leases.locked().get_mut(id) {
+            if began > l.sure_until && !l.lapsed {
+                l.lapsed = true;
+                tracing::warn!(
+                    "{id}: its lease ran out before this replica renewed it (paused, or cut off from the store); it is checked against the store before its next use"
+                );
+            }
+            l.sure_until = began + self.ttl;
         }
     }
 }

@@ -33,6 +33,12 @@ pub enum StoreError {
     /// Another replica holds the sandbox's lease: it serves it, and this one must not write it.
     #[error("replica {holder} serves this sandbox now")]
     HeldBy { holder: String },
+    /// Another replica wrote a newer generation than the one this replica's copy came from:
+    /// the copy is stale and is never written over it.
+    #[error(
+        "{writer} wrote generation {generation} of this sandbox after this replica's copy was made; the copy here is replaced by it before its next use"
+    )]
+    Superseded { writer: String, generation: u64 },
     #[error("reading {path} for the store failed: {source}")]
     Local {
         path: std::path::PathBuf,
@@ -237,6 +243,15 @@ impl Store {
             (_, false) => PutMode::Overwrite,
             (Some(v), true) => PutMode::Update(v),
             (None, true) => PutMode::Create,
+        }
+    }
+
+    /// `what` changed in the store while this replica wrote it: the write is tried again.
+    pub fn changed(&self, what: &str) -> StoreError {
+        StoreError::Request {
+            store: self.shown.clone(),
+            what: what.to_string(),
+            message: "it changed while it was being written; it is written again".into(),
         }
     }
 

@@ -7,8 +7,36 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The manifest's format; a reader refuses others.
+/// The manifest's format: paths as they are. A reader refuses formats it does not know.
 pub const FORMAT: u32 = 1;
+/// Paths percent-encoded (`%`, `\\`, `:` and control characters), written only when a name
+/// holds `\\` or `:`: a plain manifest stays readable by servers that know only format 1.
+pub const FORMAT_ESCAPED: u32 = 2;
+
+/// What [`FORMAT_ESCAPED`] encodes in a path.
+const ESCAPED: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS.add(b'%').add(b'\\').add(b':');
+
+/// Whether a file's path needs [`FORMAT_ESCAPED`].
+pub fn needs_escape(path: &str) -> bool {
+    path.contains(['\\', ':']) || path.chars().any(char::is_control)
+}
+
+/// `path` as [`FORMAT_ESCAPED`] writes it.
+pub fn escape(path: &str) -> String {
+    percent_encoding::utf8_percent_encode(path, ESCAPED).to_string()
+}
+
+/// One `/`-separated part of an entry's path as its file is named, in a manifest of `format`;
+/// `None` when it does not decode to text.
+pub fn unescape(part: &str, format: u32) -> Option<String> {
+    if format == FORMAT {
+        return Some(part.to_string());
+    }
+    percent_encoding::percent_decode_str(part)
+        .decode_utf8()
+        .ok()
+        .map(|c| c.into_owned())
+}
 
 /// Most bytes per chunk. Files are cut where their content says (FastCDC), so a change moves
 /// the cuts near it only; chunks are this long at most, and typically [`CHUNK_TYPICAL`].
@@ -25,11 +53,11 @@ pub const CHUNK_MIN: usize = 64 << 10;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[schemars(title = "A kept sandbox's manifest in the team store")]
 pub struct Manifest {
-    /// The manifest's format (this is format 1).
-    #[schemars(range(min = 1, max = 1))]
+    /// The manifest's format: 1, or 2 when its paths are percent-encoded.
+    #[schemars(range(min = 1, max = 2))]
     pub format: u32,
     /// The sandbox's id.
-    #[schemars(regex(pattern = r"^sbx-[a-z0-9-]{1,76}$"))]
+    #[schemars(regex(pattern = r"^sbx-[a-z0-9-]{1,96}$"))]
     pub sandbox: String,
     /// One more than the generation it replaced.
     #[schemars(range(min = 1))]
@@ -50,8 +78,8 @@ pub struct Manifest {
 /// One regular file: its path under the folder (`/`-separated), size and chunks in order.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Entry {
-    /// Relative, `/`-separated, no empty, `.` or `..` part, no `\` or `:` (a reader refuses
-    /// others).
+    /// Relative, `/`-separated, no empty, `.` or `..` part, no `\` or `:` (percent-encoded in
+    /// format 2; a reader refuses others).
     #[schemars(regex(pattern = r"^(?!(.*/)?\.\.?(/|$))[^/\\:]+(/[^/\\:]+)*$"))]
     pub path: String,
     pub bytes: u64,
@@ -73,5 +101,25 @@ impl Manifest {
             .flatten()
             .flat_map(|e| e.chunks.iter().map(String::as_str))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_with_backslashes_colons_and_percents_come_back_as_they_were() {
+        for name in ["a:b.txt", r"c\d", "50%:x", "tab\there", "plain"] {
+            let written = escape(name);
+            assert!(!written.contains(['\\', ':']), "{written}");
+            assert_eq!(unescape(&written, FORMAT_ESCAPED).as_deref(), Some(name));
+        }
+        assert_eq!(
+            unescape("50%3A", FORMAT).as_deref(),
+            Some("50%3A"),
+            "format 1 is as written"
+        );
+        assert!(needs_escape("a:b") && needs_escape(r"a\b") && !needs_escape("a%b"));
     }
 }

@@ -11,7 +11,7 @@ use object_store::{ObjectStoreExt, UpdateVersion};
 use sha2::{Digest, Sha256};
 
 use super::location::{Store, StoreError};
-use super::manifest::{Entry, FORMAT, Manifest};
+use super::manifest::{Entry, FORMAT, FORMAT_ESCAPED, Manifest};
 
 /// Bytes a manifest may have: thousands of files fit in far less.
 const MANIFEST_MAX: u64 = 64 << 20;
@@ -38,7 +38,7 @@ pub async fn manifest(
     };
     let m: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| damaged(store, &format!("a manifest that is not one: {e}")))?;
-    if m.format != FORMAT {
+    if m.format != FORMAT && m.format != FORMAT_ESCAPED {
         return Err(damaged(store, &format!("a manifest of format {}", m.format)));
     }
     Ok(Some((m, version)))
@@ -72,29 +72,42 @@ pub async fn files(
             continue;
         };
         for e in entries {
-            let Some(path) = inside(root, &e.path) else {
+            let Some((path, shown)) = inside(root, &e.path, m.format) else {
                 pulled.damaged.push(format!("{tree}/{}", e.path));
                 continue;
             };
+            let shown = format!("{tree}/{shown}");
             if file(store, e, &path, chunk_path).await? {
                 pulled.files += 1;
                 pulled.bytes += e.bytes;
             } else {
-                pulled.damaged.push(format!("{tree}/{}", e.path));
+                pulled.damaged.push(shown);
             }
         }
     }
     Ok(pulled)
 }
 
-/// `rel` under `root`, if it is a plain relative path that stays there.
-fn inside(root: &Path, rel: &str) -> Option<PathBuf> {
-    let parts: Vec<&str> = rel.split('/').collect();
-    let plain = |p: &&str| !p.is_empty() && *p != "." && *p != ".." && !p.contains(['\\', ':', '\0']);
-    parts
-        .iter()
-        .all(plain)
-        .then(|| parts.iter().fold(root.to_path_buf(), |p, s| p.join(s)))
+/// `rel` (a path of a manifest of `format`) under `root`, and as the file is named, if each
+/// part is one plain name on this disk, so the path stays there.
+fn inside(root: &Path, rel: &str, format: u32) -> Option<(PathBuf, String)> {
+    let parts: Vec<String> = rel
+        .split('/')
+        .map(|p| super::manifest::unescape(p, format))
+        .collect::<Option<_>>()?;
+    let rules = crate::guest_names::NameRules::host();
+    let plain = |p: &String| {
+        !p.is_empty()
+            && p != "."
+            && p != ".."
+            && !p.contains(['/', '\0'])
+            && (!rules.windows || !p.contains('\\'))
+            && crate::guest_names::check_component(p, rules).is_ok()
+    };
+    parts.iter().all(plain).then(|| {
+        let path = parts.iter().fold(root.to_path_buf(), |p, s| p.join(s));
+        (path, parts.join("/"))
+    })
 }
 
 /// Writes one file from its chunks; whether every chunk was there and sound (if not, nothing
@@ -142,10 +155,22 @@ fn give_up(path: &Path) -> bool {
 mod tests {
     #[test]
     fn only_plain_relative_paths_land_inside() {
+        use crate::store::manifest::{FORMAT, FORMAT_ESCAPED};
         let root = std::path::Path::new("/r");
-        assert_eq!(super::inside(root, "a/b.txt"), Some(root.join("a").join("b.txt")));
-        for bad in ["../x", "a/../../x", "/etc/passwd", "a//b", "c:x", "a\\..\\b", ""] {
-            assert_eq!(super::inside(root, bad), None, "{bad}");
+        let at = |rel, format| super::inside(root, rel, format).map(|(p, _)| p);
+        assert_eq!(at("a/b.txt", FORMAT), Some(root.join("a").join("b.txt")));
+        for bad in ["../x", "a/../../x", "/etc/passwd", "a//b", ""] {
+            assert_eq!(at(bad, FORMAT), None, "{bad}");
+        }
+        for bad in ["%2E%2E/x", "a%2Fb/..", "a%00b", "%FF"] {
+            assert_eq!(at(bad, FORMAT_ESCAPED), None, "{bad}");
+        }
+        // Linux and macOS name files `a:b` and `c\d` as they are; Windows cannot.
+        let odd = at("a%3Ab/c%5Cd", FORMAT_ESCAPED);
+        if cfg!(windows) {
+            assert_eq!(odd, None);
+        } else {
+            assert_eq!(odd, Some(root.join("a:b").join("c\\d")));
         }
     }
 }

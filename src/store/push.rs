@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use object_store::{ObjectStoreExt, PutOptions, PutPayload, UpdateVersion};
 
 use super::chunks::{Chunks, Tree};
-use super::held::Held;
+use super::held::{Held, Hold};
 use super::lease::Claim;
 use super::location::{Store, StoreError};
-use super::manifest::{CHUNK_BYTES, FORMAT, Manifest};
+use super::manifest::{CHUNK_BYTES, Entry, FORMAT, FORMAT_ESCAPED, Manifest};
 use super::space::{lease_path, manifest_path};
 use crate::lock::Locked;
 
@@ -68,6 +68,9 @@ pub struct Pusher {
     /// Sandboxes whose last save the store does not have yet (queued, under way, or waiting
     /// to be retried).
     unsettled: Mutex<HashSet<String>>,
+    /// Sandboxes another replica wrote a newer generation of than this replica's copy: none of
+    /// theirs is pushed until the copy is replaced by the store's ([`Pusher::adopted`]).
+    superseded: Mutex<HashSet<String>>,
     backoff: super::retry::Backoff,
     wake: tokio::sync::Notify,
     /// Pushes queued or under way; `flush` waits for zero.
@@ -85,6 +88,7 @@ impl Pusher {
             versions: Mutex::default(),
             queue: Mutex::default(),
             unsettled: Mutex::default(),
+            superseded: Mutex::default(),
             backoff: Default::default(),
             wake: tokio::sync::Notify::new(),
             busy: tokio::sync::watch::channel(0).0,
@@ -104,9 +108,15 @@ impl Pusher {
     /// Remembers the generation a replica brought back from the store (and so holds), so its
     /// next push replaces exactly that one.
     pub fn adopted(&self, m: &Manifest, version: UpdateVersion) {
+        self.superseded.locked().remove(&m.sandbox);
         self.versions
             .locked()
             .insert(m.sandbox.clone(), Base::of(m, version));
+    }
+
+    /// Whether another replica wrote a newer generation of `id` than this replica's copy.
+    pub fn superseded(&self, id: &str) -> bool {
+        self.superseded.locked().contains(id)
     }
 
     /// The generation of `id` this replica last wrote or read.
@@ -128,6 +138,10 @@ impl Pusher {
     /// Queues sandbox `id`'s folders, for the prefix `space`; returns at once. Once written,
     /// its lease is handed back if `release_if` says so.
     pub fn schedule(&self, id: &str, space: &str, trees: Vec<Tree>, release_if: Option<ReleaseIf>) {
+        if self.superseded(id) {
+            tracing::warn!("{id}: not written to the store: another replica wrote a newer generation");
+            return;
+        }
         let queued = Queued {
             space: space.to_string(),
             trees,
@@ -213,7 +227,7 @@ impl Pusher {
                         p.bytes_written
                     );
                 }
-                Err(e @ StoreError::HeldBy { .. }) => {
+                Err(e @ (StoreError::HeldBy { .. } | StoreError::Superseded { .. })) => {
                     self.settle(&id);
                     crate::metrics::store_push(false);
                     tracing::warn!("{id}: not written to the store: {e}");
@@ -241,7 +255,14 @@ impl Pusher {
     /// Writes `trees` as sandbox `id`'s next generation under the prefix `space`, once this
     /// replica holds its lease.
     pub async fn push(&self, id: &str, space: &str, trees: &[Tree]) -> Result<Pushed, StoreError> {
-        if !self.held.holds(id)
+        if self.superseded(id) {
+            return Err(StoreError::Superseded {
+                writer: "another replica".into(),
+                generation: self.known_generation(id).unwrap_or(0),
+            });
+        }
+        // A lapsed lease is taken again first: another replica may hold it now.
+        if self.held.fresh(id) != Hold::Fresh
             && let Claim::Held { holder } = self.held.take(id, lease_path(&self.store, space, id)).await?
         {
             return Err(StoreError::HeldBy { holder });
@@ -268,8 +289,9 @@ impl Pusher {
             pushed.files += entries.len();
             listed.insert(tree.name.to_string(), entries);
         }
+        let format = escaped_if_needed(&mut listed);
         let manifest = Manifest {
-            format: FORMAT,
+            format,
             sandbox: id.to_string(),
             generation: base.generation + 1,
             written_by: self.held.me().to_string(),
@@ -328,13 +350,50 @@ impl Pusher {
                 self.adopted(manifest, v);
                 Ok(())
             }
-            Err(e) => {
-                // Whatever the store holds now is read again next time.
-                self.versions.locked().remove(id);
-                Err(self
-                    .store
-                    .failed("the manifest (another server may have written it)", e))
+            Err(object_store::Error::Precondition { .. } | object_store::Error::AlreadyExists { .. }) => {
+                Err(self.replaced_meanwhile(space, manifest).await)
             }
+            // Kept: the next try replaces the same version, so it can never write over a
+            // generation another replica wrote meanwhile.
+            Err(e) => Err(self.store.failed("the manifest", e)),
+        }
+    }
+
+    /// The store no longer holds the manifest this push replaces. If this replica wrote it
+    /// (an earlier try whose answer was lost), it is the base of the next try; else another
+    /// replica wrote a newer generation, and this replica's copy is never written over it.
+    async fn replaced_meanwhile(&self, space: &str, ours: &Manifest) -> StoreError {
+        let id = ours.sandbox.as_str();
+        let path = manifest_path(&self.store, space, id);
+        let current = match super::pull::manifest(&self.store, &path).await {
+            Ok(Some(current)) => current,
+            Ok(None) => {
+                // Closed elsewhere, or damaged and deleted: the next try creates it.
+                self.versions.locked().remove(id);
+                return self.store.changed("the manifest");
+            }
+            Err(e) => return e,
+        };
+        let (m, version) = current;
+        if m.written_by == self.held.me() && m.generation == ours.generation {
+            self.adopted(&m, version);
+            return self
+                .store
+                .changed("the manifest (an earlier try of this push was written)");
+        }
+        tracing::warn!(
+            "{id}: {} wrote generation {} after this replica's copy (generation {}); this replica no longer writes its copy",
+            m.written_by,
+            m.generation,
+            ours.generation - 1
+        );
+        self.superseded.locked().insert(id.to_string());
+        if self.queue.locked().remove(id).is_some() {
+            self.count(-1);
+        }
+        StoreError::Superseded {
+            writer: format!("replica {}", m.written_by),
+            generation: m.generation,
         }
     }
 
@@ -342,9 +401,12 @@ impl Pusher {
     /// lease. Its chunks stay for a sweep: other generations, forks and checkpoints may share
     /// them.
     pub async fn delete(&self, id: &str, space: &str) {
-        self.queue.locked().remove(id);
+        if self.queue.locked().remove(id).is_some() {
+            self.count(-1);
+        }
         self.unsettled.locked().remove(id);
         self.versions.locked().remove(id);
+        self.superseded.locked().remove(id);
         if let Err(e) = self
             .store
             .objects
@@ -356,6 +418,20 @@ impl Pusher {
         }
         self.held.release(id).await;
     }
+}
+
+/// The format the manifest of `listed` is written in: its paths percent-encoded when a name
+/// holds what a plain manifest cannot say (`\\`, `:`), so every file a sandbox may make comes
+/// back under its own name.
+fn escaped_if_needed(listed: &mut BTreeMap<String, Vec<Entry>>) -> u32 {
+    let entries = || listed.values().flatten();
+    if !entries().any(|e| super::manifest::needs_escape(&e.path)) {
+        return FORMAT;
+    }
+    for e in listed.values_mut().flatten() {
+        e.path = super::manifest::escape(&e.path);
+    }
+    FORMAT_ESCAPED
 }
 
 #[cfg(test)]

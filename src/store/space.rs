@@ -14,11 +14,16 @@ pub fn key(principal: &str) -> String {
     hex::encode(&digest[..16])
 }
 
+/// The longest sandbox id a server makes: `sbx-`, a replica name of up to 63 characters (a
+/// StatefulSet pod's), `-`, 32 hex digits. Every id a replica makes must pass
+/// [`plausible_id`], or no replica could resume it and the sweep could not read its manifest.
+pub const MAX_ID: usize = 4 + 63 + 1 + 32;
+
 /// Whether `id` is a plain sandbox id, safe as a path segment here and in the store: ids
 /// asked for come from requests.
 pub fn plausible_id(id: &str) -> bool {
     id.starts_with("sbx-")
-        && id.len() <= 80
+        && id.len() <= MAX_ID
         && id
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
@@ -46,12 +51,15 @@ mod tests {
         assert_ne!(super::key("alice"), super::key("bob"));
         assert_eq!(super::key("alice").len(), 32);
         assert!(super::plausible_id("sbx-r0-0123abcd"));
+        let longest = format!("sbx-{}-{}", "r".repeat(63), "0".repeat(32));
+        assert_eq!(longest.len(), super::MAX_ID);
+        assert!(super::plausible_id(&longest));
         for bad in [
             "sbx-../x",
             "SBX-1",
             "sbx-a/b",
             "x",
-            &format!("sbx-{}", "a".repeat(90)),
+            &format!("sbx-{}", "a".repeat(97)),
         ] {
             assert!(!super::plausible_id(bad), "{bad}");
         }

@@ -114,23 +114,27 @@ async fn sweep_space(
         if object.location.filename() != Some("manifest.json") {
             continue;
         }
-        let Some(id) = sandbox_of(&object.location) else {
-            continue;
-        };
+        // A manifest under a name this server would not make still names chunks: they are
+        // kept, and it is never retired.
+        let id = sandbox_of(&object.location);
+        let shown = id.clone().unwrap_or_else(|| object.location.to_string());
         let m = match read_manifest(store, &object.location).await? {
             Found::Manifest(m) => m,
             Found::Gone => continue,
             Found::Damaged => {
                 // What it names is unknown, so nothing of this principal is deleted.
                 tracing::warn!(
-                    "{id}: its manifest in {} cannot be read; its principal's chunks are kept",
+                    "{shown}: its manifest in {} cannot be read; its principal's chunks are kept",
                     store.shown
                 );
                 return Ok(());
             }
         };
         swept.manifests += 1;
-        if past(m.written_at, retain) && retire(store, held, key, &id).await? {
+        if let Some(id) = id
+            && past(m.written_at, retain)
+            && retire(store, held, key, &id).await?
+        {
             swept.retired.push(id);
             continue;
         }

@@ -74,7 +74,7 @@ impl WasmBackend {
         }
         let keep_bytes = settings.keep_bytes();
         tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
-        let named = Mounts::from_roots(&settings.read_roots());
+        let named = Mounts::from_roots(&settings.read_roots()).hiding(&settings.home_canonical());
         let mounts = named.clone().indexed_in(&layout.cache_dir()).unwrap_or_else(|e| {
             tracing::warn!("/mnt cannot be listed in sandboxes ({e}); its folders can still be read");
             named

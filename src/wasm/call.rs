@@ -88,6 +88,7 @@ pub async fn execute(
     }
     let before = ctx.ensure_session(&mut slot, sb).await?;
     let restorable = save_before_run(ctx, sb, &mut slot, &opts).await;
+    let notes = std::mem::take(&mut slot.notes);
     let Some(session) = slot.session.as_mut() else {
         return Err(SandboxError::Backend(
             "the interpreter could not be started".into(),
@@ -116,6 +117,7 @@ pub async fn execute(
         background: opts.background.is_some(),
     };
     let mut ex = results::execution(out, before, limit);
+    ex.notes.extend(notes);
     if let Some(services) = &opts.tools {
         ex.tool_calls = services.calls();
         ex.network = services.network();

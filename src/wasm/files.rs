@@ -135,6 +135,18 @@ impl SandboxFiles for WasmFiles {
         blocking(move || dir_read::read(root, path, limit)).await
     }
 
+    async fn copy_out(
+        &self,
+        id: &str,
+        path: &WorkspacePath,
+        limit: u64,
+        mut out: std::fs::File,
+    ) -> Result<u64, SandboxError> {
+        let root = self.root(id)?;
+        let path = path.clone();
+        blocking(move || dir_read::copy(&root, &path, limit, &mut out)).await
+    }
+
     /// A write is a use (reads are not: a client listing resources must not make every kept
     /// sandbox the default for calls without an id).
     async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {

@@ -14,6 +14,9 @@ pub const STATE: &str = "state.bin";
 /// Beside a sandbox's saved state: why its variables were lost (a call the shutdown stopped),
 /// for the note its next call carries after a restart.
 pub const LOST: &str = "lost.txt";
+/// Beside a sandbox's saved state after a resume from a team's store left files out: which,
+/// for the note its next call carries (once).
+pub const LEFT_OUT: &str = "left-out.txt";
 /// Beside a sandbox's saved state while a background run goes: why the variables that come
 /// back after a crash are older than the run.
 pub const INTERRUPTED: &str = "interrupted.txt";

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio_util::sync::CancellationToken;
 
-use super::folders::{Dirs, INTERRUPTED, LOST, META};
+use super::folders::{Dirs, INTERRUPTED, LEFT_OUT, LOST, META};
 use super::vm::{MemoryBudget, Session, SessionConfig};
 use crate::disk_quota::DiskQuota;
 use crate::sandbox::last_use::LastUse;
@@ -24,6 +24,8 @@ pub struct Slot {
     /// The interpreter is suspended: its state is saved in the sandbox's folder and is
     /// restored before the next use.
     pub saved: bool,
+    /// Said with the next call's result, once (files a resume left out).
+    pub notes: Vec<String>,
 }
 
 pub struct Sandbox {
@@ -33,6 +35,9 @@ pub struct Sandbox {
     pub quota: Arc<DiskQuota>,
     pub limits: Limits,
     pub created_at: chrono::DateTime<chrono::Utc>,
+    /// Made by this process (not taken over from a disk or a store): until it is first
+    /// written to a team's store, no other replica can have it.
+    pub made_here: bool,
     pub executions: AtomicU64,
     pub busy: AtomicBool,
     /// A call's future was dropped while the guest ran: the interpreter is mid-turn.
@@ -99,9 +104,14 @@ impl Slot {
         let interrupted = std::fs::read_to_string(dirs.saved().join(INTERRUPTED)).ok();
         let saved = lost_why.is_none() && dirs.state().is_file();
         let lost = !saved || interrupted.is_some();
+        let left_out = std::fs::read_to_string(dirs.saved().join(LEFT_OUT)).ok();
+        if left_out.is_some() {
+            let _ = std::fs::remove_file(dirs.saved().join(LEFT_OUT));
+        }
         Slot {
             saved,
             lost,
+            notes: left_out.map(|n| n.trim().to_string()).into_iter().collect(),
             lost_reason: lost.then(|| {
                 lost_why
                     .or(interrupted)
@@ -172,6 +182,7 @@ impl Sandbox {
         owner: Option<std::fs::File>,
         stopping: CancellationToken,
     ) -> Arc<Sandbox> {
+        let made_here = matches!(origin, Origin::New(_));
         let (limits, created_at, executions, slot, last_use) = match origin {
             Origin::New(limits) => (limits, chrono::Utc::now(), 0, Slot::default(), LastUse::now()),
             Origin::Kept(m) => (
@@ -188,6 +199,7 @@ impl Sandbox {
             quota,
             limits,
             created_at,
+            made_here,
             executions: AtomicU64::new(executions),
             saved_executions: AtomicU64::new(executions),
             writing: Arc::default(),

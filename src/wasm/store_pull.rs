@@ -8,10 +8,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::folders::{Dirs, LOST};
+use super::folders::{Dirs, LEFT_OUT, LOST};
 use super::record::{Meta, Slot};
 use super::registry::Registry;
 use crate::sandbox::{Limits, SandboxError};
+use crate::store::held::Hold;
 use crate::store::lease::Claim;
 use crate::store::manifest::Manifest;
 use crate::store::push::Pusher;
@@ -79,40 +80,72 @@ pub async fn resume(
     Ok(true)
 }
 
-/// Before `id` (open here) is used: this replica holds its lease, and its folders are the
+/// Before `id` (open here) is used: this replica holds its lease, and what it serves is the
 /// store's latest generation. A suspended sandbox's lease is handed back once it is written
-/// (see `store_push`), so another replica may resume it meanwhile.
+/// (see `store_push`), so another replica may resume it meanwhile; a lease that lapsed (this
+/// process paused, or cut off) is taken again and the generations compared, and a live
+/// interpreter older than the store's generation is dropped for the store's. A sandbox made
+/// here that the store never had needs neither, so it works while the store is away.
 pub async fn hold(registry: &Registry, id: &str) -> Result<(), SandboxError> {
     let Some(pusher) = super::store_push::pusher() else {
         return Ok(());
     };
-    if pusher.held().holds(id) {
+    let hold = pusher.held().fresh(id);
+    if hold == Hold::Fresh && !pusher.superseded(id) {
         return Ok(());
     }
     let sb = registry.get(id)?;
-    let key = super::store_push::space_of(id);
-    take_lease(pusher, &key, id).await?;
-    let path = space::manifest_path(pusher.store(), &key, id);
-    let Some((m, version)) = pull::manifest(pusher.store(), &path).await.map_err(away(id))? else {
+    if hold == Hold::NotHeld && sb.made_here && pusher.known_generation(id).is_none() {
         return Ok(());
+    }
+    let key = super::store_push::space_of(id);
+    let checked = check(pusher, &key, id).await;
+    let (m, version) = match checked {
+        Ok(Some(found)) => found,
+        Ok(None) => return Ok(()),
+        // Cut off from the store with a lease that lapsed: served as it is (the store's
+        // conditional writes keep it from ever writing over a newer generation).
+        Err(SandboxError::StoreAway { .. }) if hold == Hold::Lapsed && !pusher.superseded(id) => {
+            tracing::warn!(
+                "{id}: the store cannot be reached to confirm its lease; served from this replica's copy"
+            );
+            return Ok(());
+        }
+        Err(e) => return Err(e),
     };
-    let stale = match pusher.known_generation(id) {
-        Some(known) => m.generation > known,
-        // Since this server started, nothing of it was written or read here: the copy on disk
-        // is as new as the store's if this replica wrote the store's.
-        None => m.written_by != pusher.held().me(),
-    };
+    let stale = pusher.superseded(id)
+        || match pusher.known_generation(id) {
+            Some(known) => m.generation > known,
+            // Since this server started, nothing of it was written or read here: the copy on
+            // disk is as new as the store's if this replica wrote the store's.
+            None => m.written_by != pusher.held().me(),
+        };
     if !stale {
         pusher.adopted(&m, version);
         return Ok(());
     }
     let mut slot = sb.slot.lock().await;
-    if slot.session.is_some() {
-        return Ok(());
+    if slot.session.take().is_some() {
+        tracing::warn!(
+            "{id}: {} wrote generation {} while this replica was away; its interpreter here is dropped for that one",
+            m.written_by,
+            m.generation
+        );
     }
     bring_back(pusher, registry, &key, &m, version, &sb.dirs).await?;
     *slot = Slot::kept(&sb.dirs);
     Ok(())
+}
+
+/// Takes `id`'s lease and reads its manifest, if the store has one.
+async fn check(
+    pusher: &Pusher,
+    key: &str,
+    id: &str,
+) -> Result<Option<(Manifest, object_store::UpdateVersion)>, SandboxError> {
+    take_lease(pusher, key, id).await?;
+    let path = space::manifest_path(pusher.store(), key, id);
+    pull::manifest(pusher.store(), &path).await.map_err(away(id))
 }
 
 /// Pulls `m`'s folders beside `dirs` and moves them into place; remembers the generation.
@@ -161,8 +194,8 @@ async fn bring_back(
     Ok(())
 }
 
-/// Files that did not come back whole are named in the log; a saved state among them makes
-/// the sandbox start fresh, saying why.
+/// Files that did not come back whole are named in the log and in the next call's result; a
+/// saved state among them makes the sandbox start fresh, saying why.
 fn note_damage(staged: &Dirs, damaged: &[String]) {
     if damaged.is_empty() {
         return;
@@ -170,6 +203,21 @@ fn note_damage(staged: &Dirs, damaged: &[String]) {
     tracing::warn!(
         "files that did not come back from the store whole: {}",
         damaged.join(", ")
+    );
+    let shown: Vec<String> = damaged
+        .iter()
+        .map(|d| match d.strip_prefix("workspace/") {
+            Some(rel) => format!("{}/{rel}", crate::sandbox::paths::WORKSPACE),
+            None => d.clone(),
+        })
+        .collect();
+    let _ = std::fs::create_dir_all(staged.saved());
+    let _ = std::fs::write(
+        staged.saved().join(LEFT_OUT),
+        format!(
+            "These files did not come back whole from the team's store when this sandbox moved to another replica, and are missing: {}. Make them again if you need them.",
+            shown.join(", ")
+        ),
     );
     if damaged.iter().any(|d| d.starts_with("scratch/saved/")) {
         let _ = std::fs::create_dir_all(staged.saved());

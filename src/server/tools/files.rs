@@ -169,8 +169,11 @@ impl SandboxServer {
             }
             (Some(src), None) => {
                 let roots = self.settings.upload_roots();
+                let settings = self.settings.clone();
                 let src = src.clone();
-                attempt!(blocking(move || upload::read_allowed(&src, &roots)).await)
+                attempt!(
+                    blocking(move || upload::read_allowed(&src, &roots, &settings.home_canonical())).await
+                )
             }
             (None, Some(b64)) => {
                 if b64.len() as u64 > upload::MAX_UPLOAD * 4 / 3 + 4 {
@@ -213,12 +216,19 @@ impl SandboxServer {
     async fn save_file(&self, args: JsonObject) -> ToolResult {
         let a: SaveFileArgs = attempt!(parse("save_file", args));
         let roots = self.settings.save_roots();
+        let settings = self.settings.clone();
         let given = a.destination.clone();
-        let dest = attempt!(blocking(move || save::destination(&given, &roots)).await);
+        let dest =
+            attempt!(blocking(move || save::destination(&given, &roots, &settings.home_canonical())).await);
         let place = attempt!(self.file_place(&a.path));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
-        let bytes = match self.read_place(&id, &place, save::MAX_SAVE).await {
-            Ok(b) => b,
+        let overwrite = a.overwrite.unwrap_or(false);
+        let dest = std::sync::Arc::new(dest);
+        let target = dest.clone();
+        let aside = attempt!(blocking(move || target.begin(overwrite)).await);
+        let out = attempt!(aside.file.try_clone().map_err(SandboxError::io("could not save")));
+        let bytes = match self.copy_place(&id, &place, save::MAX_SAVE, out).await {
+            Ok(n) => n,
             Err(SandboxError::IsDirectory { path }) => {
                 return Ok(fail(format!(
                     "'{path}' is a folder; save_file copies one file. Make an archive of it first (shutil.make_archive in execute_code) and save that"
@@ -233,8 +243,7 @@ impl SandboxServer {
             }
             Err(e) => return Ok(fail(e)),
         };
-        let overwrite = a.overwrite.unwrap_or(false);
-        let saved = attempt!(blocking(move || save::write(&dest, &bytes, overwrite)).await);
+        let saved = attempt!(blocking(move || dest.finish(aside, overwrite, bytes)).await);
         let verb = if saved.replaced { "Replaced" } else { "Saved" };
         let text = format!(
             "{verb} {} with {} ({} bytes).",

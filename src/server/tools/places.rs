@@ -75,6 +75,26 @@ impl SandboxServer {
     }
 
     /// The file's bytes, up to `limit` (checked before reading).
+    /// Streams the file at `place` into `out`, up to `limit` bytes (a larger one is refused);
+    /// how many bytes it held.
+    pub(super) async fn copy_place(
+        &self,
+        id: &str,
+        place: &Place,
+        limit: u64,
+        out: std::fs::File,
+    ) -> Result<u64, SandboxError> {
+        match place {
+            Place::Workspace(p) => self.backend.files().copy_out(id, p, limit, out).await,
+            Place::SharedRoot => Err(SandboxError::IsDirectory { path: place.guest() }),
+            Place::Shared(m) => {
+                self.exists(id).await?;
+                let m = m.clone();
+                blocking(move || dir_read::copy_shared(&m, limit, out)).await
+            }
+        }
+    }
+
     pub(super) async fn read_place(
         &self,
         id: &str,

@@ -189,3 +189,22 @@ async fn a_chunk_found_old_is_written_again_so_no_sweep_can_take_it_from_under_a
     assert_eq!(pushed.chunks_written, 1);
     let _ = std::fs::remove_dir_all(&b.root);
 }
+
+#[tokio::test]
+async fn a_manifest_under_a_name_the_sweep_would_not_take_keeps_its_chunks() {
+    let b = bucket();
+    let pusher = Pusher::start(b.store.clone(), "r0".into(), &timing(DAY));
+    let odd = format!("sbx-{}", "x".repeat(120));
+    b.push(&pusher, &odd, &[("f", "odd")]).await;
+    b.written_days_ago(&odd, 30);
+    pusher.held().release(&odd).await;
+    b.age_chunks(2 * DAY);
+    let swept = once(&b.store, pusher.held(), DAY, Some(7 * DAY))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(swept.retired.is_empty(), "{swept:?}");
+    assert_eq!(swept.chunks_deleted, 0, "{swept:?}");
+    assert!(b.chunk("odd").is_file() && b.manifest(&odd).is_file());
+    let _ = std::fs::remove_dir_all(&b.root);
+}

@@ -10,7 +10,7 @@ use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::engine::Program;
-use super::guest_fs::GuestFs;
+use super::guest_fs::{Folder, GuestFs};
 use super::memory_budget::MemoryBudget;
 use super::output::Capture;
 use crate::disk_quota::DiskQuota;
@@ -144,25 +144,26 @@ pub fn wasi_context(
 /// read-only stdlib, mpl-data and site-packages, then the workspace and /tmp, which count
 /// towards the disk quota, then the shared folders (read-only, never counted).
 pub fn watched_folders(program: &Program, cfg: &SessionConfig) -> Result<GuestFs, FoldersError> {
-    let open = |p: &PathBuf, watched: bool| {
+    let open = |p: &PathBuf, folder: Folder| {
         cap_std::fs::Dir::open_ambient_dir(p, cap_std::ambient_authority())
-            .map(|d| (d, watched))
+            .map(|d| (d, folder))
             .map_err(|e| FoldersError(format!("{}: {e}", p.display())))
     };
     let mut preopens = vec![
-        open(&program.files.lib_dir, false)?,
-        open(&program.files.mpl_data, false)?,
-        open(&cfg.site_packages, false)?,
-        open(&cfg.workspace, true)?,
-        open(&cfg.tmp, true)?,
+        open(&program.files.lib_dir, Folder::ReadOnly)?,
+        open(&program.files.mpl_data, Folder::ReadOnly)?,
+        open(&cfg.site_packages, Folder::ReadOnly)?,
+        open(&cfg.workspace, Folder::Counted)?,
+        open(&cfg.tmp, Folder::Counted)?,
     ];
     if let Some(index) = program.mounts.index() {
-        preopens.push(open(&index.to_path_buf(), false)?);
+        preopens.push(open(&index.to_path_buf(), Folder::ReadOnly)?);
     }
     for m in program.mounts.iter() {
         let d = cap_std::fs::Dir::open_ambient_dir(&m.host, cap_std::ambient_authority())
             .map_err(|e| shared_folder_gone(m, &e.to_string()))?;
-        preopens.push((d, false));
+        let hidden = m.hidden.as_deref().map(std::sync::Arc::from);
+        preopens.push((d, Folder::Shared(hidden)));
     }
     Ok(GuestFs::new(cfg.quota.clone(), preopens))
 }

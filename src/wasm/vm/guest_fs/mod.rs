@@ -26,6 +26,7 @@ pub const MAX_OPEN: usize = 256;
 /// WASI errno values (wasi_snapshot_preview1 `errno`).
 pub mod errno {
     pub const SUCCESS: i32 = 0;
+    pub const ACCES: i32 = 2;
     pub const EXIST: i32 = 20;
     pub const FAULT: i32 = 21;
     pub const INVAL: i32 = 28;
@@ -34,6 +35,7 @@ pub mod errno {
     pub const NAMETOOLONG: i32 = 37;
     pub const NOENT: i32 = 44;
     pub const NOSPC: i32 = 51;
+    pub const NOTSUP: i32 = 58;
 }
 
 /// The host twin of one guest descriptor.
@@ -44,8 +46,25 @@ pub enum Open {
     File(Arc<File>),
     /// A folder in a read-only tree: kept only to list it (see [`listing`]).
     ReadOnlyDir(Arc<Dir>),
+    /// A folder the user shares (under `/mnt`), or one in it: what is opened under it is
+    /// checked first (see [`shared_refusal`]).
+    SharedDir(Arc<Dir>, Hidden),
     /// Any other descriptor: counted towards the cap, nothing to measure.
     Unwatched,
+}
+
+/// The part of a shared folder sandboxes may not open: the server's own home, when the
+/// folder holds it.
+pub type Hidden = Option<Arc<std::path::Path>>;
+
+/// What a preopened folder is to the watch.
+pub enum Folder {
+    /// The workspace or /tmp: what is written there counts towards the quota.
+    Counted,
+    /// The runtime's own trees: read-only, opened by every import, never checked.
+    ReadOnly,
+    /// A folder the user shares, read-only, which anything on the host may change.
+    Shared(Hidden),
 }
 
 pub struct GuestFs {
@@ -60,22 +79,20 @@ pub struct GuestFs {
 impl GuestFs {
     /// `preopens` lists the guest's preopened folders in descriptor order (from 3): each host
     /// folder, and whether it counts towards the quota.
-    pub fn new(quota: Arc<DiskQuota>, preopens: Vec<(Dir, bool)>) -> Self {
+    pub fn new(quota: Arc<DiskQuota>, preopens: Vec<(Dir, Folder)>) -> Self {
         let count = preopens.len();
         let open = preopens
             .into_iter()
             .enumerate()
-            .map(|(i, (d, watched))| {
+            .map(|(i, (d, folder))| {
                 let fd = 3 + i as u32;
                 let d = Arc::new(d);
-                (
-                    fd,
-                    if watched {
-                        Open::Dir(d)
-                    } else {
-                        Open::ReadOnlyDir(d)
-                    },
-                )
+                let twin = match folder {
+                    Folder::Counted => Open::Dir(d),
+                    Folder::ReadOnly => Open::ReadOnlyDir(d),
+                    Folder::Shared(hidden) => Open::SharedDir(d, hidden),
+                };
+                (fd, twin)
             })
             .collect();
         GuestFs {
@@ -101,7 +118,15 @@ impl GuestFs {
     /// Any folder the guest holds open, watched or not.
     pub fn listable(&self, fd: i32) -> Option<Arc<Dir>> {
         match self.open.get(&(fd as u32)) {
-            Some(Open::Dir(d) | Open::ReadOnlyDir(d)) => Some(d.clone()),
+            Some(Open::Dir(d) | Open::ReadOnlyDir(d) | Open::SharedDir(d, _)) => Some(d.clone()),
+            _ => None,
+        }
+    }
+
+    /// A folder the user shares (or one in it) that the guest holds open, and its hidden part.
+    pub fn shared(&self, fd: i32) -> Option<(Arc<Dir>, Hidden)> {
+        match self.open.get(&(fd as u32)) {
+            Some(Open::SharedDir(d, hidden)) => Some((d.clone(), hidden.clone())),
             _ => None,
         }
     }
@@ -119,26 +144,24 @@ impl GuestFs {
     }
 
     /// Host paths of the files and folders the guest holds open in its writable folders, as
-    /// the kernel names them now (Linux; elsewhere, none).
+    /// the system names them now (`host_open::path_of`).
     pub fn open_paths(&self) -> Vec<std::path::PathBuf> {
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            let mut out: Vec<std::path::PathBuf> = self
-                .open
-                .iter()
-                .filter(|(fd, _)| **fd as usize >= 3 + self.preopens)
-                .filter_map(|(_, o)| match o {
-                    Open::File(f) => std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd())).ok(),
-                    Open::Dir(d) => std::fs::read_link(format!("/proc/self/fd/{}", d.as_raw_fd())).ok(),
-                    _ => None,
-                })
-                .collect();
-            out.sort();
-            out
-        }
-        #[cfg(not(target_os = "linux"))]
-        Vec::new()
+        let mut out: Vec<std::path::PathBuf> = self
+            .open
+            .iter()
+            .filter(|(fd, _)| **fd as usize >= 3 + self.preopens)
+            .filter_map(|(_, o)| match o {
+                Open::File(f) => f.try_clone().ok(),
+                Open::Dir(d) => d
+                    .try_clone()
+                    .ok()
+                    .map(|d| cap_std::fs::File::from_std(d.into_std_file())),
+                _ => None,
+            })
+            .filter_map(|f| crate::host_open::path_of(&f.into_std()))
+            .collect();
+        out.sort();
+        out
     }
 
     pub fn is_full(&self) -> bool {
@@ -204,13 +227,35 @@ pub fn stat(dir: &Dir, path: &str, follow: bool) -> Option<Metadata> {
     }
 }
 
-/// The twin of something opened in a read-only tree: folders are kept to list them.
-pub fn read_only_twin(dir: &Dir, path: &str, follow: bool) -> Open {
+/// The twin of something opened in a read-only tree: folders are kept to list them, and a
+/// folder in a shared one is shared too (`shared`: its hidden part).
+pub fn read_only_twin(dir: &Dir, path: &str, follow: bool, shared: Option<Hidden>) -> Open {
     match stat(dir, path, follow) {
-        Some(md) if md.is_dir() => dir
-            .open_dir(path)
-            .map_or(Open::Unwatched, |d| Open::ReadOnlyDir(Arc::new(d))),
+        Some(md) if md.is_dir() => dir.open_dir(path).map_or(Open::Unwatched, |d| match shared {
+            Some(hidden) => Open::SharedDir(Arc::new(d), hidden),
+            None => Open::ReadOnlyDir(Arc::new(d)),
+        }),
         _ => Open::Unwatched,
+    }
+}
+
+/// Why the guest may not open `path` under `dir`, a folder the user shares, if it may not
+/// (a WASI errno): a FIFO, socket or device, whose open would hold a host thread until another
+/// process came (the call's time limit stops the guest, not that thread); or a place in the
+/// server's own home (`hidden`), however the path got there. Checked before the open, through
+/// an open that never blocks; what is absent is left to the open to report.
+pub fn shared_refusal(dir: &Dir, path: &str, follow: bool, hidden: Option<&std::path::Path>) -> Option<i32> {
+    let md = stat(dir, path, follow)?;
+    if !(md.is_file() || md.is_dir() || md.file_type().is_symlink()) {
+        return Some(errno::NOTSUP);
+    }
+    let hidden = hidden?;
+    let file = crate::host_open::open_read(dir, path, follow).ok()?;
+    match crate::host_open::path_of(&file.into_std()) {
+        Some(at) if at.starts_with(hidden) => Some(errno::ACCES),
+        Some(_) => None,
+        // Where the system cannot say, nothing under a folder that holds the home opens.
+        None => Some(errno::ACCES),
     }
 }
 

@@ -16,7 +16,7 @@ use super::GuestFs;
 use super::errno::{FAULT, IO, MFILE, NAMETOOLONG, NOSPC, SUCCESS};
 use super::names::{self, Use};
 use super::scratch::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX};
-use super::{Open, listing, open_twin, read_only_twin, stat};
+use super::{Open, listing, open_twin, read_only_twin, shared_refusal, stat};
 use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
 use crate::guest_names::NameRules;
 use crate::wasm::vm::guest_memory;
@@ -387,6 +387,12 @@ async fn path_open<T: Send>(
     named!(c, dirfd, &text, creates);
     let watched = c.fs().dir(dirfd).map(|d| (d, text.clone()));
     let follow = f.dirflags & LOOKUP_SYMLINK_FOLLOW != 0;
+    let shared = c.fs().shared(dirfd);
+    if let (Some((dir, hidden)), Some(path)) = (&shared, &text)
+        && let Some(refused) = shared_refusal(dir, path, follow, hidden.as_deref())
+    {
+        return Ok(refused);
+    }
     // Only a create or a truncate changes what counts; plain opens skip the extra lookup.
     let before = match &watched {
         Some((dir, Some(path))) if f.oflags & (O_CREAT | O_TRUNC) != 0 => stat(dir, path, follow),
@@ -424,7 +430,10 @@ async fn path_open<T: Send>(
         // A folder opened to be listed gets a twin for fd_readdir. Only those: every import
         // opens files in the read-only trees, and they need no lookup of their own.
         None => Ok(match (c.fs().listable(dirfd), &text) {
-            (Some(dir), Some(path)) if f.oflags & O_DIRECTORY != 0 => read_only_twin(&dir, path, follow),
+            // In a shared folder every folder opened gets one: what is opened under it is checked.
+            (Some(dir), Some(path)) if f.oflags & O_DIRECTORY != 0 || shared.is_some() => {
+                read_only_twin(&dir, path, follow, shared.map(|(_, hidden)| hidden))
+            }
             _ => Open::Unwatched,
         }),
         Some((dir, Some(path))) => open_twin(dir, path, follow),

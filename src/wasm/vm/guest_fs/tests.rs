@@ -69,7 +69,10 @@ impl Guest {
             .build_p1();
         let fs = GuestFs::new(
             quota.clone(),
-            vec![(Dir::open_ambient_dir(&dir, ambient_authority()).unwrap(), true)],
+            vec![(
+                Dir::open_ambient_dir(&dir, ambient_authority()).unwrap(),
+                super::Folder::Counted,
+            )],
         );
         let engine = Engine::new(&crate::wasm::vm::compile::engine_config(false)).unwrap();
         let module = Module::new(&engine, wat::parse_str(WAT).unwrap()).unwrap();
