@@ -10,9 +10,9 @@ use cap_std::fs::Dir;
 
 use crate::sandbox::mounts::MountPath;
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{FileEntry, FileKind, SandboxError};
+use crate::sandbox::{FileEntry, FileKind, Listing, SandboxError};
 
-/// Most entries read from one folder; `list_files` pages through them.
+/// Most entries a listing holds; `list_files` pages through them.
 const MAX_ENTRIES: usize = 100_000;
 
 pub fn not_found_or(path: &WorkspacePath, context: &str) -> impl FnOnce(std::io::Error) -> SandboxError {
@@ -27,7 +27,10 @@ pub fn not_found_or(path: &WorkspacePath, context: &str) -> impl FnOnce(std::io:
     }
 }
 
-pub fn list(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+/// A folder's entries: the first [`MAX_ENTRIES`] by name, whatever order the disk gives them
+/// in, and how many it holds in all. Only the names are held while it is read (the ones past
+/// the cut are dropped as it goes), so a folder of millions costs no more memory than a listing.
+pub fn list(root: Dir, path: WorkspacePath) -> Result<Listing, SandboxError> {
     let dir = if path.is_root() {
         root
     } else {
@@ -43,33 +46,43 @@ pub fn list(root: Dir, path: WorkspacePath) -> Result<Vec<FileEntry>, SandboxErr
         root.open_dir(path.relative())
             .map_err(not_found_or(&path, "could not list"))?
     };
-    let mut out = Vec::new();
+    let mut first = std::collections::BinaryHeap::new();
+    let mut total = 0u64;
     for entry in dir.entries().map_err(not_found_or(&path, "could not list"))? {
         let Ok(entry) = entry else { continue };
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Ok(md) = entry.metadata() else { continue };
-        let ft = md.file_type();
-        let kind = if ft.is_symlink() {
-            FileKind::Symlink
-        } else if ft.is_dir() {
-            FileKind::Directory
-        } else if ft.is_file() {
-            FileKind::File
-        } else {
-            FileKind::Other
-        };
-        out.push(FileEntry {
-            path: path.join(&name).relative(),
-            name,
-            kind,
-            size: if ft.is_file() { md.len() } else { 0 },
-        });
-        if out.len() >= MAX_ENTRIES {
-            break;
+        total += 1;
+        first.push(entry.file_name().to_string_lossy().into_owned());
+        if first.len() > MAX_ENTRIES {
+            first.pop();
         }
     }
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(out)
+    let entries = first
+        .into_sorted_vec()
+        .into_iter()
+        .filter_map(|name| entry(&dir, &path, name))
+        .collect();
+    Ok(Listing { entries, total })
+}
+
+/// What a listing says of `name` in `dir`; `None` when it went meanwhile.
+fn entry(dir: &Dir, path: &WorkspacePath, name: String) -> Option<FileEntry> {
+    let md = dir.symlink_metadata(&name).ok()?;
+    let ft = md.file_type();
+    let kind = if ft.is_symlink() {
+        FileKind::Symlink
+    } else if ft.is_dir() {
+        FileKind::Directory
+    } else if ft.is_file() {
+        FileKind::File
+    } else {
+        FileKind::Other
+    };
+    Some(FileEntry {
+        path: path.join(&name).relative(),
+        name,
+        kind,
+        size: if ft.is_file() { md.len() } else { 0 },
+    })
 }
 
 /// The regular file at `path`, open for reading, if it holds at most `limit` bytes: folders,
@@ -172,9 +185,9 @@ fn open_visible(mp: &MountPath) -> Result<Dir, SandboxError> {
 }
 
 /// Lists a folder under a shared folder; entries carry their full guest paths.
-pub fn list_shared(mp: &MountPath) -> Result<Vec<FileEntry>, SandboxError> {
+pub fn list_shared(mp: &MountPath) -> Result<Listing, SandboxError> {
     let mut entries = list(open_visible(mp)?, mp.rel.clone())?;
-    for e in &mut entries {
+    for e in &mut entries.entries {
         e.path = format!("{}/{}", mp.mount.guest(), e.path);
     }
     Ok(entries)

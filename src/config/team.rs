@@ -59,6 +59,13 @@ pub struct TeamSettings {
     /// `CODE_SANDBOX_RETAIN_DAYS`.
     #[arg(long, env = "CODE_SANDBOX_STORE_GRACE_SECONDS", default_value_t = 86_400, value_parser = clap::value_parser!(u64).range(2..=2_592_000))]
     pub store_grace_seconds: u64,
+
+    /// With a store: seconds a shutdown waits for kept sandboxes to reach the store when it is
+    /// away or slow (their saves are on this disk, which may go with the pod), after running
+    /// calls have finished. Under Kubernetes keep the pod's termination grace period longer
+    /// than `CODE_SANDBOX_DRAIN_SECONDS` plus this plus 15 s.
+    #[arg(long, env = "CODE_SANDBOX_STORE_DRAIN_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub store_drain_seconds: u64,
 }
 
 impl TeamSettings {
@@ -74,6 +81,15 @@ impl TeamSettings {
 
     /// How long a chunk no manifest names is kept (a day where settings were built without
     /// the command line's defaults).
+    /// How long a shutdown waits for the store (60 s where settings were built without the
+    /// command line's defaults).
+    pub fn store_drain(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(match self.store_drain_seconds {
+            0 => 60,
+            s => s,
+        })
+    }
+
     pub fn store_grace(&self) -> std::time::Duration {
         let secs = match self.store_grace_seconds {
             0 => 86_400,

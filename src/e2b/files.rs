@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::backend::E2bBackend;
 use super::client::E2bError;
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{FileEntry, FileKind, SandboxError, SandboxFiles};
+use crate::sandbox::{FileEntry, FileKind, Listing, SandboxError, SandboxFiles};
 
 fn entry_kind(t: &str) -> FileKind {
     match t {
@@ -19,7 +19,7 @@ fn entry_kind(t: &str) -> FileKind {
 
 #[async_trait]
 impl SandboxFiles for E2bBackend {
-    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Listing, SandboxError> {
         let e = self.entry(id).await?;
         let v = self
             .fleet
@@ -32,7 +32,7 @@ impl SandboxFiles for E2bBackend {
                 },
                 other => other.into(),
             })?;
-        let mut out: Vec<FileEntry> = v
+        let out: Vec<FileEntry> = v
             .get("entries")
             .and_then(Value::as_array)
             .map(|a| a.as_slice())
@@ -52,8 +52,7 @@ impl SandboxFiles for E2bBackend {
                 }
             })
             .collect();
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
+        Ok(Listing::whole(out))
     }
 
     async fn read(&self, id: &str, path: &WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {

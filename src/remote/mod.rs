@@ -89,17 +89,21 @@ fn readyz(guard: Arc<Guard>, backend: Arc<dyn Interpreter>) -> axum::routing::Me
     axum::routing::get(move || async move {
         use http::StatusCode;
         if guard.draining() {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "draining: the server is shutting down\n",
-            )
+            let waiting = backend.store_waiting();
+            let text = match waiting {
+                0 => "draining: the server is shutting down\n".to_string(),
+                n => format!(
+                    "draining: the server is shutting down, waiting for {n} kept sandbox(es) to reach the store\n"
+                ),
+            };
+            (StatusCode::SERVICE_UNAVAILABLE, text)
         } else if !backend.ready() {
             (
                 StatusCode::SERVICE_UNAVAILABLE,
-                "not ready: the interpreter is still being prepared\n",
+                "not ready: the interpreter is still being prepared\n".to_string(),
             )
         } else {
-            (StatusCode::OK, "ready\n")
+            (StatusCode::OK, "ready\n".to_string())
         }
     })
 }
@@ -373,6 +377,8 @@ async fn drain_after(quit: impl std::future::Future<Output = ()>, parts: Parts, 
         parts.backend.stop_running();
         let _ = tokio::time::timeout(ANSWER_GRACE, in_flight.idle()).await;
     }
+    // Still answering /readyz (which says so) while kept sandboxes reach a store that is away.
+    parts.backend.settle_store().await;
     parts.stop.cancel();
 }
 

@@ -137,6 +137,16 @@ pub trait Interpreter: Send + Sync {
     /// first step of a shutdown, so those answers reach their clients before it ends).
     fn stop_running(&self) {}
 
+    /// Kept sandboxes whose last save a shared store does not hold yet.
+    fn store_waiting(&self) -> usize {
+        0
+    }
+
+    /// At shutdown, once calls have finished: waits (bounded by the settings) for kept
+    /// sandboxes to reach a shared store that is away or slow, so work is not lost with this
+    /// replica's disk.
+    async fn settle_store(&self) {}
+
     /// Whether a call can start now, without first waiting for the backend to be prepared
     /// (the interpreter installed and compiled): what a load balancer's readiness probe asks.
     fn ready(&self) -> bool {
@@ -161,7 +171,7 @@ pub trait Interpreter: Send + Sync {
 /// Host-side access to a sandbox's workspace. Paths are already checked [`paths::WorkspacePath`]s.
 #[async_trait]
 pub trait SandboxFiles: Send + Sync {
-    async fn list(&self, id: &str, path: &paths::WorkspacePath) -> Result<Vec<FileEntry>, SandboxError>;
+    async fn list(&self, id: &str, path: &paths::WorkspacePath) -> Result<Listing, SandboxError>;
     /// Reads a whole file, refusing one over `limit` bytes before reading it where the backend can.
     async fn read(&self, id: &str, path: &paths::WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError>;
     /// Replaces the file atomically: readers see the old bytes or the new, never a mix.

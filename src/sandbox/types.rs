@@ -248,6 +248,26 @@ pub struct Execution {
     pub network: Vec<super::NetUse>,
 }
 
+/// A folder's entries: the first by name, at most as many as a listing holds, and how many
+/// the folder holds in all.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// Sorted by name.
+    pub entries: Vec<FileEntry>,
+    pub total: u64,
+}
+
+impl Listing {
+    /// Every entry of a folder that was read whole, sorted.
+    pub fn whole(mut entries: Vec<FileEntry>) -> Listing {
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Listing {
+            total: entries.len() as u64,
+            entries,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct FileEntry {
     pub name: String,
@@ -339,6 +359,12 @@ pub enum SandboxError {
         "sandbox '{id}' is kept in the team's store, which could not be reached to resume it here ({message}); nothing is lost: retry shortly"
     )]
     StoreAway { id: String, message: String },
+    /// What the store holds of the sandbox cannot be read back (not an outage: retrying does
+    /// not help).
+    #[error(
+        "sandbox '{id}' is kept in the team's store, but what the store holds of it cannot be read ({message}); it is left there as it is for the operator to look at. Create a new sandbox to go on"
+    )]
+    StoreDamaged { id: String, message: String },
     #[error(
         "sandbox '{id}' was deleted on {at} because {because}: its files and variables are gone. Create a new one with create_sandbox"
     )]

@@ -71,11 +71,11 @@ impl SandboxServer {
         let Ok(dir) = WorkspacePath::parse(folder) else {
             return Vec::new();
         };
-        let Ok(mut entries) = self.backend.files().list(id, &dir).await else {
+        let Ok(listing) = self.backend.files().list(id, &dir).await else {
             return Vec::new();
         };
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        entries
+        listing
+            .entries
             .into_iter()
             .filter(|e| e.name.starts_with(start))
             .map(|e| {

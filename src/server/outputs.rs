@@ -149,6 +149,10 @@ pub struct ListResult {
     pub offset: u64,
     /// Where the next page starts, when there is one.
     pub next_offset: Option<u64>,
+    /// When the folder holds more entries than a listing reaches: how many it reaches (the
+    /// first by name); the rest are read with `os.scandir` in `execute_code`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listed_only: Option<u64>,
     pub entries: Vec<FileEntry>,
 }
 

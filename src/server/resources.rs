@@ -73,7 +73,7 @@ impl SandboxServer {
                 let Ok(entries) = self.backend.files().list(&id, &dir).await else {
                     continue;
                 };
-                for e in entries {
+                for e in entries.entries {
                     match e.kind {
                         FileKind::Directory => queue.push(dir.join(&e.name)),
                         FileKind::File if listed < MAX_LISTED => {

@@ -21,7 +21,7 @@ pub enum StoreError {
     Url(String),
     #[error("the store {store} could not be opened: {message}")]
     Open { store: String, message: String },
-    #[error("the store {store} answered an error for {what}: {message}")]
+    #[error("the store {store} failed a request for {what}: {message}")]
     Request {
         store: String,
         what: String,
@@ -143,8 +143,23 @@ const RETRY: object_store::RetryConfig = object_store::RetryConfig {
         base: 2.0,
     },
     max_retries: 4,
-    retry_timeout: Duration::from_secs(8),
+    retry_timeout: RETRY_FOR,
 };
+
+/// How long one try of a request may take, connecting and reading its answer included: a
+/// store that accepts connections and never answers costs this, not the client's default 30 s.
+/// With [`RETRY_FOR`], no request to the store takes more than [`REQUEST_BOUND`].
+const TRY_FOR: Duration = Duration::from_secs(4);
+/// No new try starts after this long.
+const RETRY_FOR: Duration = Duration::from_secs(4);
+/// The longest any request to the store takes before its caller hears that it failed.
+pub const REQUEST_BOUND: Duration = Duration::from_secs(TRY_FOR.as_secs() + RETRY_FOR.as_secs());
+
+fn client_options() -> object_store::ClientOptions {
+    object_store::ClientOptions::new()
+        .with_timeout(TRY_FOR)
+        .with_connect_timeout(Duration::from_secs(2))
+}
 
 /// The client for `url`'s scheme, configured by `options` (names as `object_store` reads
 /// them; others are ignored), retrying as [`RETRY`] says.
@@ -169,7 +184,9 @@ fn objects(
     let objects: Box<dyn ObjectStore> = match scheme {
         Scheme::AmazonS3 => Box::new(
             configured(
-                aws::AmazonS3Builder::new().with_url(at),
+                aws::AmazonS3Builder::new()
+                    .with_url(at)
+                    .with_client_options(client_options()),
                 options,
                 aws::AmazonS3Builder::with_config,
             )
@@ -178,7 +195,9 @@ fn objects(
         ),
         Scheme::GoogleCloudStorage => Box::new(
             configured(
-                gcp::GoogleCloudStorageBuilder::new().with_url(at),
+                gcp::GoogleCloudStorageBuilder::new()
+                    .with_url(at)
+                    .with_client_options(client_options()),
                 options,
                 gcp::GoogleCloudStorageBuilder::with_config,
             )
@@ -187,7 +206,9 @@ fn objects(
         ),
         Scheme::MicrosoftAzure => Box::new(
             configured(
-                azure::MicrosoftAzureBuilder::new().with_url(at),
+                azure::MicrosoftAzureBuilder::new()
+                    .with_url(at)
+                    .with_client_options(client_options()),
                 options,
                 azure::MicrosoftAzureBuilder::with_config,
             )
@@ -255,13 +276,31 @@ impl Store {
         }
     }
 
-    /// An error of a request about `what`, with the store's own message.
+    /// An error of a request about `what`. The store's own message names its endpoint and the
+    /// object's full key, so it goes to the log; the caller hears which kind of failure it was.
     pub fn failed(&self, what: &str, e: object_store::Error) -> StoreError {
+        tracing::warn!("the store {} failed a request for {what}: {e}", self.shown);
         StoreError::Request {
             store: self.shown.clone(),
             what: what.to_string(),
-            message: e.to_string(),
+            message: failure_kind(&e).to_string(),
         }
+    }
+}
+
+/// What kind of failure `e` is, in words that name no endpoint or key.
+fn failure_kind(e: &object_store::Error) -> &'static str {
+    use object_store::Error as E;
+    match e {
+        E::NotFound { .. } => "it is not there",
+        E::Precondition { .. } | E::AlreadyExists { .. } | E::NotModified { .. } => {
+            "another replica changed it meanwhile"
+        }
+        E::PermissionDenied { .. } | E::Unauthenticated { .. } => {
+            "the store refused this server's credentials (the operator should check them)"
+        }
+        E::NotSupported { .. } | E::NotImplemented { .. } => "the store does not support this request",
+        _ => "it did not answer in time or could not be reached",
     }
 }
 

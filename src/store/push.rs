@@ -129,6 +129,13 @@ impl Pusher {
         self.unsettled.locked().contains(id)
     }
 
+    /// The sandboxes whose last save waits to be written, by id.
+    pub fn waiting(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self.unsettled.locked().iter().cloned().collect();
+        ids.sort();
+        ids
+    }
+
     /// Whether the store holds `id` as this replica last saved it (nothing of it waits to
     /// be written), so its copy on this disk may go.
     pub fn settled(&self, id: &str) -> bool {

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use super::owners::Owners;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
-    Checkpoint, CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter, SandboxError,
+    Checkpoint, CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Listing, SandboxError,
     SandboxFiles, SandboxInfo, SandboxStatus, Usage,
 };
 
@@ -140,7 +140,7 @@ impl Interpreter for LocalView {
 
 #[async_trait]
 impl SandboxFiles for LocalView {
-    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Listing, SandboxError> {
         self.found(id).await?;
         self.inner.files().list(id, path).await
     }

@@ -12,7 +12,7 @@ use super::shared::{Principal, Tenancy};
 use crate::metrics::QuotaKind;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
-    Admission, Checkpoint, CreateOptions, ExecOptions, Execution, FileEntry, InstallOutcome, Interpreter,
+    Admission, Checkpoint, CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Listing,
     SandboxError, SandboxFiles, SandboxInfo, SandboxStatus, Usage,
 };
 
@@ -388,7 +388,7 @@ impl Interpreter for View {
 
 #[async_trait]
 impl SandboxFiles for View {
-    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Listing, SandboxError> {
         self.found(id).await?;
         self.t.inner.files().list(id, path).await
     }

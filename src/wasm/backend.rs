@@ -12,9 +12,10 @@ use super::files::WasmFiles;
 use super::live::{self, Room};
 use super::programs::Programs;
 use super::registry::Registry;
+use super::shutdown::Stopping;
 use super::spare::Spare;
 use super::vm::{self, MemoryBudget};
-use super::{call, checkpoints, housekeeping, persist, recovery, sandbox_limits};
+use super::{call, checkpoints, housekeeping, recovery, sandbox_limits};
 use crate::config::Settings;
 use crate::runtime::Layout;
 use crate::sandbox::mounts::Mounts;
@@ -25,13 +26,6 @@ use crate::sandbox::{
 use crate::wheels::package_index::PackageIndex;
 
 const INVALIDATE_CACHES: &str = "__import__('importlib').invalidate_caches()";
-/// At shutdown, how long a running call may hold a sandbox before it is left unsaved.
-const SAVE_WAIT: Duration = Duration::from_secs(3);
-/// At shutdown, how long (from its start) deletions under way may go on: clients send SIGTERM
-/// about 3 s after they let go of the server, and SIGKILL a few seconds later.
-const DELETE_WAIT: Duration = Duration::from_secs(2);
-/// At shutdown, how long the saves may take to reach the object store.
-const STORE_WAIT: Duration = Duration::from_secs(5);
 
 pub struct WasmBackend {
     settings: Arc<Settings>,
@@ -44,6 +38,7 @@ pub struct WasmBackend {
     index: Option<Arc<PackageIndex>>,
     /// The user's folders every sandbox reads in place.
     mounts: Mounts,
+    stopping: Stopping,
 }
 
 impl WasmBackend {
@@ -111,6 +106,7 @@ impl WasmBackend {
             index,
             mounts,
             settings,
+            stopping: Stopping::default(),
         };
         backend.warm_spare();
         Ok(backend)
@@ -397,54 +393,16 @@ impl Interpreter for WasmBackend {
         joined.unwrap_or_else(|e| tracing::debug!("sandbox {id} joins no disk budget: {e}"));
     }
 
+    fn store_waiting(&self) -> usize {
+        super::store_push::waiting()
+    }
+
+    async fn settle_store(&self) {
+        let bound = self.settings.team.store_drain();
+        self.stopping.wait_for_store(bound).await;
+    }
+
     async fn shutdown(&self) {
-        let began = tokio::time::Instant::now();
-        tracing::info!(
-            "shutting down: {} sandbox(es) to {}",
-            self.ctx.registry.all().len(),
-            if self.ctx.registry.persist.is_some() {
-                "save"
-            } else {
-                "remove"
-            }
-        );
-        let warm_stopped = self.ctx.programs.stop();
-        self.spare.stop(&self.ctx.registry).await;
-        if self.ctx.registry.persist.is_some() {
-            // Kept for the next start: each interpreter's state is saved beside its files,
-            // all at once (the client may not wait long).
-            let saves: Vec<_> = self
-                .ctx
-                .registry
-                .all()
-                .into_iter()
-                .map(|sb| {
-                    tokio::spawn(async move {
-                        let Ok(mut slot) = tokio::time::timeout(SAVE_WAIT, sb.slot.lock()).await else {
-                            tracing::warn!(
-                                "sandbox {} is still running code; its files are kept, its variables are not",
-                                sb.id
-                            );
-                            return;
-                        };
-                        if let Err(e) = persist::save(&sb, &mut slot, true).await {
-                            tracing::warn!("could not save sandbox {}: {e}", sb.id);
-                        }
-                    })
-                })
-                .collect();
-            for s in saves {
-                let _ = s.await;
-            }
-            super::store_push::flush(STORE_WAIT).await;
-        } else {
-            self.ctx.registry.close_all().await;
-        }
-        // Deletions begun before the stop (an idle sandbox's) get a bounded time to end: the
-        // folders already left the home, and what is not deleted by then stays in the trash for
-        // the next start, rather than this process being killed by a client that waited.
-        let bound = DELETE_WAIT.saturating_sub(began.elapsed());
-        tokio::join!(self.ctx.registry.finish_removals(bound), warm_stopped);
-        tracing::info!("shut down in {} ms", began.elapsed().as_millis());
+        self.stopping.shutdown(&self.ctx, &self.spare).await;
     }
 }

@@ -17,7 +17,7 @@ use crate::dir_read::{self, not_found_or};
 use crate::disk_quota::{DiskQuota, ENTRY_COST};
 use crate::sandbox::blocking;
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{FileEntry, SandboxError, SandboxFiles};
+use crate::sandbox::{Listing, SandboxError, SandboxFiles};
 
 pub struct WasmFiles {
     registry: Arc<Registry>,
@@ -123,7 +123,7 @@ fn write_reserved(
 
 #[async_trait]
 impl SandboxFiles for WasmFiles {
-    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Vec<FileEntry>, SandboxError> {
+    async fn list(&self, id: &str, path: &WorkspacePath) -> Result<Listing, SandboxError> {
         let root = self.root(id)?;
         let path = path.clone();
         blocking(move || dir_read::list(root, path)).await

@@ -4,7 +4,8 @@
 //! `execute_code`), [`checkpoints`] (fork, checkpoint, restore), [`spare`] (a pre-started interpreter) and [`housekeeping`] (idle and
 //! leftover cleanup); [`registry`] owns the open sandboxes and their folders, [`files`] the
 //! host-side file tools, [`results`] turns a turn's output into a tool result,
-//! [`programs`] installs and compiles the interpreter in the background. [`vm`] is the one
+//! [`programs`] installs and compiles the interpreter in the background, [`shutdown`]
+//! saves what is kept when the server stops. [`vm`] is the one
 //! part that touches wasmtime.
 //!
 //! Glossary: a *turn* is one run of source in the interpreter (a call is the code's turn plus
@@ -34,6 +35,7 @@ mod remove_tree;
 mod results;
 mod sandbox_limits;
 mod save_soon;
+mod shutdown;
 mod spare;
 mod store_pull;
 mod store_push;

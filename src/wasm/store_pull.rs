@@ -18,10 +18,17 @@ use crate::store::manifest::Manifest;
 use crate::store::push::Pusher;
 use crate::store::{StoreError, pull, space};
 
+/// A store error, as the caller hears it: damaged (retrying will not help) or away.
 fn away(id: &str) -> impl Fn(StoreError) -> SandboxError + '_ {
-    move |e| SandboxError::StoreAway {
-        id: id.to_string(),
-        message: e.to_string(),
+    move |e| match e {
+        StoreError::Damaged { .. } => SandboxError::StoreDamaged {
+            id: id.to_string(),
+            message: e.to_string(),
+        },
+        e => SandboxError::StoreAway {
+            id: id.to_string(),
+            message: e.to_string(),
+        },
     }
 }
 

@@ -149,19 +149,47 @@ pub fn closed(id: &str) {
     tokio::spawn(async move { pusher.delete(&id, &space).await });
 }
 
+/// Kept sandboxes whose last save the store does not hold yet.
+pub fn waiting() -> usize {
+    PUSHER.get().map_or(0, |p| p.waiting().len())
+}
+
+/// Waits, at most `bound`, for queued pushes (at shutdown); whether all were written. Says
+/// in the log that it waits, and by id what is left when it gives up.
+pub async fn settle(bound: Duration) -> bool {
+    let Some(pusher) = PUSHER.get() else {
+        return true;
+    };
+    let waiting = pusher.waiting();
+    if waiting.is_empty() {
+        return true;
+    }
+    tracing::info!(
+        "waiting up to {} s for {} kept sandbox(es) to reach {}",
+        bound.as_secs(),
+        waiting.len(),
+        pusher.store().shown
+    );
+    if pusher.flush(bound).await {
+        tracing::info!("every kept sandbox reached {}", pusher.store().shown);
+        return true;
+    }
+    tracing::warn!(
+        "not written to {} before the stop (their files stay on this disk; a replica resuming them from the store gets their last written generation): {}",
+        pusher.store().shown,
+        pusher.waiting().join(", ")
+    );
+    false
+}
+
 /// Waits, at most `bound`, for queued pushes (at shutdown); then hands this replica's leases
-/// back, so other replicas may resume its sandboxes at once. Says what is left when it gives
-/// up (those leases then run out by themselves).
+/// back, so other replicas may resume its sandboxes at once. Those left unwritten keep their
+/// leases, which run out by themselves.
 pub async fn flush(bound: Duration) {
     let Some(pusher) = PUSHER.get() else {
         return;
     };
-    if pusher.flush(bound).await {
+    if settle(bound).await {
         pusher.held().release_all().await;
-    } else {
-        tracing::warn!(
-            "some kept sandboxes were not written to {} before the stop; their files stay on this disk",
-            pusher.store().shown
-        );
     }
 }

@@ -34,12 +34,12 @@ impl SandboxServer {
         let a: ListFilesArgs = attempt!(parse("list_files", args));
         let place = attempt!(self.place(a.path.as_deref().unwrap_or("")));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, true).await);
-        let mut entries = attempt!(self.list_place(&id, &place).await);
-        entries.sort_by(|a, b| a.name.cmp(&b.name));
-        let total = entries.len();
-        let offset = a.offset.unwrap_or(0).min(total as u64) as usize;
+        let listing = attempt!(self.list_place(&id, &place).await);
+        let (total, listed) = (listing.total, listing.entries.len());
+        let offset = a.offset.unwrap_or(0).min(listed as u64) as usize;
         let fixed = 4096 + place.shown().len() * 2;
-        let (page, next_offset) = page_of(entries, offset, LIST_PAGE, fixed, self.settings.result_budget());
+        let budget = self.settings.result_budget();
+        let (page, next_offset) = page_of(listing.entries, offset, LIST_PAGE, fixed, budget);
         let next = offset + page.len();
         let mut text = format!("{} ({total} entries)\n", place.guest());
         if offset > 0 {
@@ -52,16 +52,23 @@ impl SandboxServer {
         if let Some(n) = next_offset {
             text.push_str(&format!(
                 "... {} more entries: call list_files with offset={n} for the next page\n",
-                total - next
+                listed - next
+            ));
+        }
+        let listed_only = (total > listed as u64).then_some(listed as u64);
+        if let Some(first) = listed_only {
+            text.push_str(&format!(
+                "list_files reaches the first {first} of the {total} entries by name; list the rest with os.scandir in execute_code\n"
             ));
         }
         Ok(ok(
             &ListResult {
                 sandbox_id: id,
                 path: place.shown(),
-                total: total as u64,
+                total,
                 offset: offset as u64,
                 next_offset,
+                listed_only,
                 entries: page,
             },
             text,

@@ -4,7 +4,7 @@
 use crate::dir_read;
 use crate::sandbox::mounts::MountPath;
 use crate::sandbox::paths::WorkspacePath;
-use crate::sandbox::{FileEntry, SandboxError, blocking};
+use crate::sandbox::{Listing, SandboxError, blocking};
 use crate::server::SandboxServer;
 
 pub(super) enum Place {
@@ -62,10 +62,13 @@ impl SandboxServer {
         self.backend.locate(id).await
     }
 
-    pub(super) async fn list_place(&self, id: &str, place: &Place) -> Result<Vec<FileEntry>, SandboxError> {
+    pub(super) async fn list_place(&self, id: &str, place: &Place) -> Result<Listing, SandboxError> {
         match place {
             Place::Workspace(p) => self.backend.files().list(id, p).await,
-            Place::SharedRoot => self.exists(id).await.map(|_| self.backend.mounts().entries()),
+            Place::SharedRoot => self
+                .exists(id)
+                .await
+                .map(|_| Listing::whole(self.backend.mounts().entries())),
             Place::Shared(m) => {
                 self.exists(id).await?;
                 let m = m.clone();
