@@ -271,14 +271,24 @@ impl Client {
     }
 
     pub async fn read_file(&self, r: &Remote, path: &str) -> Result<Vec<u8>, E2bError> {
+        let resp = self.open_file(r, path).await?;
+        Ok(resp.bytes().await.map_err(unreachable)?.to_vec())
+    }
+
+    /// The answer to a file's download, its body not read yet: for copying it piece by piece.
+    pub async fn open_file(&self, r: &Remote, path: &str) -> Result<reqwest::Response, E2bError> {
         let resp = self
             .to_sandbox(reqwest::Method::GET, r, ENVD_PORT, "/files")
             .query(&[("path", path), ("username", "user")])
             .send()
             .await
             .map_err(unreachable)?;
-        let resp = Self::check(resp).await?;
-        Ok(resp.bytes().await.map_err(unreachable)?.to_vec())
+        Self::check(resp).await
+    }
+
+    /// The next piece of a download from [`Client::open_file`].
+    pub async fn next_piece(resp: &mut reqwest::Response) -> Result<Option<bytes::Bytes>, E2bError> {
+        resp.chunk().await.map_err(unreachable)
     }
 
     pub async fn write_file(&self, r: &Remote, path: &str, bytes: Vec<u8>) -> Result<(), E2bError> {

@@ -62,15 +62,7 @@ impl SandboxFiles for E2bBackend {
             .client
             .read_file(&e.remote, &path.guest())
             .await
-            .map_err(|err| match err {
-                E2bError::Gone(404) => SandboxError::FileNotFound {
-                    path: path.relative(),
-                },
-                E2bError::Status { status: 400, .. } => SandboxError::IsDirectory {
-                    path: path.relative(),
-                },
-                other => other.into(),
-            })?;
+            .map_err(read_error(path))?;
         // envd sends the whole file; the limit still holds for what we hand on.
         if bytes.len() as u64 > limit {
             return Err(SandboxError::TooLarge {
@@ -82,6 +74,39 @@ impl SandboxFiles for E2bBackend {
         Ok(bytes)
     }
 
+    /// Piece by piece as envd sends it, so a large file is never held whole.
+    async fn copy_out(
+        &self,
+        id: &str,
+        path: &WorkspacePath,
+        limit: u64,
+        out: std::fs::File,
+    ) -> Result<u64, SandboxError> {
+        use tokio::io::AsyncWriteExt;
+        let e = self.entry(id).await?;
+        let client = &self.fleet.client;
+        let mut resp = client
+            .open_file(&e.remote, &path.guest())
+            .await
+            .map_err(read_error(path))?;
+        let mut out = tokio::fs::File::from_std(out);
+        let failed = |e| SandboxError::io(format!("could not copy '{}'", path.relative()))(e);
+        let mut copied = 0u64;
+        while let Some(piece) = crate::e2b::client::Client::next_piece(&mut resp).await? {
+            copied += piece.len() as u64;
+            if copied > limit {
+                return Err(SandboxError::TooLarge {
+                    path: path.relative(),
+                    size: copied,
+                    limit,
+                });
+            }
+            out.write_all(&piece).await.map_err(&failed)?;
+        }
+        out.flush().await.map_err(&failed)?;
+        Ok(copied)
+    }
+
     async fn write(&self, id: &str, path: &WorkspacePath, bytes: Vec<u8>) -> Result<u64, SandboxError> {
         let e = self.entry(id).await?;
         let n = bytes.len() as u64;
@@ -90,5 +115,18 @@ impl SandboxFiles for E2bBackend {
             .write_file(&e.remote, &path.guest(), bytes)
             .await?;
         Ok(n)
+    }
+}
+
+/// A download's error, as the file tools say it.
+fn read_error(path: &WorkspacePath) -> impl Fn(E2bError) -> SandboxError + '_ {
+    move |err| match err {
+        E2bError::Gone(404) => SandboxError::FileNotFound {
+            path: path.relative(),
+        },
+        E2bError::Status { status: 400, .. } => SandboxError::IsDirectory {
+            path: path.relative(),
+        },
+        other => other.into(),
     }
 }

@@ -178,20 +178,13 @@ pub trait SandboxFiles: Send + Sync {
     async fn write(&self, id: &str, path: &paths::WorkspacePath, bytes: Vec<u8>)
     -> Result<u64, SandboxError>;
     /// Copies a whole file into `out`, refusing one over `limit` bytes; how many bytes it held.
-    /// A backend that can streams it, so memory does not grow with the file.
+    /// Streamed, so memory does not grow with the file or the number of copies (no default:
+    /// a wrapper that forgot to pass it on would read files whole again).
     async fn copy_out(
         &self,
         id: &str,
         path: &paths::WorkspacePath,
         limit: u64,
-        mut out: std::fs::File,
-    ) -> Result<u64, SandboxError> {
-        let bytes = self.read(id, path, limit).await?;
-        blocking(move || {
-            std::io::Write::write_all(&mut out, &bytes)
-                .map_err(SandboxError::io("could not copy the file"))?;
-            Ok(bytes.len() as u64)
-        })
-        .await
-    }
+        out: std::fs::File,
+    ) -> Result<u64, SandboxError>;
 }

@@ -91,6 +91,11 @@ impl Held {
         }
     }
 
+    /// Wakes pushes waiting out a backoff, to be tried now.
+    pub fn retry_now(&self) {
+        self.answers_again.notify_waiters();
+    }
+
     /// Until the store answers again after being away (a lease renewed, a push written), so
     /// pushes waiting to be retried go at once rather than after their backoff.
     pub async fn back(&self) {

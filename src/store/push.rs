@@ -199,12 +199,20 @@ impl Pusher {
         });
     }
 
-    /// Waits until every queued push is done, at most `bound`; whether all were.
+    /// Waits until every queued push is done, at most `bound`; whether all were. Pushes waiting
+    /// out a backoff are tried every second meanwhile: at a shutdown, the store coming back a
+    /// moment before the end must not be missed.
     pub async fn flush(&self, bound: std::time::Duration) -> bool {
         let mut rx = self.busy.subscribe();
-        tokio::time::timeout(bound, rx.wait_for(|n| *n == 0))
-            .await
-            .is_ok()
+        let done = async {
+            loop {
+                tokio::select! {
+                    r = rx.wait_for(|n| *n == 0) => return r.is_ok(),
+                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => self.held.retry_now(),
+                }
+            }
+        };
+        tokio::time::timeout(bound, done).await.unwrap_or(false)
     }
 
     async fn work(self: Arc<Self>) {

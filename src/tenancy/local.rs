@@ -152,4 +152,14 @@ impl SandboxFiles for LocalView {
         self.found(id).await?;
         self.inner.files().write(id, path, bytes).await
     }
+    async fn copy_out(
+        &self,
+        id: &str,
+        path: &WorkspacePath,
+        limit: u64,
+        out: std::fs::File,
+    ) -> Result<u64, SandboxError> {
+        self.found(id).await?;
+        self.inner.files().copy_out(id, path, limit, out).await
+    }
 }

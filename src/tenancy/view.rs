@@ -403,4 +403,15 @@ impl SandboxFiles for View {
         self.check_disk(&self.owned())?;
         self.t.inner.files().write(id, path, bytes).await
     }
+
+    async fn copy_out(
+        &self,
+        id: &str,
+        path: &WorkspacePath,
+        limit: u64,
+        out: std::fs::File,
+    ) -> Result<u64, SandboxError> {
+        self.found(id).await?;
+        self.t.inner.files().copy_out(id, path, limit, out).await
+    }
 }

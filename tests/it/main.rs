@@ -44,6 +44,7 @@ mod progress;
 mod protocol;
 mod red_team;
 mod red_team_auth;
+mod red_team_folders;
 mod red_team_server;
 mod remote;
 mod remote_harness;
@@ -51,6 +52,8 @@ mod runs;
 // SeaweedFS's wheel on PyPI is Linux's (the URL checks are unit tests, run everywhere).
 #[cfg(target_os = "linux")]
 mod store;
+#[cfg(target_os = "linux")]
+mod store_red_team;
 #[cfg(target_os = "linux")]
 mod store_replicas;
 #[cfg(target_os = "linux")]

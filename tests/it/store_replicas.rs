@@ -33,7 +33,7 @@ async fn replica(home: &Path, name: &str, store: &[(&'static str, String)], idle
 }
 
 /// The same principals and tokens on a second replica's disk, as a team's Secret gives them.
-fn same_tokens(from: &Path, to: &Path) {
+pub fn same_tokens(from: &Path, to: &Path) {
     for f in ["tokens", "token-alice", "token-bob"] {
         std::fs::copy(from.join(f), to.join(f)).expect("copy the tokens");
     }
@@ -41,7 +41,7 @@ fn same_tokens(from: &Path, to: &Path) {
 
 /// Waits until the store's manifest of `id` names `file` in a generation past `after`; the
 /// time it took and the generation.
-async fn stored(
+pub async fn stored(
     store: &std::sync::Arc<dyn object_store::ObjectStore>,
     space: &str,
     id: &str,
