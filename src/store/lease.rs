@@ -74,12 +74,16 @@ pub async fn claim(
     };
     match store.objects.put_opts(path, PutPayload::from(body), opts).await {
         Ok(_) => Ok(Claim::Ours),
-        // Another replica wrote it between our read and our write: it holds it now.
+        // Written between our read and our write: by another replica, which holds it now, or
+        // by this one's own claim at the same moment (a renewal beside a use), which is ours.
         Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-            let holder = read(store, path)
-                .await?
-                .map_or_else(|| "another replica".to_string(), |(l, _)| l.holder);
-            Ok(Claim::Held { holder })
+            match read(store, path).await? {
+                Some((l, _)) if l.holder == me && l.until > Utc::now() => Ok(Claim::Ours),
+                Some((l, _)) => Ok(Claim::Held { holder: l.holder }),
+                None => Ok(Claim::Held {
+                    holder: "another replica".to_string(),
+                }),
+            }
         }
         Err(e) => Err(store.failed("a sandbox's lease", e)),
     }

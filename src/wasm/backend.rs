@@ -399,7 +399,7 @@ impl Interpreter for WasmBackend {
 
     async fn settle_store(&self) {
         let bound = self.settings.team.store_drain();
-        self.stopping.wait_for_store(bound).await;
+        self.stopping.wait_for_store(&self.ctx, bound).await;
     }
 
     async fn shutdown(&self) {

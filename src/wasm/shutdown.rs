@@ -28,11 +28,17 @@ pub struct Stopping {
 }
 
 impl Stopping {
-    /// Waits, at most `bound`, for kept sandboxes to reach the store; the last saves of the
-    /// shutdown after it get what is left of `bound`.
-    pub async fn wait_for_store(&self, bound: Duration) {
-        *self.store_deadline.locked() = Some(Instant::now() + bound);
-        super::store_push::settle(bound).await;
+    /// With a team's store, while the server still answers `/readyz`: saves every kept
+    /// sandbox now and waits, at most `bound` in all, for them to reach the store; the
+    /// shutdown's last saves after it get what is left of `bound`.
+    pub async fn wait_for_store(&self, ctx: &Context, bound: Duration) {
+        if super::store_push::pusher().is_none() || ctx.registry.persist.is_none() {
+            return;
+        }
+        let deadline = Instant::now() + bound;
+        *self.store_deadline.locked() = Some(deadline);
+        save_all(ctx).await;
+        super::store_push::settle(deadline.saturating_duration_since(Instant::now())).await;
     }
 
     pub async fn shutdown(&self, ctx: &Context, spare: &Spare) {

@@ -29,7 +29,7 @@ async fn replica(
         ("CODE_SANDBOX_STORE_LEASE_SECONDS", "3"),
     ]);
     envs.extend(extra.iter().copied());
-    Remote::start_in(home.to_path_buf(), &["alice"], &envs).await
+    Remote::start_in(home.to_path_buf(), &["alice", "bob"], &envs).await
 }
 
 fn signal(r: &Remote, signal: i32) {
@@ -133,10 +133,17 @@ async fn a_replica_paused_past_its_lease_answers_and_writes_only_the_newer_gener
     let (_, g2) = stored(&store, &alices, &id, g1).await;
     drop(alice1);
     assert!(r1.terminate().await.success());
+    // Its shutdown may have written one more generation.
+    let g2 = try_manifest(&store, &alices, &id).await.unwrap()["generation"]
+        .as_u64()
+        .unwrap_or(g2);
     signal(&r0, libc::SIGCONT);
 
     // r0 answers from r1's generation, not its own interpreter, and writes on top of it.
-    let v = alice0.run_ok(&id, "x").await;
+    let (err, v, text) = alice0
+        .call_json("execute_code", json!({"sandbox_id": id, "code": "x"}))
+        .await;
+    assert!(!err, "{text}");
     assert_eq!(v["result"], "2", "{v}");
     alice0.run_ok(&id, "x += 1").await;
     let (_, g3) = stored(&store, &alices, &id, g2).await;
