@@ -92,7 +92,7 @@ fn the_store_schemas_are_made_from_the_code_and_refuse_what_a_reader_refuses() {
         (path, json!("a//b")),
         (path, json!("c:\\x")),
         ("/trees/workspace/0/chunks/0", json!("ABC")),
-        ("/format", json!(2)),
+        ("/format", json!(3)),
         ("/sandbox", json!("../sbx")),
         ("/written_at", json!("yesterday")),
     ] {
