@@ -175,6 +175,17 @@ fn the_store_layout_is_a_deployment_without_volumes_and_builds_validates_and_pro
         manifests.contains("server-template replica"),
         "haproxy finds the replicas by DNS"
     );
+    // A stopping pod lets calls finish, then waits for a store that is away, then is killed.
+    let number = |key: &str| -> u64 {
+        manifests
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .and_then(|v| v.trim().trim_matches('"').parse().ok())
+            .unwrap_or_else(|| panic!("{key} in the manifests"))
+    };
+    let grace = number("terminationGracePeriodSeconds:");
+    let drains = number("CODE_SANDBOX_DRAIN_SECONDS:") + number("CODE_SANDBOX_STORE_DRAIN_SECONDS:");
+    assert!(grace >= drains + 15, "grace {grace} for drains of {drains} s");
     let haproxy = xtask::debian::tool_for_test("the proxy's configuration test", "haproxy", "haproxy");
     let (ok, text) = run(Command::new(&haproxy)
         .arg("-c")

@@ -5,7 +5,9 @@
 //! file and that call's variables. (b) two replicas asked at the same moment to resume one
 //! sandbox: one serves it, the other says where it lives, and the state never forks. (c) the
 //! store stopped for 20 s while calls run and sandboxes are suspended: once it is back nothing
-//! is pending, and replicas started on empty disks find every sandbox as it was.
+//! is pending, and replicas started on empty disks find every sandbox as it was. (e) the store
+//! away across a rolling restart: a change made while it is down, the replica stopped, the
+//! store back during its drain: the change reaches the store before the replica exits.
 
 use std::time::{Duration, Instant};
 
@@ -67,6 +69,7 @@ async fn scenarios(cluster: &mut Cluster, weed: &mut Seaweed) -> anyhow::Result<
     lost_for_good(cluster, &who, &ids).await?;
     resumed_at_once(cluster, weed, &who, &ids).await?;
     store_outage(cluster, weed, &who, &ids).await?;
+    drained_while_away(cluster, weed, &who[0], &ids[0]).await?;
     say("passed");
     Ok(())
 }
@@ -161,6 +164,17 @@ async fn leased(weed: &Seaweed, who: &Who, id: &str) -> anyhow::Result<bool> {
     let store = weed.store(PREFIX)?;
     let path = space::lease_path(&store, &space::key(&who.name), id);
     Ok(store.objects.head(&path).await.is_ok())
+}
+
+/// The replica holding `id`'s lease, if one does.
+async fn holder(weed: &Seaweed, who: &Who, id: &str) -> anyhow::Result<Option<String>> {
+    let store = weed.store(PREFIX)?;
+    let path = space::lease_path(&store, &space::key(&who.name), id);
+    let Ok(got) = store.objects.get(&path).await else {
+        return Ok(None);
+    };
+    let lease: Value = serde_json::from_slice(&got.bytes().await?)?;
+    Ok(lease["holder"].as_str().map(String::from))
 }
 
 /// (b): a sandbox no replica holds (suspended, its lease handed back), asked for by two
@@ -317,6 +331,40 @@ async fn store_outage(
         "store back: nothing pending {:.1} s later; all {} replicas SIGKILLed and their disks deleted, then every sandbox found as it was",
         settled.as_secs_f64(),
         cluster.nodes.len()
+    ));
+    Ok(())
+}
+
+/// (e): the store away across a rolling restart: a call changes a live sandbox while the store
+/// is down, its replica is stopped (SIGTERM) and the store comes back during the drain; the
+/// replica's disk then goes (as a Deployment's pod's does), and through haproxy the principal
+/// finds the change on a replica started afresh.
+async fn drained_while_away(cluster: &mut Cluster, weed: &mut Seaweed, w: &Who, id: &str) -> anyhow::Result<()> {
+    let url = cluster.proxy_url.clone();
+    eventually(&url, w, id, "1").await?;
+    let serving = holder(weed, w, id)
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("{id} is live but no replica holds its lease"))?;
+    let v = node(cluster, &serving)?;
+    weed.kill();
+    let c = connect(&url, &w.token).await?;
+    call(&c, "execute_code", json!({"sandbox_id": id, "code": "m = 7"})).await?;
+    let _ = c.cancel().await;
+    let began = Instant::now();
+    let (stopped, back) = tokio::join!(cluster.down(v, libc::SIGTERM), async {
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        weed.resume().await
+    });
+    stopped?;
+    back?;
+    let drained = began.elapsed();
+    cluster.wipe(v)?;
+    cluster.up(v).await?;
+    let got = eventually(&url, w, id, "m").await?;
+    anyhow::ensure!(got["result"] == json!("7"), "{id} after a drain while the store was away: {got}");
+    say(&format!(
+        "store away across a rolling restart: {serving} stopped with a change the store lacked, the store back 4 s into its drain; it wrote the change and exited {:.1} s after SIGTERM, and with its disk deleted the change was found through haproxy",
+        drained.as_secs_f64()
     ));
     Ok(())
 }
