@@ -7,6 +7,7 @@ pub mod census;
 pub mod events;
 mod guest_services;
 pub mod last_use;
+pub mod listing;
 pub mod mounts;
 pub mod open_set;
 pub mod paths;
@@ -18,6 +19,7 @@ pub mod timeouts;
 mod types;
 
 pub use guest_services::{GuestServices, NetUse, Refusal, ToolCall, answer_by};
+pub use listing::{FileEntry, FileKind, Listing};
 pub use types::*;
 
 use async_trait::async_trait;

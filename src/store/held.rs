@@ -84,6 +84,11 @@ impl Held {
         self.away.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Whether the last request heard of failed: the store is away.
+    pub fn away(&self) -> bool {
+        self.away.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The store answered a request: if it was away, whatever waits for it is woken.
     pub fn answered(&self) {
         if self.away.swap(false, std::sync::atomic::Ordering::Relaxed) {
@@ -191,5 +196,46 @@ impl Held {
             }
             l.sure_until = began + self.ttl;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lease_not_confirmed_for_its_length_has_lapsed_until_taken_again() {
+        let dir = std::env::temp_dir().join(format!("mcs-held-{}", uuid::Uuid::new_v4().simple()));
+        let url = url::Url::from_directory_path(&dir).expect("an absolute folder");
+        let store = super::super::location::open(url.as_str()).unwrap();
+        let ttl = Duration::from_millis(300);
+        // Renewals every 100 ms would keep it fresh: a paused process renews nothing.
+        let held = Held {
+            store: store.clone(),
+            me: "r0".into(),
+            ttl,
+            leases: Mutex::default(),
+            away: Default::default(),
+            answers_again: tokio::sync::Notify::new(),
+        };
+        let path = store.path(&["lease.json"]);
+        assert_eq!(held.fresh("s"), Hold::NotHeld);
+        assert!(matches!(held.take("s", path.clone()).await.unwrap(), Claim::Ours));
+        assert_eq!(held.fresh("s"), Hold::Fresh);
+        tokio::time::sleep(ttl * 2).await;
+        assert_eq!(held.fresh("s"), Hold::Lapsed, "not confirmed for its length");
+        held.renew_all().await;
+        assert_eq!(
+            held.fresh("s"),
+            Hold::Lapsed,
+            "a late renewal does not make it fresh"
+        );
+        assert!(matches!(held.take("s", path).await.unwrap(), Claim::Ours));
+        assert_eq!(
+            held.fresh("s"),
+            Hold::Fresh,
+            "taken again (and checked) by its user"
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -88,6 +88,20 @@ pub struct Entry {
     pub chunks: Vec<String>,
 }
 
+/// The format the manifest of `listed` is written in: its paths percent-encoded when a name
+/// holds what a plain manifest cannot say (`\\`, `:`), so every file a sandbox may make comes
+/// back under its own name.
+pub fn escape_if_needed(listed: &mut BTreeMap<String, Vec<Entry>>) -> u32 {
+    let entries = || listed.values().flatten();
+    if !entries().any(|e| needs_escape(&e.path)) {
+        return FORMAT;
+    }
+    for e in listed.values_mut().flatten() {
+        e.path = escape(&e.path);
+    }
+    FORMAT_ESCAPED
+}
+
 /// The manifest's JSON Schema, as published.
 pub fn schema() -> serde_json::Value {
     serde_json::to_value(schemars::schema_for!(Manifest)).unwrap_or_default()

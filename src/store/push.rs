@@ -13,7 +13,7 @@ use super::chunks::{Chunks, Tree};
 use super::held::{Held, Hold};
 use super::lease::Claim;
 use super::location::{Store, StoreError};
-use super::manifest::{CHUNK_BYTES, Entry, FORMAT, FORMAT_ESCAPED, Manifest};
+use super::manifest::{CHUNK_BYTES, Manifest};
 use super::space::{lease_path, manifest_path};
 use crate::lock::Locked;
 
@@ -304,7 +304,7 @@ impl Pusher {
             pushed.files += entries.len();
             listed.insert(tree.name.to_string(), entries);
         }
-        let format = escaped_if_needed(&mut listed);
+        let format = super::manifest::escape_if_needed(&mut listed);
         let manifest = Manifest {
             format,
             sandbox: id.to_string(),
@@ -433,20 +433,6 @@ impl Pusher {
         }
         self.held.release(id).await;
     }
-}
-
-/// The format the manifest of `listed` is written in: its paths percent-encoded when a name
-/// holds what a plain manifest cannot say (`\\`, `:`), so every file a sandbox may make comes
-/// back under its own name.
-fn escaped_if_needed(listed: &mut BTreeMap<String, Vec<Entry>>) -> u32 {
-    let entries = || listed.values().flatten();
-    if !entries().any(|e| super::manifest::needs_escape(&e.path)) {
-        return FORMAT;
-    }
-    for e in listed.values_mut().flatten() {
-        e.path = super::manifest::escape(&e.path);
-    }
-    FORMAT_ESCAPED
 }
 
 #[cfg(test)]

@@ -105,6 +105,10 @@ pub async fn hold(registry: &Registry, id: &str) -> Result<(), SandboxError> {
     if hold == Hold::NotHeld && sb.made_here && pusher.known_generation(id).is_none() {
         return Ok(());
     }
+    // Known to be away: asking again would only hold the call up to the request bound.
+    if hold == Hold::Lapsed && pusher.held().away() && !pusher.superseded(id) {
+        return Ok(());
+    }
     let key = super::store_push::space_of(id);
     let checked = check(pusher, &key, id).await;
     let (m, version) = match checked {

@@ -339,7 +339,12 @@ async fn store_outage(
 /// is down, its replica is stopped (SIGTERM) and the store comes back during the drain; the
 /// replica's disk then goes (as a Deployment's pod's does), and through haproxy the principal
 /// finds the change on a replica started afresh.
-async fn drained_while_away(cluster: &mut Cluster, weed: &mut Seaweed, w: &Who, id: &str) -> anyhow::Result<()> {
+async fn drained_while_away(
+    cluster: &mut Cluster,
+    weed: &mut Seaweed,
+    w: &Who,
+    id: &str,
+) -> anyhow::Result<()> {
     let url = cluster.proxy_url.clone();
     eventually(&url, w, id, "1").await?;
     let serving = holder(weed, w, id)
@@ -361,7 +366,10 @@ async fn drained_while_away(cluster: &mut Cluster, weed: &mut Seaweed, w: &Who, 
     cluster.wipe(v)?;
     cluster.up(v).await?;
     let got = eventually(&url, w, id, "m").await?;
-    anyhow::ensure!(got["result"] == json!("7"), "{id} after a drain while the store was away: {got}");
+    anyhow::ensure!(
+        got["result"] == json!("7"),
+        "{id} after a drain while the store was away: {got}"
+    );
     say(&format!(
         "store away across a rolling restart: {serving} stopped with a change the store lacked, the store back 4 s into its drain; it wrote the change and exited {:.1} s after SIGTERM, and with its disk deleted the change was found through haproxy",
         drained.as_secs_f64()
