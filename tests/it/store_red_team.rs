@@ -3,7 +3,7 @@
 //! a plain manifest cannot say, the store away while new work starts and while a replica
 //! drains, a store that accepts connections and never answers, and what the caller is told.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use object_store::ObjectStoreExt;
@@ -14,6 +14,38 @@ use crate::common::{Server, private_home};
 use crate::remote_harness::{Remote, http};
 use crate::store::{Bucket, seaweed, space, try_manifest};
 use crate::store_replicas::{same_tokens, stored};
+
+/// A store (SeaweedFS, a prefix of the test's own) and two replicas' disks, removed at the end.
+struct Team {
+    weed: xtask::seaweed::Seaweed,
+    store: std::sync::Arc<dyn object_store::ObjectStore>,
+    settings: Vec<(&'static str, String)>,
+    /// Alice's prefix in the bucket.
+    alices: String,
+    homes: [PathBuf; 2],
+}
+
+impl Team {
+    async fn start() -> Team {
+        let weed = seaweed().await;
+        let prefix = format!("team-{}", uuid::Uuid::new_v4().simple());
+        Team {
+            store: weed.client(),
+            settings: weed.settings(&prefix),
+            alices: space(&prefix, "alice"),
+            homes: [private_home(), private_home()],
+            weed,
+        }
+    }
+}
+
+impl Drop for Team {
+    fn drop(&mut self) {
+        for h in &self.homes {
+            let _ = std::fs::remove_dir_all(h);
+        }
+    }
+}
 
 /// A replica named `name` over the store `settings` name, keeping sandboxes, with `extra`.
 async fn replica(
@@ -59,36 +91,33 @@ async fn once_here(alice: &Server, id: &str, code: &str) -> Value {
 
 #[tokio::test]
 async fn a_replica_named_as_long_as_a_pod_may_be_makes_sandboxes_any_replica_resumes_and_the_sweep_keeps() {
-    let weed = seaweed().await;
-    let store = weed.client();
-    let prefix = format!("team-{}", uuid::Uuid::new_v4().simple());
-    let settings = weed.settings(&prefix);
-    let alices = space(&prefix, "alice");
+    let t = Team::start().await;
+    let (store, settings, alices) = (&t.store, &t.settings, &t.alices);
     let long = format!("mcp-code-sandbox-{}-0", "x".repeat(44));
     assert_eq!(long.len(), 63, "the longest DNS label");
-    let (home0, home1) = (private_home(), private_home());
-    let r0 = replica(&home0, &long, &settings, &[]).await;
+    let (home0, home1) = (&t.homes[0], &t.homes[1]);
+    let r0 = replica(home0, &long, settings, &[]).await;
     let alice = r0.client("alice").await;
     let id = alice.create().await;
     assert_eq!(id.len(), 100, "{id}");
     alice
         .run_ok(&id, "x = 41\nopen('kept.txt', 'w').write('kept' * 1000)")
         .await;
-    stored(&store, &alices, &id, 0).await;
+    stored(store, alices, &id, 0).await;
     signal(&r0, libc::SIGKILL);
     drop((alice, r0));
 
     // r1 sweeps every second, deleting unnamed chunks older than 2 s.
-    same_tokens(&home0, &home1);
+    same_tokens(home0, home1);
     let r1 = replica(
-        &home1,
+        home1,
         "r1",
-        &settings,
+        settings,
         &[("CODE_SANDBOX_STORE_GRACE_SECONDS", "2")],
     )
     .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let m = try_manifest(&store, &alices, &id)
+    let m = try_manifest(store, alices, &id)
         .await
         .expect("the manifest stays");
     for tree in m["trees"].as_object().expect("trees").values() {
@@ -104,37 +133,31 @@ async fn a_replica_named_as_long_as_a_pod_may_be_makes_sandboxes_any_replica_res
     let v = once_here(&alice, &id, "x, len(open('kept.txt').read())").await;
     assert_eq!(v["result"], "(41, 4000)", "{v}");
     let _ = r1.terminate().await;
-    for h in [home0, home1] {
-        let _ = std::fs::remove_dir_all(h);
-    }
 }
 
 #[tokio::test]
 async fn a_replica_paused_past_its_lease_answers_and_writes_only_the_newer_generation() {
-    let weed = seaweed().await;
-    let store = weed.client();
-    let prefix = format!("team-{}", uuid::Uuid::new_v4().simple());
-    let settings = weed.settings(&prefix);
-    let alices = space(&prefix, "alice");
-    let (home0, home1) = (private_home(), private_home());
-    let r0 = replica(&home0, "r0", &settings, &[]).await;
+    let t = Team::start().await;
+    let (store, settings, alices) = (&t.store, &t.settings, &t.alices);
+    let (home0, home1) = (&t.homes[0], &t.homes[1]);
+    let r0 = replica(home0, "r0", settings, &[]).await;
     let alice0 = r0.client("alice").await;
     let id = alice0.create().await;
     alice0.run_ok(&id, "x = 1").await;
-    let (_, g1) = stored(&store, &alices, &id, 0).await;
+    let (_, g1) = stored(store, alices, &id, 0).await;
 
     // r0 stops for longer than its lease; r1 takes the sandbox over, changes it, and hands it
     // back at a rolling restart.
     signal(&r0, libc::SIGSTOP);
-    same_tokens(&home0, &home1);
-    let r1 = replica(&home1, "r1", &settings, &[]).await;
+    same_tokens(home0, home1);
+    let r1 = replica(home1, "r1", settings, &[]).await;
     let alice1 = r1.client("alice").await;
     once_here(&alice1, &id, "x = 2").await;
-    let (_, g2) = stored(&store, &alices, &id, g1).await;
+    let (_, g2) = stored(store, alices, &id, g1).await;
     drop(alice1);
     assert!(r1.terminate().await.success());
     // Its shutdown may have written one more generation.
-    let g2 = try_manifest(&store, &alices, &id).await.unwrap()["generation"]
+    let g2 = try_manifest(store, alices, &id).await.unwrap()["generation"]
         .as_u64()
         .unwrap_or(g2);
     signal(&r0, libc::SIGCONT);
@@ -146,8 +169,8 @@ async fn a_replica_paused_past_its_lease_answers_and_writes_only_the_newer_gener
     assert!(!err, "{text}");
     assert_eq!(v["result"], "2", "{v}");
     alice0.run_ok(&id, "x += 1").await;
-    let (_, g3) = stored(&store, &alices, &id, g2).await;
-    let m = try_manifest(&store, &alices, &id).await.unwrap();
+    let (_, g3) = stored(store, alices, &id, g2).await;
+    let m = try_manifest(store, alices, &id).await.unwrap();
     assert_eq!(m["written_by"], "r0", "{m}");
     assert!(g3 > g2, "{g3} after {g2}");
     let log = r0.log_text();
@@ -158,25 +181,19 @@ async fn a_replica_paused_past_its_lease_answers_and_writes_only_the_newer_gener
     drop(alice0);
     assert!(r0.terminate().await.success());
     // What r0 wrote is r1's work plus its own.
-    let r1 = replica(&home1, "r1", &settings, &[]).await;
+    let r1 = replica(home1, "r1", settings, &[]).await;
     let alice1 = r1.client("alice").await;
     let v = once_here(&alice1, &id, "x").await;
     assert_eq!(v["result"], "3", "{v}");
     let _ = r1.terminate().await;
-    for h in [home0, home1] {
-        let _ = std::fs::remove_dir_all(h);
-    }
 }
 
 #[tokio::test]
 async fn files_any_name_come_back_whole_and_one_that_cannot_is_named_in_the_answer() {
-    let weed = seaweed().await;
-    let store = weed.client();
-    let prefix = format!("team-{}", uuid::Uuid::new_v4().simple());
-    let settings = weed.settings(&prefix);
-    let alices = space(&prefix, "alice");
-    let (home0, home1) = (private_home(), private_home());
-    let r0 = replica(&home0, "r0", &settings, &[]).await;
+    let t = Team::start().await;
+    let (store, settings, alices) = (&t.store, &t.settings, &t.alices);
+    let (home0, home1) = (&t.homes[0], &t.homes[1]);
+    let r0 = replica(home0, "r0", settings, &[]).await;
     let alice = r0.client("alice").await;
     let id = alice.create().await;
     alice
@@ -188,8 +205,8 @@ open('50%.txt', 'w').write('percent')
 open('gone.txt', 'w').write('g' * 100)",
         )
         .await;
-    stored(&store, &alices, &id, 0).await;
-    let m = try_manifest(&store, &alices, &id).await.unwrap();
+    stored(store, alices, &id, 0).await;
+    let m = try_manifest(store, alices, &id).await.unwrap();
     assert_eq!(m["format"], 2, "{m}");
     // One file's chunk goes missing from the store.
     let gone = m["trees"]["workspace"]
@@ -206,8 +223,8 @@ open('gone.txt', 'w').write('g' * 100)",
     signal(&r0, libc::SIGKILL);
     drop((alice, r0));
 
-    same_tokens(&home0, &home1);
-    let r1 = replica(&home1, "r1", &settings, &[]).await;
+    same_tokens(home0, home1);
+    let r1 = replica(home1, "r1", settings, &[]).await;
     let alice = r1.client("alice").await;
     let v = once_here(
         &alice,
@@ -252,21 +269,17 @@ names = os.listdir('.')
         "{text}"
     );
     assert!(
-        !text.contains(&weed.endpoint) && !text.contains("principals/"),
+        !text.contains(&t.weed.endpoint) && !text.contains("principals/"),
         "{text}"
     );
     let _ = r1.terminate().await;
-    for h in [home0, home1] {
-        let _ = std::fs::remove_dir_all(h);
-    }
 }
 
 #[tokio::test]
 async fn with_the_store_away_new_work_goes_on_and_a_drain_waits_for_it_to_come_back() {
-    let mut weed = seaweed().await;
-    let prefix = format!("team-{}", uuid::Uuid::new_v4().simple());
-    let settings = weed.settings(&prefix);
-    let (home0, home1) = (private_home(), private_home());
+    let mut t = Team::start().await;
+    let settings = t.settings.clone();
+    let (home0, home1) = (t.homes[0].clone(), t.homes[1].clone());
     let r0 = replica(
         &home0,
         "r0",
@@ -278,7 +291,7 @@ async fn with_the_store_away_new_work_goes_on_and_a_drain_waits_for_it_to_come_b
     )
     .await;
     let alice = r0.client("alice").await;
-    weed.kill();
+    t.weed.kill();
     // A new sandbox works though the store never had it, and so does a call without an id.
     let id = alice.create().await;
     alice.run_ok(&id, "m = 7").await;
@@ -303,7 +316,7 @@ async fn with_the_store_away_new_work_goes_on_and_a_drain_waits_for_it_to_come_b
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    weed.resume().await.expect("the store comes back");
+    t.weed.resume().await.expect("the store comes back");
     let status = stopped.await.unwrap();
     assert!(status.success(), "{status:?}");
 
@@ -314,9 +327,6 @@ async fn with_the_store_away_new_work_goes_on_and_a_drain_waits_for_it_to_come_b
     let v = once_here(&alice, &id, "m").await;
     assert_eq!(v["result"], "7", "{v}");
     let _ = r1.terminate().await;
-    for h in [home0, home1] {
-        let _ = std::fs::remove_dir_all(h);
-    }
 }
 
 #[tokio::test]
