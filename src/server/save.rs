@@ -286,6 +286,15 @@ impl Target {
         })
     }
 
+    /// A copy into the file beside the destination that failed (a full disk, the source gone):
+    /// said as a save that changed nothing.
+    pub fn copy_failed(&self, e: SandboxError, overwrite: bool) -> SandboxError {
+        match e {
+            SandboxError::Io { source, .. } => self.failed(overwrite && self.exists())(source),
+            e => e,
+        }
+    }
+
     /// Moves `aside`, holding `bytes`, into place: over the old file (which lends it its
     /// permissions) when `overwrite`, else only if the name is still free.
     pub fn finish(&self, mut aside: Aside, overwrite: bool, bytes: u64) -> Result<Saved, SandboxError> {
@@ -325,10 +334,21 @@ impl Target {
             }
         }
         Ok(Saved {
-            path: self.path(),
+            path: self.written_at(),
             bytes,
             replaced,
         })
+    }
+
+    /// Where the file now is: the opened folder's path as the system names it now (moved
+    /// while the file was written, it is not where it was checked), else the checked path.
+    fn written_at(&self) -> PathBuf {
+        let now = self
+            .folder
+            .try_clone()
+            .ok()
+            .and_then(|d| crate::host_open::path_of(&d.into_std_file()));
+        now.unwrap_or_else(|| self.shown.clone()).join(&self.name)
     }
 }
 

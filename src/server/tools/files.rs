@@ -248,7 +248,7 @@ impl SandboxServer {
                     save::MAX_SAVE >> 20
                 )));
             }
-            Err(e) => return Ok(fail(e)),
+            Err(e) => return Ok(fail(dest.copy_failed(e, overwrite))),
         };
         let saved = attempt!(blocking(move || dest.finish(aside, overwrite, bytes)).await);
         let verb = if saved.replaced { "Replaced" } else { "Saved" };
