@@ -104,8 +104,9 @@ pub fn destination(destination: &str, roots: &[PathBuf], home: &Path) -> Result<
         first.join(given)
     };
     let name = match full.file_name().and_then(|n| n.to_str()) {
-        Some(n) => n.to_string(),
-        None => return Err(refuse(format!("'{destination}' does not end in a file name"))),
+        // A verbatim Windows path (`\\?\C:\...`) takes `/` as part of a name.
+        Some(n) if !n.contains(['/', '\\']) => n.to_string(),
+        _ => return Err(refuse(format!("'{destination}' does not end in a file name"))),
     };
     guest_names::check_component(&name, EVERYWHERE)
         .map_err(|e| refuse(format!("{e}; choose another file name")))?;
@@ -421,8 +422,8 @@ mod tests {
         let root = folder("home");
         let home = root.join("server-home");
         std::fs::create_dir_all(home.join("sandboxes")).unwrap();
-        let inside = format!("{}/sandboxes/x.txt", home.display());
-        let err = destination(&inside, std::slice::from_ref(&root), &home)
+        let inside = home.join("sandboxes").join("x.txt");
+        let err = destination(inside.to_str().unwrap(), std::slice::from_ref(&root), &home)
             .unwrap_err()
             .to_string();
         assert!(err.contains("server's own folder"), "{err}");
