@@ -920,3 +920,55 @@ async fn code_mode_is_said_to_be_unavailable_on_e2b() {
     let _ = c.cancel().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn save_file_streams_an_e2b_sandboxs_file_into_a_save_folder() {
+    let (url, _fake) = start_fake().await;
+    let saves = std::env::temp_dir().join(format!("mcs-e2b-saves-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&saves).unwrap();
+    let saves = std::fs::canonicalize(saves).unwrap();
+    let home = std::env::temp_dir().join(format!("mcs-e2b-save-home-{}", uuid::Uuid::new_v4().simple()));
+    let c = server_with(
+        &url,
+        KEY,
+        &home,
+        false,
+        &[("CODE_SANDBOX_SAVE_DIRS", saves.to_str().unwrap())],
+    )
+    .await;
+    let (err, v, text) = call(&c, "create_sandbox", json!({})).await;
+    assert!(!err, "{text}");
+    let id = v["sandbox_id"].as_str().unwrap().to_string();
+    // Printable bytes: the fake finds the multipart part in text.
+    let body: Vec<u8> = (0..(3u32 << 20)).map(|i| b' ' + (i % 95) as u8).collect();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(&body);
+    let (err, _, text) = call(
+        &c,
+        "upload_file",
+        json!({"sandbox_id": id, "content_base64": b64, "destination_path": "data.bin"}),
+    )
+    .await;
+    assert!(!err, "{text}");
+    let dest = saves.join("data.bin");
+    let args = json!({"sandbox_id": id, "path": "data.bin", "destination": dest.to_str().unwrap()});
+    let (err, v, text) = call(&c, "save_file", args.clone()).await;
+    assert!(!err, "{text}");
+    assert_eq!(v["bytes_written"], body.len(), "{v}");
+    assert_eq!(std::fs::read(&dest).unwrap(), body, "the bytes E2B sent");
+    // A second save without overwrite is refused before anything is copied; a missing file
+    // leaves nothing behind.
+    let (err, _, text) = call(&c, "save_file", args).await;
+    assert!(err && text.contains("overwrite: true"), "{text}");
+    let missing = json!({"sandbox_id": id, "path": "nope.bin", "destination": saves.join("nope.bin").to_str().unwrap()});
+    let (err, _, text) = call(&c, "save_file", missing).await;
+    assert!(err && text.contains("nope.bin"), "{text}");
+    let names: Vec<_> = std::fs::read_dir(&saves)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names, ["data.bin"], "nothing beside the saved file");
+    let _ = c.cancel().await;
+    let _ = std::fs::remove_dir_all(saves);
+    let _ = std::fs::remove_dir_all(home);
+}

@@ -36,6 +36,42 @@ fn data_root() -> PathBuf {
     }
 }
 
+/// The arguments of `weed mini` serving S3 with its data in `dir`, on free ports; the S3 port.
+fn args(dir: &Path) -> anyhow::Result<(Vec<String>, u16)> {
+    let s3 = free_port()?;
+    let mut args = vec![
+        "mini".to_string(),
+        format!("-dir={}", dir.join("data").display()),
+        "-ip=127.0.0.1".into(),
+        "-ip.bind=127.0.0.1".into(),
+        "-webdav=false".into(),
+        "-admin.ui=false".into(),
+        "-s3.port.iceberg=0".into(),
+        "-s3.port.lance=0".into(),
+        format!("-s3.port={s3}"),
+        format!("-s3.config={}", dir.join("s3.json").display()),
+        format!("-bucket={BUCKET}"),
+        // Left to itself, `weed mini` sizes volumes from the disk's total (1 GiB on a large
+        // disk) and counts them from its free space. The tests write tens of megabytes.
+        "-master.volumeSizeLimitMB=64".into(),
+        "-volume.max=16".into(),
+    ];
+    for flag in [
+        "master.port",
+        "master.port.grpc",
+        "volume.port",
+        "volume.port.grpc",
+        "filer.port",
+        "filer.port.grpc",
+        "s3.port.grpc",
+        "admin.port",
+        "admin.port.grpc",
+    ] {
+        args.push(format!("-{flag}={}", free_port()?));
+    }
+    Ok((args, s3))
+}
+
 fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
@@ -52,46 +88,33 @@ impl Seaweed {
             "actions": ["Admin", "Read", "Write", "List", "Tagging"],
         }]});
         std::fs::write(dir.join("s3.json"), identities.to_string())?;
-        let s3 = free_port()?;
-        let mut args = vec![
-            "mini".to_string(),
-            format!("-dir={}", dir.join("data").display()),
-            "-ip=127.0.0.1".into(),
-            "-ip.bind=127.0.0.1".into(),
-            "-webdav=false".into(),
-            "-admin.ui=false".into(),
-            "-s3.port.iceberg=0".into(),
-            "-s3.port.lance=0".into(),
-            format!("-s3.port={s3}"),
-            format!("-s3.config={}", dir.join("s3.json").display()),
-            format!("-bucket={BUCKET}"),
-            // Left to itself, `weed mini` sizes volumes from the disk's total (1 GiB on a large
-            // disk) and counts them from its free space. The tests write tens of megabytes.
-            "-master.volumeSizeLimitMB=64".into(),
-            "-volume.max=16".into(),
-        ];
-        for flag in [
-            "master.port",
-            "master.port.grpc",
-            "volume.port",
-            "volume.port.grpc",
-            "filer.port",
-            "filer.port.grpc",
-            "s3.port.grpc",
-            "admin.port",
-            "admin.port.grpc",
-        ] {
-            args.push(format!("-{flag}={}", free_port()?));
+        // Ports are picked free, then bound by SeaweedFS a moment later: on a busy machine
+        // another process may take one first, so a start that never serves is tried once more
+        // on fresh ports.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (args, s3) = args(&dir)?;
+            let mut weed = Seaweed {
+                child: None,
+                weed: crate::pyvenv::tool(&venv, "weed"),
+                args,
+                endpoint: format!("http://127.0.0.1:{s3}"),
+                dir: dir.clone(),
+            };
+            match weed.resume().await {
+                Ok(()) => return Ok(weed),
+                Err(e) if tries < 2 => {
+                    progress(&format!(
+                        "SeaweedFS did not start ({e}); trying again on other ports"
+                    ));
+                    weed.kill();
+                    // Its folder serves the next try.
+                    weed.dir = PathBuf::new();
+                }
+                Err(e) => return Err(e),
+            }
         }
-        let mut weed = Seaweed {
-            child: None,
-            weed: crate::pyvenv::tool(&venv, "weed"),
-            args,
-            endpoint: format!("http://127.0.0.1:{s3}"),
-            dir,
-        };
-        weed.resume().await?;
-        Ok(weed)
     }
 
     /// Starts it again after [`Seaweed::kill`], on the same ports and data, and waits until it
@@ -162,7 +185,9 @@ impl Drop for Seaweed {
             std::thread::sleep(Duration::from_millis(500));
         }
         self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.dir.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
