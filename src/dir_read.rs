@@ -87,7 +87,11 @@ fn entry(dir: &Dir, path: &WorkspacePath, name: String) -> Option<FileEntry> {
 
 /// The regular file at `path`, open for reading, if it holds at most `limit` bytes: folders,
 /// links, FIFOs and devices are refused without blocking.
-fn open_regular(root: &Dir, path: &WorkspacePath, limit: u64) -> Result<cap_std::fs::File, SandboxError> {
+fn open_regular(
+    root: &Dir,
+    path: &WorkspacePath,
+    limit: u64,
+) -> Result<(cap_std::fs::File, u64), SandboxError> {
     let rel = path.relative();
     let md = root
         .symlink_metadata(&rel)
@@ -112,12 +116,12 @@ fn open_regular(root: &Dir, path: &WorkspacePath, limit: u64) -> Result<cap_std:
             limit,
         });
     }
-    Ok(file)
+    Ok((file, md.len()))
 }
 
 pub fn read(root: Dir, path: WorkspacePath, limit: u64) -> Result<Vec<u8>, SandboxError> {
-    let file = open_regular(&root, &path, limit)?;
-    let mut buf = Vec::new();
+    let (file, len) = open_regular(&root, &path, limit)?;
+    let mut buf = Vec::with_capacity(len as usize);
     file.take(limit + 1)
         .read_to_end(&mut buf)
         .map_err(not_found_or(&path, "could not read"))?;
@@ -132,7 +136,7 @@ pub fn copy(
     limit: u64,
     out: &mut dyn std::io::Write,
 ) -> Result<u64, SandboxError> {
-    let file = open_regular(root, path, limit)?;
+    let (file, _) = open_regular(root, path, limit)?;
     let copied = std::io::copy(&mut file.take(limit + 1), out)
         .map_err(SandboxError::io(format!("could not copy '{}'", path.relative())))?;
     if copied > limit {
@@ -156,18 +160,15 @@ fn open(mp: &MountPath) -> Result<Dir, SandboxError> {
 /// Refuses `mp` when it lies in its folder's hidden part (the server's own home), wherever
 /// links inside the folder lead: checked on what an open of it reaches.
 fn not_hidden(root: &Dir, mp: &MountPath) -> Result<(), SandboxError> {
-    if mp.mount.hidden.is_none() {
+    let Some(hidden) = &mp.mount.hidden else {
         return Ok(());
-    }
+    };
     let rel = if mp.rel.is_root() {
         ".".to_string()
     } else {
         mp.rel.relative()
     };
-    let at = crate::host_open::open_read(root, &rel, true)
-        .ok()
-        .and_then(|f| crate::host_open::path_of(&f.into_std()));
-    if mp.mount.hides(at.as_deref()) {
+    if crate::host_open::opens_into(root, &rel, true, hidden) {
         return Err(SandboxError::InvalidPath(format!(
             "'{}' is inside this server's own folder, which sandboxes and the file tools cannot read; choose a file elsewhere in {}",
             mp.guest(),

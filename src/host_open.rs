@@ -76,6 +76,16 @@ pub fn name_too_long(_dir: &Dir, _parent: &str) -> bool {
     false
 }
 
+/// Whether what `path` under `dir` opens (a final link followed when `follow`) lies in the
+/// folder `hidden`, wherever links inside `dir` lead: where the system cannot say where it is,
+/// yes. What does not open is left to the caller's own open to report.
+pub fn opens_into(dir: &Dir, path: &str, follow: bool, hidden: &std::path::Path) -> bool {
+    let Ok(file) = open_read(dir, path, follow) else {
+        return false;
+    };
+    path_of(&file.into_std()).is_none_or(|at| at.starts_with(hidden))
+}
+
 /// Where the file or folder `file` is, as the system names it now (links resolved): how a
 /// shared folder's hidden part is told apart after an open, whatever path led there. `None`
 /// when the system cannot say.

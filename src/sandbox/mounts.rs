@@ -32,16 +32,6 @@ impl Mount {
     pub fn guest(&self) -> String {
         format!("{MOUNT_ROOT}/{}", self.name)
     }
-
-    /// Whether `at` (where something opened under this folder is, links resolved) lies in
-    /// its hidden part. Where the system cannot say, a folder with a hidden part opens nothing.
-    pub fn hides(&self, at: Option<&Path>) -> bool {
-        match (&self.hidden, at) {
-            (None, _) => false,
-            (Some(hidden), Some(at)) => at.starts_with(hidden),
-            (Some(_), None) => true,
-        }
-    }
 }
 
 /// The server's folders, in the order named; cheap to clone.

@@ -297,6 +297,14 @@ m = '/mnt/{name}'
         assert!(err && text.contains("server's own folder"), "{tool}: {text}");
     }
     assert!(!home.join("x.txt").exists());
+    // A file that is not there is said to be missing, not hidden.
+    let (err, _, text) = s
+        .call_json(
+            "read_file",
+            json!({"sandbox_id": id, "file_path": format!("/mnt/{name}/missing.txt")}),
+        )
+        .await;
+    assert!(err && !text.contains("server's own folder"), "{text}");
     s.stop().await;
 
     // A shared folder inside the server's own is refused at start, saying what to change.

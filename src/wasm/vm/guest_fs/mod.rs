@@ -249,14 +249,9 @@ pub fn shared_refusal(dir: &Dir, path: &str, follow: bool, hidden: Option<&std::
     if !(md.is_file() || md.is_dir() || md.file_type().is_symlink()) {
         return Some(errno::NOTSUP);
     }
-    let hidden = hidden?;
-    let file = crate::host_open::open_read(dir, path, follow).ok()?;
-    match crate::host_open::path_of(&file.into_std()) {
-        Some(at) if at.starts_with(hidden) => Some(errno::ACCES),
-        Some(_) => None,
-        // Where the system cannot say, nothing under a folder that holds the home opens.
-        None => Some(errno::ACCES),
-    }
+    hidden
+        .is_some_and(|h| crate::host_open::opens_into(dir, path, follow, h))
+        .then_some(errno::ACCES)
 }
 
 /// Opens the host twin of what the guest just opened at `path` under `dir`: one open, then
