@@ -44,6 +44,8 @@ mod progress;
 mod protocol;
 mod red_team;
 mod red_team_auth;
+// FIFOs, symlinks and /proc: Linux only.
+#[cfg(target_os = "linux")]
 mod red_team_folders;
 mod red_team_server;
 mod remote;
