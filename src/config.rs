@@ -7,11 +7,14 @@ use std::path::PathBuf;
 
 mod budget;
 mod folders;
+mod home;
+mod kernels;
 mod oauth;
 mod team;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+pub use kernels::KernelSettings;
 pub use oauth::OAuthSettings;
 pub use team::{IpRange, TeamSettings};
 
@@ -142,6 +145,9 @@ pub struct Settings {
     /// WebAssembly fuel one call may burn (about one unit per instruction); 0 = only the timeout.
     #[arg(long, env = "CODE_SANDBOX_FUEL", default_value_t = 0)]
     pub fuel_per_call: u64,
+
+    #[command(flatten)]
+    pub kernels: KernelSettings,
 
     /// Start sandboxes from a warm image with numpy, pandas and matplotlib already imported
     /// (built once in the background; sandboxes use the plain image until it is ready).
@@ -395,47 +401,6 @@ impl Settings {
     /// passes an empty value, which means off).
     pub fn package_index_url(&self) -> Option<&str> {
         self.index_url.as_deref().filter(|u| !u.trim().is_empty())
-    }
-
-    /// `CODE_SANDBOX_HOME`, or the platform's data folder for this program.
-    pub fn home_dir(&self) -> PathBuf {
-        if let Some(home) = &self.home {
-            return home.clone();
-        }
-        directories::ProjectDirs::from("dev", "mcp-code-sandbox", "mcp-code-sandbox")
-            // Local, not roaming: the runtime and sandboxes are hundreds of MB of this machine's.
-            .map(|d| d.data_local_dir().to_path_buf())
-            .unwrap_or_else(|| std::env::temp_dir().join("mcp-code-sandbox"))
-    }
-
-    /// The tokens file: `CODE_SANDBOX_TOKENS`, else `tokens` under the home folder (where
-    /// `token add` writes when none is named).
-    /// The tokens file `http` serves with: the one set, else `<home>/tokens` if it exists.
-    pub fn tokens_in_use(&self) -> Option<PathBuf> {
-        self.tokens
-            .clone()
-            .or_else(|| Some(self.tokens_file()).filter(|f| f.exists()))
-    }
-
-    pub fn tokens_file(&self) -> PathBuf {
-        self.tokens
-            .clone()
-            .unwrap_or_else(|| self.home_dir().join("tokens"))
-    }
-
-    /// The disk kept (suspended) sandboxes may hold: `CODE_SANDBOX_KEEP_MB`, else a tenth of
-    /// the disk free now under the home folder, between 256 MiB and 10 GiB. Kept sandboxes are
-    /// the cold part of the server's disk: a tenth leaves the rest to live work, to other
-    /// programs and to the reserve the host disk budget keeps.
-    pub fn keep_bytes(&self) -> u64 {
-        const CEILING: u64 = 10 << 30;
-        const FLOOR: u64 = 256 << 20;
-        match self.keep_mb {
-            Some(mb) => mb.saturating_mul(1 << 20),
-            None => crate::disk_quota::free_bytes(&self.home_dir())
-                .map_or(CEILING, |free| free / 10)
-                .clamp(FLOOR, CEILING),
-        }
     }
 
     /// The per-call time limit a new sandbox gets: what was asked, else the default, clamped.

@@ -124,6 +124,7 @@ pub struct Metrics {
     store_pushes: Family<Labels, Counter>,
     store_pending: Gauge,
     store_sent: Counter,
+    host_kernels: Family<Labels, Counter>,
 }
 
 static METRICS: OnceLock<Metrics> = OnceLock::new();
@@ -158,6 +159,7 @@ impl Metrics {
             store_pushes: Family::default(),
             store_pending: Gauge::default(),
             store_sent: Counter::default(),
+            host_kernels: Family::default(),
         };
         let r = &mut registry;
         r.register("calls", "Tool calls by tool and outcome", m.calls.clone());
@@ -217,6 +219,11 @@ impl Metrics {
             "Bytes of new chunks written to the object store (unchanged files and pages are not sent again)",
             m.store_sent.clone(),
         );
+        r.register(
+            "host_kernel_products",
+            "Matrix products a sandbox's BLAS handed to the host's kernels (CODE_SANDBOX_HOST_KERNELS), by kernel",
+            m.host_kernels.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -258,6 +265,13 @@ pub fn store_push(written: bool) {
 pub fn store_sent(bytes: u64) {
     if let Some(m) = METRICS.get() {
         m.store_sent.inc_by(bytes);
+    }
+}
+
+/// A host kernel computed a product for a sandbox; `kernel` is BLAS's name for it (`dgemm`).
+pub fn host_kernel(kernel: &'static str) {
+    if let Some(m) = METRICS.get() {
+        m.host_kernels.get_or_create(&vec![("kernel", kernel.to_string())]).inc();
     }
 }
 

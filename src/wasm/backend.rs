@@ -69,6 +69,7 @@ impl WasmBackend {
         }
         let keep_bytes = settings.keep_bytes();
         tracing::info!("disk for kept sandboxes: {} MiB", keep_bytes >> 20);
+        kernels_from(&settings);
         let named = Mounts::from_roots(&settings.read_roots()).hiding(&settings.home_canonical());
         let mounts = named.clone().indexed_in(&layout.cache_dir()).unwrap_or_else(|e| {
             tracing::warn!("/mnt cannot be listed in sandboxes ({e}); its folders can still be read");
@@ -404,5 +405,20 @@ impl Interpreter for WasmBackend {
 
     async fn shutdown(&self) {
         self.stopping.shutdown(&self.ctx, &self.spare).await;
+    }
+}
+
+/// Host kernels as the settings say, said once in the log.
+fn kernels_from(settings: &Settings) {
+    let setup = vm::KernelSetup {
+        enabled: settings.kernels.host_kernels,
+        threads: settings.kernels.kernel_threads,
+    };
+    vm::configure_kernels(setup);
+    if setup.enabled {
+        let threads = vm::kernel_threads(setup);
+        tracing::info!("matrix products run on host kernels ({threads} thread(s); CODE_SANDBOX_HOST_KERNELS=0 keeps them in WebAssembly)");
+    } else {
+        tracing::info!("host kernels are off (CODE_SANDBOX_HOST_KERNELS=0): matrix products run in WebAssembly");
     }
 }

@@ -77,8 +77,8 @@ pub fn instrumented(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
 }
 
 /// The runtime module as every interpreter and every image runs it: numpy's default integer
-/// made 64-bit (see `code_patch::native_ints`) and libc's preopen reset exported (see
-/// `preopen_reset`).
+/// made 64-bit (see `code_patch::native_ints`), libc's preopen reset exported (see
+/// `preopen_reset`), and BLAS's matrix products bound to host kernels (see `kernels`).
 pub fn with_reset(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
     let wasm = std::fs::read(&files.module).map_err(io(&files.module))?;
     let failed = |message: String| EngineError::Compile {
@@ -86,7 +86,14 @@ pub fn with_reset(files: &RuntimeFiles) -> Result<Vec<u8>, EngineError> {
         message,
     };
     let wasm = super::code_patch::with_native_ints(&wasm).map_err(|e| failed(e.to_string()))?;
-    super::preopen_reset::with_reset_export(&wasm).map_err(|e| failed(e.to_string()))
+    let wasm = super::preopen_reset::with_reset_export(&wasm).map_err(|e| failed(e.to_string()))?;
+    Ok(match super::kernels::bind(&wasm) {
+        Ok(bound) => bound,
+        Err(e) => {
+            tracing::warn!("the runtime's matrix products stay in WebAssembly: {e}");
+            wasm
+        }
+    })
 }
 
 /// The runtime compiled by `engine`, serialised: the long step (most of a minute on two cores).

@@ -16,7 +16,7 @@ use super::compile::{
     DENSE_IMAGE_BYTES, EngineError, WASMTIME_VERSION, compile, engine_config, io, load_compiled, write_aside,
 };
 use super::state::GuestState;
-use super::{door, guest_fs};
+use super::{door, guest_fs, kernels};
 use crate::runtime::{Layout, RuntimeFiles, Stage};
 use crate::sandbox::mounts::Mounts;
 
@@ -80,7 +80,7 @@ fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
 
 /// What was done to the runtime before compiling it (`compile::instrumented`): part of the
 /// compiled module's name.
-pub(super) const MODULE_FORM: &str = "instrumented-reset-native-ints-6";
+pub(super) const MODULE_FORM: &str = "instrumented-reset-host-kernels-1-native-ints-6";
 
 /// Removes compiled modules of another form (from before the module was instrumented, or
 /// before it exported libc's preopen reset): no version of this program loads them again
@@ -149,6 +149,7 @@ fn link(engine: &Engine, module: &Module) -> Result<InstancePre<GuestState>, Eng
     wasmtime_wasi::p1::add_to_linker_async(&mut linker, GuestState::wasi).map_err(link)?;
     guest_fs::shadow::add_to_linker(&mut linker, GuestState::wasi_and_fs).map_err(link)?;
     door::add_to_linker(&mut linker, GuestState::inbox).map_err(link)?;
+    kernels::add_to_linker(&mut linker, module, GuestState::deadline).map_err(link)?;
     linker.instantiate_pre(module).map_err(link)
 }
 

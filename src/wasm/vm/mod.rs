@@ -15,6 +15,7 @@ mod door;
 pub(super) mod engine;
 mod guest_fs;
 mod guest_memory;
+mod kernels;
 mod memory_budget;
 mod older_image;
 mod output;
@@ -32,6 +33,7 @@ mod warm_key;
 
 pub use compile::EngineError;
 pub use engine::{Image, Program};
+pub use kernels::{Setup as KernelSetup, configure as configure_kernels, threads as kernel_threads};
 pub use memory_budget::{MemoryBudget, Reclaim, WASM32_MAX_BYTES, half_of_machine};
 pub use older_image::base as older_image_base;
 pub use preopens::SessionConfig;

@@ -33,4 +33,8 @@ impl GuestState {
     pub fn inbox(&mut self) -> &mut Inbox {
         &mut self.inbox
     }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
 }

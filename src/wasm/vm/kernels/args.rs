@@ -1,0 +1,277 @@
+//! A bound call's arguments, read and checked: what the product is, and where its three
+//! matrices lie in guest memory. Every number comes from the guest, so nothing here is trusted:
+//! a call this cannot take whole is declined, and the guest's own kernel runs it (and reports
+//! its errors exactly as before).
+
+use wasmtime::Val;
+
+use super::table::{Elem, Entry, Form};
+
+/// Products smaller than this many multiply-adds stay in the guest: the trip to the host
+/// costs more than it saves.
+pub const SMALLEST: u64 = 32 * 32 * 32;
+
+/// Why a call stays in the guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decline {
+    /// Arguments BLAS itself rejects: the guest's kernel says what is wrong.
+    Invalid,
+    /// Too little work to be worth the trip.
+    Small,
+    /// `alpha` is zero or `k` is: only scaling, which the guest does as BLAS does.
+    ScaleOnly,
+    /// A conjugated operand: the host's complex kernels do not conjugate.
+    Conjugated,
+    /// A matrix reaches past the guest's memory.
+    Outside,
+    /// An element not aligned to its type.
+    Misaligned,
+    /// The result overlaps an operand: left to the guest, whatever it makes of that.
+    Overlap,
+}
+
+/// Whether an operand is used as it is stored or transposed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Plain,
+    Transposed,
+}
+
+/// A column-major matrix in guest memory: `rows` x `cols`, column `j` starting `ld` elements
+/// after column `j - 1`, at byte address `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Matrix {
+    pub at: u64,
+    pub ld: u64,
+    pub rows: u64,
+    pub cols: u64,
+}
+
+impl Matrix {
+    /// The bytes it spans, `at..end`.
+    fn end(&self, elem: Elem) -> u64 {
+        if self.rows == 0 || self.cols == 0 {
+            return self.at;
+        }
+        self.at + ((self.cols - 1) * self.ld + self.rows) * elem.size()
+    }
+}
+
+/// `c := alpha * op_a(a) * op_b(b) + beta * c`, column-major, checked against memory. A
+/// scalar holds `[re, im]` (`im` is 0 for real types).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Product {
+    pub elem: Elem,
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub op_a: Op,
+    pub op_b: Op,
+    pub alpha: [f64; 2],
+    pub beta: [f64; 2],
+    pub a: Matrix,
+    pub b: Matrix,
+    pub c: Matrix,
+}
+
+impl Product {
+    /// Multiply-adds: what fuel and the block plan count.
+    pub fn work(&self) -> u64 {
+        self.m.saturating_mul(self.n).saturating_mul(self.k)
+    }
+}
+
+/// The call's product, or why the guest keeps it. `memory` is the guest's whole memory.
+pub fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Product, Decline> {
+    let raw = match entry.form {
+        Form::Cblas => cblas(entry.elem, params, memory)?,
+        Form::Fortran => fortran(entry.elem, params, memory)?,
+    };
+    check(entry.elem, raw, memory.len() as u64)
+}
+
+/// The arguments as BLAS's column-major interface names them, before any check.
+struct Raw {
+    ta: u8,
+    tb: u8,
+    m: i32,
+    n: i32,
+    k: i32,
+    alpha: [f64; 2],
+    a: u32,
+    lda: i32,
+    b: u32,
+    ldb: i32,
+    beta: [f64; 2],
+    c: u32,
+    ldc: i32,
+}
+
+fn int(v: &Val) -> Result<i32, Decline> {
+    v.i32().ok_or(Decline::Invalid)
+}
+
+fn cblas(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
+    if p.len() != 14 {
+        return Err(Decline::Invalid);
+    }
+    let scalar = |v: &Val| -> Result<[f64; 2], Decline> {
+        match (elem, v) {
+            (Elem::F32, Val::F32(bits)) => Ok([f64::from(f32::from_bits(*bits)), 0.0]),
+            (Elem::F64, Val::F64(bits)) => Ok([f64::from_bits(*bits), 0.0]),
+            (Elem::C32 | Elem::C64, Val::I32(at)) => load_scalar(elem, memory, *at as u32),
+            _ => Err(Decline::Invalid),
+        }
+    };
+    // CBLAS's enums: order 101 row-major, 102 column-major; 111 plain, 112 transposed,
+    // 113 conjugate-transposed, 114 conjugated (OpenBLAS's own).
+    let op = |v: &Val| -> Result<u8, Decline> {
+        match int(v)? {
+            111 => Ok(b'N'),
+            112 => Ok(b'T'),
+            113 => Ok(b'C'),
+            114 => Ok(b'R'),
+            _ => Err(Decline::Invalid),
+        }
+    };
+    let raw = Raw {
+        ta: op(&p[1])?,
+        tb: op(&p[2])?,
+        m: int(&p[3])?,
+        n: int(&p[4])?,
+        k: int(&p[5])?,
+        alpha: scalar(&p[6])?,
+        a: int(&p[7])? as u32,
+        lda: int(&p[8])?,
+        b: int(&p[9])? as u32,
+        ldb: int(&p[10])?,
+        beta: scalar(&p[11])?,
+        c: int(&p[12])? as u32,
+        ldc: int(&p[13])?,
+    };
+    match int(&p[0])? {
+        102 => Ok(raw),
+        // Row-major C = A B is column-major C' = B' A': the operands and sizes swap.
+        101 => Ok(Raw {
+            ta: raw.tb,
+            tb: raw.ta,
+            m: raw.n,
+            n: raw.m,
+            a: raw.b,
+            lda: raw.ldb,
+            b: raw.a,
+            ldb: raw.lda,
+            ..raw
+        }),
+        _ => Err(Decline::Invalid),
+    }
+}
+
+fn fortran(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
+    if p.len() != 13 {
+        return Err(Decline::Invalid);
+    }
+    let at = |i: usize| int(&p[i]).map(|v| v as u32);
+    let byte = |i: usize| -> Result<u8, Decline> {
+        let at = at(i)? as usize;
+        memory.get(at).copied().ok_or(Decline::Outside)
+    };
+    let num = |i: usize| -> Result<i32, Decline> {
+        let at = at(i)? as usize;
+        let bytes = memory.get(at..at.checked_add(4).ok_or(Decline::Outside)?);
+        let bytes: [u8; 4] = bytes.ok_or(Decline::Outside)?.try_into().map_err(|_| Decline::Outside)?;
+        Ok(i32::from_le_bytes(bytes))
+    };
+    Ok(Raw {
+        ta: byte(0)?.to_ascii_uppercase(),
+        tb: byte(1)?.to_ascii_uppercase(),
+        m: num(2)?,
+        n: num(3)?,
+        k: num(4)?,
+        alpha: load_scalar(elem, memory, at(5)?)?,
+        a: at(6)?,
+        lda: num(7)?,
+        b: at(8)?,
+        ldb: num(9)?,
+        beta: load_scalar(elem, memory, at(10)?)?,
+        c: at(11)?,
+        ldc: num(12)?,
+    })
+}
+
+/// A scalar of type `elem` at `at`, as `[re, im]`.
+fn load_scalar(elem: Elem, memory: &[u8], at: u32) -> Result<[f64; 2], Decline> {
+    let at = at as usize;
+    let bytes = memory
+        .get(at..at.saturating_add(elem.size() as usize))
+        .ok_or(Decline::Outside)?;
+    let f32_at = |i: usize| f64::from(f32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]));
+    let f64_at = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[i..i + 8]);
+        f64::from_le_bytes(b)
+    };
+    Ok(match elem {
+        Elem::F32 => [f32_at(0), 0.0],
+        Elem::F64 => [f64_at(0), 0.0],
+        Elem::C32 => [f32_at(0), f32_at(4)],
+        Elem::C64 => [f64_at(0), f64_at(8)],
+    })
+}
+
+fn operation(t: u8, complex: bool) -> Result<Op, Decline> {
+    match (t, complex) {
+        (b'N', _) => Ok(Op::Plain),
+        (b'T', _) | (b'C', false) => Ok(Op::Transposed),
+        (b'R', false) => Ok(Op::Plain),
+        (b'C' | b'R', true) => Err(Decline::Conjugated),
+        _ => Err(Decline::Invalid),
+    }
+}
+
+/// The stored shape of an operand used as `rows x cols` through `op`.
+fn stored(op: Op, rows: u64, cols: u64) -> (u64, u64) {
+    match op {
+        Op::Plain => (rows, cols),
+        Op::Transposed => (cols, rows),
+    }
+}
+
+fn check(elem: Elem, r: Raw, memory: u64) -> Result<Product, Decline> {
+    let (op_a, op_b) = (operation(r.ta, elem.is_complex())?, operation(r.tb, elem.is_complex())?);
+    let size = |v: i32| u64::try_from(v).map_err(|_| Decline::Invalid);
+    let (m, n, k) = (size(r.m)?, size(r.n)?, size(r.k)?);
+    let matrix = |at: u32, ld: i32, (rows, cols): (u64, u64)| -> Result<Matrix, Decline> {
+        let ld = size(ld)?;
+        if ld < rows.max(1) {
+            return Err(Decline::Invalid);
+        }
+        Ok(Matrix { at: u64::from(at), ld, rows, cols })
+    };
+    let a = matrix(r.a, r.lda, stored(op_a, m, k))?;
+    let b = matrix(r.b, r.ldb, stored(op_b, k, n))?;
+    let c = matrix(r.c, r.ldc, (m, n))?;
+    let p = Product { elem, m, n, k, op_a, op_b, alpha: r.alpha, beta: r.beta, a, b, c };
+    if p.work() < SMALLEST {
+        return Err(Decline::Small);
+    }
+    if r.alpha == [0.0, 0.0] {
+        return Err(Decline::ScaleOnly);
+    }
+    for x in [&a, &b, &c] {
+        if x.end(elem) > memory {
+            return Err(Decline::Outside);
+        }
+        if x.at % elem.align() != 0 {
+            return Err(Decline::Misaligned);
+        }
+    }
+    let overlaps = |x: &Matrix| x.at < c.end(elem) && c.at < x.end(elem);
+    if overlaps(&a) || overlaps(&b) {
+        return Err(Decline::Overlap);
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,25 @@
+//! Host kernels: the runtime's BLAS matrix products computed by native code.
+//!
+//! The runtime's OpenBLAS runs its generic WebAssembly kernel on one thread, many times slower
+//! than the same product natively; numpy, scipy and scikit-learn spend their time there. So the
+//! module is bound ([`bind`]): each entry point of [`table::BOUND`] first offers its call to the
+//! host, which reads the arguments ([`args`]: every pointer and extent checked against the
+//! guest's memory), computes the product on the guest's own memory with a native kernel
+//! ([`product`]) on a pool of its own ([`pool`]), tile by tile within the turn's deadline, and
+//! answers "done"; anything it does not take (invalid, small, conjugated, overlapping) the
+//! guest's own code runs as before. Numbers in, numbers out: no new capability reaches the
+//! guest. `CODE_SANDBOX_HOST_KERNELS=0` leaves every product in the guest.
+
+mod args;
+mod bind;
+mod link;
+mod pool;
+mod product;
+mod table;
+
+pub use bind::bind;
+pub use link::add_to_linker;
+pub use pool::{Setup, configure, threads};
+
+/// Names the binding in cache keys: bump it when [`table::BOUND`] or the trampoline changes.
+pub const VERSION: &str = "host-kernels-1";

@@ -1,0 +1,156 @@
+//! Computing a checked [`Product`] on the guest's memory, in tiles of the result: the caller's
+//! `stop` is asked before each tile, so a product of any size ends within one tile's time of
+//! its deadline, and tiles run in parallel on the kernel pool.
+
+use matrixmultiply::CGemmOption;
+use rayon::prelude::*;
+
+use super::args::{Matrix, Op, Product};
+use super::table::Elem;
+
+/// Multiply-adds in one tile: a few milliseconds on one core, so a deadline is kept to about
+/// that, yet enough for the kernels to run at full speed.
+pub const TILE_WORK: u64 = 1 << 26;
+/// The depth one pass over a tile takes at most; deeper products pass again, adding.
+const DEPTH: u64 = 1 << 15;
+
+/// How a product's computation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Done,
+    /// `stop` said so before a tile: the result holds a part of the product.
+    Stopped,
+}
+
+/// One tile of the result: rows `i..i + rows`, columns `j..j + cols`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tile {
+    pub i: u64,
+    pub j: u64,
+    pub rows: u64,
+    pub cols: u64,
+}
+
+/// The tiles of an `m x n` result for a product of depth `k`, each about [`TILE_WORK`].
+pub fn tiles(m: u64, n: u64, k: u64) -> Vec<Tile> {
+    let cells = (TILE_WORK / k.clamp(1, DEPTH)).max(64 * 64);
+    let (rows, cols) = if m * n <= cells {
+        (m, n)
+    } else if m <= cells / 64 {
+        (m, (cells / m).max(1))
+    } else {
+        (cells / 64, 64.min(n))
+    };
+    let mut out = Vec::new();
+    for j in (0..n).step_by(cols.max(1) as usize) {
+        for i in (0..m).step_by(rows.max(1) as usize) {
+            out.push(Tile { i, j, rows: rows.min(m - i), cols: cols.min(n - j) });
+        }
+    }
+    out
+}
+
+/// The guest memory's base address, shared with the pool's threads.
+#[derive(Clone, Copy)]
+pub struct Base(pub *mut u8);
+// SAFETY: the pointer is only used by `compute`, whose caller guarantees nothing else touches
+// the memory meanwhile; the tiles it writes are disjoint.
+unsafe impl Send for Base {}
+unsafe impl Sync for Base {}
+
+/// Computes `p` on the memory at `base`, tile by tile, in parallel on the current rayon pool.
+///
+/// # Safety
+/// `p` was checked (by [`super::args::read`]) against the memory at `base`, which stays mapped
+/// and untouched by anything else until this returns.
+pub unsafe fn compute(p: &Product, base: Base, stop: &(dyn Fn() -> bool + Sync)) -> Outcome {
+    let tiles = tiles(p.m, p.n, p.k);
+    let run = |t: &Tile| -> Result<(), ()> {
+        if stop() {
+            return Err(());
+        }
+        let mut from = 0;
+        while from < p.k {
+            let depth = DEPTH.min(p.k - from);
+            // SAFETY: as the caller promises; each tile writes only its own cells.
+            unsafe { pass(p, base, t, from, depth) };
+            from += depth;
+        }
+        Ok(())
+    };
+    match tiles.par_iter().try_for_each(run) {
+        Ok(()) => Outcome::Done,
+        Err(()) => Outcome::Stopped,
+    }
+}
+
+/// Element strides (row, column) of an operand used through `op`.
+fn strides(x: &Matrix, op: Op) -> (isize, isize) {
+    match op {
+        Op::Plain => (1, x.ld as isize),
+        Op::Transposed => (x.ld as isize, 1),
+    }
+}
+
+/// One pass of depth `depth` from `from` over tile `t`: the first pass scales by beta, later
+/// ones add.
+unsafe fn pass(p: &Product, base: Base, t: &Tile, from: u64, depth: u64) {
+    let size = p.elem.size() as isize;
+    let (rsa, csa) = strides(&p.a, p.op_a);
+    let (rsb, csb) = strides(&p.b, p.op_b);
+    let (rsc, csc) = (1, p.c.ld as isize);
+    let at = |x: &Matrix, row: u64, rs: isize, col: u64, cs: isize| {
+        let offset = (row as isize * rs + col as isize * cs) * size;
+        // SAFETY: inside the checked extent of `x`.
+        unsafe { base.0.add(x.at as usize).offset(offset) }
+    };
+    let a = at(&p.a, t.i, rsa, from, csa);
+    let b = at(&p.b, from, rsb, t.j, csb);
+    let c = at(&p.c, t.i, rsc, t.j, csc);
+    let beta = if from == 0 { p.beta } else { [1.0, 0.0] };
+    let (m, k, n) = (t.rows as usize, depth as usize, t.cols as usize);
+    let std = CGemmOption::Standard;
+    // SAFETY: the pointers and strides stay inside the checked extents; the result overlaps
+    // no operand (checked).
+    unsafe {
+        match p.elem {
+            Elem::F64 => matrixmultiply::dgemm(
+                m, k, n, p.alpha[0], a.cast(), rsa, csa, b.cast(), rsb, csb, beta[0], c.cast(), rsc, csc,
+            ),
+            Elem::F32 => matrixmultiply::sgemm(
+                m, k, n, p.alpha[0] as f32, a.cast(), rsa, csa, b.cast(), rsb, csb, beta[0] as f32,
+                c.cast(), rsc, csc,
+            ),
+            Elem::C64 => matrixmultiply::zgemm(
+                std, std, m, k, n, p.alpha, a.cast(), rsa, csa, b.cast(), rsb, csb, beta, c.cast(), rsc, csc,
+            ),
+            Elem::C32 => matrixmultiply::cgemm(
+                std, std, m, k, n, narrow(p.alpha), a.cast(), rsa, csa, b.cast(), rsb, csb, narrow(beta),
+                c.cast(), rsc, csc,
+            ),
+        }
+    }
+}
+
+fn narrow(x: [f64; 2]) -> [f32; 2] {
+    [x[0] as f32, x[1] as f32]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiles_cover_the_result_once_and_stay_near_the_tile_work() {
+        for (m, n, k) in [(512, 512, 512), (20000, 20000, 20000), (50, 50, 100_000), (1, 9000, 7), (3000, 5, 3000)] {
+            let tiles = tiles(m, n, k);
+            let cells: u64 = tiles.iter().map(|t| t.rows * t.cols).sum();
+            assert_eq!(cells, m * n, "{m}x{n}x{k}");
+            for t in &tiles {
+                assert!(t.i + t.rows <= m && t.j + t.cols <= n);
+                assert!(t.rows * t.cols * k.min(DEPTH) <= TILE_WORK.max(64 * 64 * k.min(DEPTH)), "{t:?}");
+            }
+        }
+        assert_eq!(tiles(512, 512, 512).len(), 2);
+    }
+}

@@ -1,0 +1,83 @@
+//! Which of the runtime's functions are bound to host kernels, and how each takes its
+//! arguments. The names are OpenBLAS's exported entry points, found in the module's name
+//! section; numpy calls the CBLAS ones, LAPACK and scipy's wrappers the Fortran ones.
+
+/// How a bound function takes its arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// `cblas_?gemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)`:
+    /// numbers by value (complex scalars by pointer).
+    Cblas,
+    /// `?gemm_(&transa, &transb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc)`:
+    /// everything by pointer.
+    Fortran,
+}
+
+/// The element type of a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Elem {
+    F32,
+    F64,
+    C32,
+    C64,
+}
+
+impl Elem {
+    /// Bytes of one element.
+    pub fn size(self) -> u64 {
+        match self {
+            Elem::F32 => 4,
+            Elem::F64 | Elem::C32 => 8,
+            Elem::C64 => 16,
+        }
+    }
+
+    /// Bytes of one real component: the alignment the host's kernels need.
+    pub fn align(self) -> u64 {
+        match self {
+            Elem::F32 | Elem::C32 => 4,
+            Elem::F64 | Elem::C64 => 8,
+        }
+    }
+
+    pub fn is_complex(self) -> bool {
+        matches!(self, Elem::C32 | Elem::C64)
+    }
+
+    /// BLAS's letter for it, as metrics and logs name a kernel.
+    pub fn label(self) -> &'static str {
+        match self {
+            Elem::F32 => "sgemm",
+            Elem::F64 => "dgemm",
+            Elem::C32 => "cgemm",
+            Elem::C64 => "zgemm",
+        }
+    }
+}
+
+/// One bound function.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    pub name: &'static str,
+    pub form: Form,
+    pub elem: Elem,
+}
+
+const fn entry(name: &'static str, form: Form, elem: Elem) -> Entry {
+    Entry { name, form, elem }
+}
+
+/// Every function bound, in the order their imports are added.
+pub const BOUND: &[Entry] = &[
+    entry("cblas_dgemm", Form::Cblas, Elem::F64),
+    entry("cblas_sgemm", Form::Cblas, Elem::F32),
+    entry("cblas_zgemm", Form::Cblas, Elem::C64),
+    entry("cblas_cgemm", Form::Cblas, Elem::C32),
+    entry("dgemm_", Form::Fortran, Elem::F64),
+    entry("sgemm_", Form::Fortran, Elem::F32),
+    entry("zgemm_", Form::Fortran, Elem::C64),
+    entry("cgemm_", Form::Fortran, Elem::C32),
+];
+
+/// The import module the host kernels are linked under.
+pub const MODULE: &str = "host_kernels";
