@@ -86,6 +86,7 @@ pub fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Product, Dec
     let raw = match entry.form {
         Form::Cblas => cblas(entry.elem, params, memory)?,
         Form::Fortran => fortran(entry.elem, params, memory)?,
+        Form::Packed => return Err(Decline::Invalid),
     };
     check(entry.elem, raw, memory.len() as u64)
 }

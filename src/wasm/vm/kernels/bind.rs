@@ -25,7 +25,7 @@ use super::table::{BOUND, Entry, MODULE};
 pub enum BindError {
     #[error("the runtime module could not be read: {0}")]
     Parse(#[from] wasmparser::BinaryReaderError),
-    #[error("the runtime's {0} returns a value; only functions that return nothing can be bound")]
+    #[error("the runtime's {0} returns something other than nothing or an i32; it cannot be bound")]
     Returns(&'static str),
     #[error("the runtime has no import section to add the host kernels to")]
     NoImports,
@@ -42,6 +42,8 @@ struct Slot {
     /// Its type (kept by the copy of its body).
     ty: u32,
     params: u32,
+    /// Whether it returns an `i32` (OpenBLAS's kernels return 0), which the host's "done" gives.
+    returns: bool,
     /// The type of its host import (appended to the type section).
     host_ty: u32,
     body: Range<usize>,
@@ -143,7 +145,7 @@ fn plan(wasm: &[u8]) -> Result<Plan, BindError> {
         let Some(Some((params, results))) = signatures.get(ty as usize) else {
             continue;
         };
-        if !results.is_empty() {
+        if !matches!(results.as_slice(), [] | [ValType::I32]) {
             return Err(BindError::Returns(entry.name));
         }
         let host = (params.clone(), vec![ValType::I32]);
@@ -159,6 +161,7 @@ fn plan(wasm: &[u8]) -> Result<Plan, BindError> {
             entry: *entry,
             ty,
             params: params.len() as u32,
+            returns: !results.is_empty(),
             host_ty: plan.types + at as u32,
             body: body.clone(),
         });
@@ -193,6 +196,9 @@ impl Binder<'_> {
         args(&mut f);
         f.instruction(&Instruction::Call(host));
         f.instruction(&Instruction::If(BlockType::Empty));
+        if slot.returns {
+            f.instruction(&Instruction::I32Const(0));
+        }
         f.instruction(&Instruction::Return);
         f.instruction(&Instruction::End);
         args(&mut f);

@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use wasmtime::{Caller, Extern, ExternType, Linker, Module, Val};
 
-use super::args::{self, Product};
+use super::args::{self, Decline, Product};
+use super::packed::{self, Packed};
 use super::pool;
 use super::product::{self, Base, Outcome};
-use super::table::{BOUND, Entry, MODULE};
+use super::table::{BOUND, Entry, Form, MODULE};
 use crate::wasm::vm::turn::DeadlineReached;
 
 /// The import's answers: the host computed the product, or the guest's own code must.
@@ -55,10 +56,10 @@ async fn call<T: Send>(
     let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
         return Ok(DECLINED);
     };
-    let Ok(product) = args::read(&entry, params, memory.data(&caller)) else {
+    let Ok(job) = Job::read(&entry, params, memory.data(&caller)) else {
         return Ok(DECLINED);
     };
-    if !charge(&mut caller, &product) {
+    if !charge(&mut caller, job.work()) {
         return Ok(DECLINED);
     }
     let until = deadline(caller.data());
@@ -68,10 +69,10 @@ async fn call<T: Send>(
     let base = Base(memory.data_ptr(&caller));
     let outcome = pool::run(pool, move |stop| {
         let stop = || stop.load(Ordering::Acquire) || Instant::now() >= until;
-        // SAFETY: `product` was checked against this memory just now; the guest waits in this
+        // SAFETY: `job` was checked against this memory just now; the guest waits in this
         // call (nothing else runs in its Store) until the job has finished or, if this call is
         // dropped, until it has stopped (`pool::Running`).
-        unsafe { product::compute(&product, base, &stop) }
+        unsafe { job.run(base, &stop) }
     })
     .await;
     match outcome {
@@ -90,12 +91,51 @@ async fn call<T: Send>(
 /// With fuel metering on, a product costs one unit per multiply-add (the guest's own kernel
 /// burns about three); one the fuel left cannot pay stays in the guest, which then runs out
 /// of fuel as it would have.
-fn charge<T>(caller: &mut Caller<'_, T>, product: &Product) -> bool {
+fn charge<T>(caller: &mut Caller<'_, T>, work: u64) -> bool {
     let Ok(left) = caller.get_fuel() else {
         return true;
     };
-    match left.checked_sub(product.work()) {
+    match left.checked_sub(work) {
         Some(rest) => caller.set_fuel(rest).is_ok(),
         None => false,
+    }
+}
+
+/// A checked call, of either kind.
+enum Job {
+    Product(Product),
+    Packed(Packed),
+}
+
+impl Job {
+    fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Job, Decline> {
+        match entry.form {
+            Form::Cblas | Form::Fortran => args::read(entry, params, memory).map(Job::Product),
+            Form::Packed => packed::read(entry.elem, params, memory).map(Job::Packed),
+        }
+    }
+
+    fn work(&self) -> u64 {
+        match self {
+            Job::Product(p) => p.work(),
+            Job::Packed(p) => p.work(),
+        }
+    }
+
+    /// # Safety
+    /// As [`product::compute`]: checked against the memory at `base`, untouched meanwhile.
+    unsafe fn run(&self, base: Base, stop: &(dyn Fn() -> bool + Sync)) -> Outcome {
+        match self {
+            // SAFETY: as the caller promises.
+            Job::Product(p) => unsafe { product::compute(p, base, stop) },
+            // One inner-kernel call is a block of the routine that makes it: small enough to
+            // run whole once started.
+            Job::Packed(p) if !stop() => {
+                // SAFETY: as the caller promises.
+                unsafe { packed::compute(p, base) };
+                Outcome::Done
+            }
+            Job::Packed(_) => Outcome::Stopped,
+        }
     }
 }

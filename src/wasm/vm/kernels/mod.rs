@@ -2,10 +2,11 @@
 //!
 //! The runtime's OpenBLAS runs its generic WebAssembly kernel on one thread, many times slower
 //! than the same product natively; numpy, scipy and scikit-learn spend their time there. So the
-//! module is bound ([`bind`]): each entry point of [`table::BOUND`] first offers its call to the
-//! host, which reads the arguments ([`args`]: every pointer and extent checked against the
-//! guest's memory), computes the product on the guest's own memory with a native kernel
-//! ([`product`]) on a pool of its own ([`pool`]), tile by tile within the turn's deadline, and
+//! module is bound ([`bind`]): each entry point of [`table::BOUND`] (BLAS's gemm, and the inner
+//! kernel every level-3 routine and LU ends in) first offers its call to the host, which reads
+//! the arguments ([`args`], [`packed`]: every pointer and extent checked against the guest's
+//! memory), computes the product on the guest's own memory with a native kernel ([`product`])
+//! on a pool of its own ([`pool`]), tile by tile within the turn's deadline, and
 //! answers "done"; anything it does not take (invalid, small, conjugated, overlapping) the
 //! guest's own code runs as before. Numbers in, numbers out: no new capability reaches the
 //! guest. `CODE_SANDBOX_HOST_KERNELS=0` leaves every product in the guest.
@@ -13,6 +14,7 @@
 mod args;
 mod bind;
 mod link;
+mod packed;
 mod pool;
 mod product;
 mod table;
@@ -22,4 +24,4 @@ pub use link::add_to_linker;
 pub use pool::{Setup, configure, threads};
 
 /// Names the binding in cache keys: bump it when [`table::BOUND`] or the trampoline changes.
-pub const VERSION: &str = "host-kernels-1";
+pub const VERSION: &str = "host-kernels-2";

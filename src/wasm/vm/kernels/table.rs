@@ -11,7 +11,15 @@ pub enum Form {
     /// `?gemm_(&transa, &transb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc)`:
     /// everything by pointer.
     Fortran,
+    /// OpenBLAS's inner kernel `?gemm_kernel(m, n, k, alpha, packed_a, packed_b, c, ldc)`,
+    /// which every level-3 routine (gemm, trsm, trmm, syrk, symm, LU's updates) ends in:
+    /// `c += alpha * a * b` on operands packed in panels of [`PANEL`] (see `packed`).
+    Packed,
 }
+
+/// Rows (columns) of a packed panel of a (b): the runtime's OpenBLAS is built for the generic
+/// target, whose kernels work on 2 x 2 blocks (its `?gemm_oncopy` packs both operands).
+pub const PANEL: u64 = 2;
 
 /// The element type of a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +85,8 @@ pub const BOUND: &[Entry] = &[
     entry("sgemm_", Form::Fortran, Elem::F32),
     entry("zgemm_", Form::Fortran, Elem::C64),
     entry("cgemm_", Form::Fortran, Elem::C32),
+    entry("dgemm_kernel", Form::Packed, Elem::F64),
+    entry("sgemm_kernel", Form::Packed, Elem::F32),
 ];
 
 /// The import module the host kernels are linked under.
