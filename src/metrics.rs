@@ -221,7 +221,7 @@ impl Metrics {
         );
         r.register(
             "host_kernel_products",
-            "Matrix products a sandbox's BLAS handed to the host's kernels (CODE_SANDBOX_HOST_KERNELS), by kernel",
+            "Matrix products a sandbox's BLAS handed to the host's kernels (CODE_SANDBOX_HOST_KERNELS), by bound function",
             m.host_kernels.clone(),
         );
         Metrics { registry, ..m }
@@ -268,7 +268,8 @@ pub fn store_sent(bytes: u64) {
     }
 }
 
-/// A host kernel computed a product for a sandbox; `kernel` is BLAS's name for it (`dgemm`).
+/// A host kernel computed a product for a sandbox; `kernel` is the bound function's name
+/// (`cblas_dgemm`, `dgemm_kernel`, ...: a fixed set).
 pub fn host_kernel(kernel: &'static str) {
     if let Some(m) = METRICS.get() {
         m.host_kernels.get_or_create(&vec![("kernel", kernel.to_string())]).inc();

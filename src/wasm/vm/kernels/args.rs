@@ -5,11 +5,7 @@
 
 use wasmtime::Val;
 
-use super::table::{Elem, Entry, Form};
-
-/// Products smaller than this many multiply-adds stay in the guest: the trip to the host
-/// costs more than it saves.
-pub const SMALLEST: u64 = 32 * 32 * 32;
+use super::table::{Elem, Entry, Form, SMALLEST};
 
 /// Why a call stays in the guest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,8 +53,51 @@ impl Matrix {
     }
 }
 
-/// `c := alpha * op_a(a) * op_b(b) + beta * c`, column-major, checked against memory. A
-/// scalar holds `[re, im]` (`im` is 0 for real types).
+/// Which cells of the result are the product's: all (gemm), or one triangle (syrk, whose
+/// other triangle BLAS leaves untouched).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    All,
+    /// Row <= column.
+    Upper,
+    /// Row >= column.
+    Lower,
+}
+
+/// How much of a tile a [`Part`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cover {
+    Nothing,
+    Whole,
+    Partly,
+}
+
+impl Part {
+    pub fn holds(self, row: u64, col: u64) -> bool {
+        match self {
+            Part::All => true,
+            Part::Upper => row <= col,
+            Part::Lower => row >= col,
+        }
+    }
+
+    pub fn covers(self, t: &super::product::Tile) -> Cover {
+        if self == Part::All {
+            return Cover::Whole;
+        }
+        let (last_row, last_col) = (t.i + t.rows - 1, t.j + t.cols - 1);
+        // A triangle holds a rectangle's two far corners both (all of it), neither (none of
+        // it), or one (part of it).
+        match [self.holds(t.i, last_col), self.holds(last_row, t.j)] {
+            [true, true] => Cover::Whole,
+            [false, false] => Cover::Nothing,
+            _ => Cover::Partly,
+        }
+    }
+}
+
+/// `c := alpha * op_a(a) * op_b(b) + beta * c` on `part` of `c`, column-major, checked against
+/// memory. A scalar holds `[re, im]` (`im` is 0 for real types).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Product {
     pub elem: Elem,
@@ -72,6 +111,7 @@ pub struct Product {
     pub a: Matrix,
     pub b: Matrix,
     pub c: Matrix,
+    pub part: Part,
 }
 
 impl Product {
@@ -86,6 +126,8 @@ pub fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Product, Dec
     let raw = match entry.form {
         Form::Cblas => cblas(entry.elem, params, memory)?,
         Form::Fortran => fortran(entry.elem, params, memory)?,
+        Form::CblasSyrk => cblas_syrk(entry.elem, params)?,
+        Form::FortranSyrk => fortran_syrk(entry.elem, params, memory)?,
         Form::Packed => return Err(Decline::Invalid),
     };
     check(entry.elem, raw, memory.len() as u64)
@@ -106,6 +148,7 @@ struct Raw {
     beta: [f64; 2],
     c: u32,
     ldc: i32,
+    part: Part,
 }
 
 fn int(v: &Val) -> Result<i32, Decline> {
@@ -149,6 +192,7 @@ fn cblas(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
         beta: scalar(&p[11])?,
         c: int(&p[12])? as u32,
         ldc: int(&p[13])?,
+        part: Part::All,
     };
     match int(&p[0])? {
         102 => Ok(raw),
@@ -177,12 +221,7 @@ fn fortran(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
         let at = at(i)? as usize;
         memory.get(at).copied().ok_or(Decline::Outside)
     };
-    let num = |i: usize| -> Result<i32, Decline> {
-        let at = at(i)? as usize;
-        let bytes = memory.get(at..at.checked_add(4).ok_or(Decline::Outside)?);
-        let bytes: [u8; 4] = bytes.ok_or(Decline::Outside)?.try_into().map_err(|_| Decline::Outside)?;
-        Ok(i32::from_le_bytes(bytes))
-    };
+    let num = |i: usize| load_i32(memory, at(i)?);
     Ok(Raw {
         ta: byte(0)?.to_ascii_uppercase(),
         tb: byte(1)?.to_ascii_uppercase(),
@@ -197,7 +236,74 @@ fn fortran(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
         beta: load_scalar(elem, memory, at(10)?)?,
         c: at(11)?,
         ldc: num(12)?,
+        part: Part::All,
     })
+}
+
+/// A syrk as the product it is: `c := alpha * a * a' + beta * c` (trans 'N', a is n x k) or
+/// `alpha * a' * a` ('T', a is k x n), on the `uplo` triangle of c.
+#[allow(clippy::too_many_arguments)]
+fn syrk(uplo: u8, trans: u8, n: i32, k: i32, alpha: [f64; 2], a: u32, lda: i32, beta: [f64; 2], c: u32, ldc: i32) -> Result<Raw, Decline> {
+    let part = match uplo {
+        b'U' => Part::Upper,
+        b'L' => Part::Lower,
+        _ => return Err(Decline::Invalid),
+    };
+    let (ta, tb) = match trans {
+        b'N' => (b'N', b'T'),
+        b'T' | b'C' => (b'T', b'N'),
+        _ => return Err(Decline::Invalid),
+    };
+    Ok(Raw { ta, tb, m: n, n, k, alpha, a, lda, b: a, ldb: lda, beta, c, ldc, part })
+}
+
+fn cblas_syrk(elem: Elem, p: &[Val]) -> Result<Raw, Decline> {
+    let [order, uplo, trans, n, k, alpha, a, lda, beta, c, ldc] = p else {
+        return Err(Decline::Invalid);
+    };
+    let scalar = |v: &Val| match (elem, v) {
+        (Elem::F32, Val::F32(bits)) => Ok([f64::from(f32::from_bits(*bits)), 0.0]),
+        (Elem::F64, Val::F64(bits)) => Ok([f64::from_bits(*bits), 0.0]),
+        _ => Err(Decline::Invalid),
+    };
+    // CBLAS: 121 upper, 122 lower; 111 plain, 112 and 113 transposed. Row-major is the
+    // column-major syrk of the other triangle with the other transpose.
+    let row = match int(order)? {
+        101 => true,
+        102 => false,
+        _ => return Err(Decline::Invalid),
+    };
+    let uplo = match (int(uplo)?, row) {
+        (121, false) | (122, true) => b'U',
+        (122, false) | (121, true) => b'L',
+        _ => return Err(Decline::Invalid),
+    };
+    let trans = match (int(trans)?, row) {
+        (111, false) | (112 | 113, true) => b'N',
+        (112 | 113, false) | (111, true) => b'T',
+        _ => return Err(Decline::Invalid),
+    };
+    let at = |v: &Val| int(v).map(|x| x as u32);
+    syrk(uplo, trans, int(n)?, int(k)?, scalar(alpha)?, at(a)?, int(lda)?, scalar(beta)?, at(c)?, int(ldc)?)
+}
+
+fn fortran_syrk(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
+    if p.len() != 10 {
+        return Err(Decline::Invalid);
+    }
+    let at = |i: usize| int(&p[i]).map(|v| v as u32);
+    let byte = |i: usize| -> Result<u8, Decline> { memory.get(at(i)? as usize).copied().ok_or(Decline::Outside) };
+    let num = |i: usize| load_i32(memory, at(i)?);
+    let (uplo, trans) = (byte(0)?.to_ascii_uppercase(), byte(1)?.to_ascii_uppercase());
+    let (alpha, beta) = (load_scalar(elem, memory, at(4)?)?, load_scalar(elem, memory, at(7)?)?);
+    syrk(uplo, trans, num(2)?, num(3)?, alpha, at(5)?, num(6)?, beta, at(8)?, num(9)?)
+}
+
+/// The `i32` at `at`.
+fn load_i32(memory: &[u8], at: u32) -> Result<i32, Decline> {
+    let at = at as usize;
+    let bytes = memory.get(at..at.saturating_add(4)).ok_or(Decline::Outside)?;
+    Ok(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
 }
 
 /// A scalar of type `elem` at `at`, as `[re, im]`.
@@ -252,7 +358,7 @@ fn check(elem: Elem, r: Raw, memory: u64) -> Result<Product, Decline> {
     let a = matrix(r.a, r.lda, stored(op_a, m, k))?;
     let b = matrix(r.b, r.ldb, stored(op_b, k, n))?;
     let c = matrix(r.c, r.ldc, (m, n))?;
-    let p = Product { elem, m, n, k, op_a, op_b, alpha: r.alpha, beta: r.beta, a, b, c };
+    let p = Product { elem, m, n, k, op_a, op_b, alpha: r.alpha, beta: r.beta, a, b, c, part: r.part };
     if p.work() < SMALLEST {
         return Err(Decline::Small);
     }

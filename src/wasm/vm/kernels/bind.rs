@@ -18,7 +18,7 @@ use wasmparser::{
     BinaryReader, CompositeInnerType, FunctionBody, KnownCustom, Name, Parser, Payload, TypeRef, ValType,
 };
 
-use super::table::{BOUND, Entry, MODULE};
+use super::table::{BOUND, Entry, MODULE, SMALLEST};
 
 /// What can stop a binding; the runtime is then used as it is, unbound.
 #[derive(Debug, thiserror::Error)]
@@ -193,6 +193,20 @@ impl Binder<'_> {
                 f.instruction(&Instruction::LocalGet(i));
             }
         };
+        let gated = slot.entry.form.sizes();
+        if let Some([m, n, k]) = gated {
+            // m * n * k >= SMALLEST, unsigned (a negative size passes, for the host to refuse).
+            for (i, size) in [m, n, k].into_iter().enumerate() {
+                f.instruction(&Instruction::LocalGet(size));
+                f.instruction(&Instruction::I64ExtendI32U);
+                if i > 0 {
+                    f.instruction(&Instruction::I64Mul);
+                }
+            }
+            f.instruction(&Instruction::I64Const(SMALLEST as i64));
+            f.instruction(&Instruction::I64GeU);
+            f.instruction(&Instruction::If(BlockType::Empty));
+        }
         args(&mut f);
         f.instruction(&Instruction::Call(host));
         f.instruction(&Instruction::If(BlockType::Empty));
@@ -201,6 +215,9 @@ impl Binder<'_> {
         }
         f.instruction(&Instruction::Return);
         f.instruction(&Instruction::End);
+        if gated.is_some() {
+            f.instruction(&Instruction::End);
+        }
         args(&mut f);
         f.instruction(&Instruction::Call(copy));
         f.instruction(&Instruction::End);

@@ -17,6 +17,11 @@ use crate::wasm::vm::turn::DeadlineReached;
 const DONE: i32 = 1;
 const DECLINED: i32 = 0;
 
+/// Products up to this many multiply-adds (a tenth of a millisecond or so) run on the thread
+/// that runs the guest, as the guest's own code would: handing them to the pool and back
+/// costs more than they take. Larger ones go to the pool.
+const INLINE_WORK: u64 = 1 << 22;
+
 /// Where the host functions find the running turn's deadline in the Store's data.
 pub type Project<T> = fn(&T) -> Instant;
 
@@ -56,9 +61,14 @@ async fn call<T: Send>(
     let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
         return Ok(DECLINED);
     };
-    let Ok(job) = Job::read(&entry, params, memory.data(&caller)) else {
-        return Ok(DECLINED);
+    let job = match Job::read(&entry, params, memory.data(&caller)) {
+        Ok(job) => job,
+        Err(why) => {
+            tracing::trace!("{}: left to the guest ({why:?})", entry.name);
+            return Ok(DECLINED);
+        }
     };
+    tracing::trace!("{}: {} multiply-adds on the host", entry.name, job.work());
     if !charge(&mut caller, job.work()) {
         return Ok(DECLINED);
     }
@@ -67,6 +77,11 @@ async fn call<T: Send>(
         return Err(DeadlineReached.into());
     }
     let base = Base(memory.data_ptr(&caller));
+    if job.work() <= INLINE_WORK {
+        // SAFETY: as below; this thread runs the guest, which waits for this call.
+        let outcome = unsafe { job.run(base, &|| Instant::now() >= until) };
+        return finish(entry, outcome);
+    }
     let outcome = pool::run(pool, move |stop| {
         let stop = || stop.load(Ordering::Acquire) || Instant::now() >= until;
         // SAFETY: `job` was checked against this memory just now; the guest waits in this
@@ -76,15 +91,21 @@ async fn call<T: Send>(
     })
     .await;
     match outcome {
-        Some(Outcome::Done) => {
-            crate::metrics::host_kernel(entry.elem.label());
-            Ok(DONE)
-        }
-        Some(Outcome::Stopped) => Err(DeadlineReached.into()),
+        Some(outcome) => finish(entry, outcome),
         None => wasmtime::bail!(
             "the host kernel for {} failed; set CODE_SANDBOX_HOST_KERNELS=0 to run the runtime's own, and report it",
             entry.name
         ),
+    }
+}
+
+fn finish(entry: Entry, outcome: Outcome) -> wasmtime::Result<i32> {
+    match outcome {
+        Outcome::Done => {
+            crate::metrics::host_kernel(entry.name);
+            Ok(DONE)
+        }
+        Outcome::Stopped => Err(DeadlineReached.into()),
     }
 }
 
@@ -110,7 +131,7 @@ enum Job {
 impl Job {
     fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Job, Decline> {
         match entry.form {
-            Form::Cblas | Form::Fortran => args::read(entry, params, memory).map(Job::Product),
+            Form::Cblas | Form::Fortran | Form::CblasSyrk | Form::FortranSyrk => args::read(entry, params, memory).map(Job::Product),
             Form::Packed => packed::read(entry.elem, params, memory).map(Job::Packed),
         }
     }

@@ -6,9 +6,9 @@
 
 use wasmtime::Val;
 
-use super::args::{Decline, Matrix, SMALLEST};
+use super::args::{Decline, Matrix};
 use super::product::Base;
-use super::table::{Elem, PANEL};
+use super::table::{Elem, PANEL, SMALLEST};
 
 /// A checked inner-kernel call.
 #[derive(Clone, Copy, Debug, PartialEq)]

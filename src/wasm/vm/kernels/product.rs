@@ -5,7 +5,7 @@
 use matrixmultiply::CGemmOption;
 use rayon::prelude::*;
 
-use super::args::{Matrix, Op, Product};
+use super::args::{Cover, Matrix, Op, Product};
 use super::table::Elem;
 
 /// Multiply-adds in one tile: a few milliseconds on one core, so a deadline is kept to about
@@ -69,18 +69,89 @@ pub unsafe fn compute(p: &Product, base: Base, stop: &(dyn Fn() -> bool + Sync))
         if stop() {
             return Err(());
         }
-        let mut from = 0;
-        while from < p.k {
-            let depth = DEPTH.min(p.k - from);
-            // SAFETY: as the caller promises; each tile writes only its own cells.
-            unsafe { pass(p, base, t, from, depth) };
-            from += depth;
+        // SAFETY: as the caller promises; each tile writes only its own cells.
+        match p.part.covers(t) {
+            Cover::Nothing => {}
+            Cover::Whole => unsafe { whole(p, base, t) },
+            Cover::Partly => unsafe { partly(p, base, t) },
         }
         Ok(())
     };
-    match tiles.par_iter().try_for_each(run) {
+    // One tile runs here: a small product may run on any thread, never reaching for a pool.
+    let ran = match tiles.as_slice() {
+        [one] => run(one),
+        many => many.par_iter().try_for_each(run),
+    };
+    match ran {
         Ok(()) => Outcome::Done,
         Err(()) => Outcome::Stopped,
+    }
+}
+
+/// Where a pass writes: an element's byte address is `at + (row * rs + col * cs) * size`.
+#[derive(Clone, Copy)]
+struct Dest {
+    at: *mut u8,
+    rs: isize,
+    cs: isize,
+}
+
+/// Tile `t` computed into the guest's result, pass by pass (the first scales by beta).
+unsafe fn whole(p: &Product, base: Base, t: &Tile) {
+    let size = p.elem.size() as isize;
+    let offset = (t.i as isize + t.j as isize * p.c.ld as isize) * size;
+    // SAFETY: inside the checked extent of c.
+    let dest = Dest { at: unsafe { base.0.add(p.c.at as usize).offset(offset) }, rs: 1, cs: p.c.ld as isize };
+    passes(p, base, t, dest, p.alpha, p.beta);
+}
+
+/// Tile `t` of a result of which only a triangle is the product's (syrk): computed whole into
+/// a buffer of the host's, then only the triangle's cells merged into the guest's result.
+unsafe fn partly(p: &Product, base: Base, t: &Tile) {
+    let (rows, cols) = (t.rows as usize, t.cols as usize);
+    // Complex-sized cells, so the buffer is aligned for every element type.
+    let mut tile = vec![[0f64; 2]; rows * cols];
+    let dest = Dest { at: tile.as_mut_ptr().cast(), rs: 1, cs: rows as isize };
+    passes(p, base, t, dest, p.alpha, [0.0, 0.0]);
+    let c = base.0.wrapping_add(p.c.at as usize);
+    for col in 0..cols {
+        for row in 0..rows {
+            let (i, j) = (t.i + row as u64, t.j + col as u64);
+            if !p.part.holds(i, j) {
+                continue;
+            }
+            let at = (i + j * p.c.ld) as usize;
+            // SAFETY: (i, j) is inside c's checked extent; the buffer holds rows x cols.
+            unsafe {
+                match p.elem {
+                    Elem::F64 => merge(c.cast::<f64>().add(at), tile.as_ptr().cast::<f64>().add(row + col * rows), p.beta[0]),
+                    Elem::F32 => merge(c.cast::<f32>().add(at), tile.as_ptr().cast::<f32>().add(row + col * rows), p.beta[0] as f32),
+                    // Only real triangles are bound (see `table::BOUND`).
+                    Elem::C32 | Elem::C64 => {}
+                }
+            }
+        }
+    }
+}
+
+/// `*c = product + beta * *c`; with beta 0 the old value is not read (BLAS: it may be NaN).
+unsafe fn merge<T: Copy + PartialEq + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(c: *mut T, product: *const T, beta: T) {
+    // SAFETY: as the caller promises.
+    unsafe {
+        let value = if beta == T::default() { *product } else { *product + beta * c.read_unaligned() };
+        c.write_unaligned(value);
+    }
+}
+
+/// All passes over `t`'s depth into `dest`: the first scales by `beta`, later ones add.
+fn passes(p: &Product, base: Base, t: &Tile, dest: Dest, alpha: [f64; 2], beta: [f64; 2]) {
+    let mut from = 0;
+    while from < p.k {
+        let depth = DEPTH.min(p.k - from);
+        let beta = if from == 0 { beta } else { [1.0, 0.0] };
+        // SAFETY: `compute`'s caller checked the operands; `dest` spans the tile.
+        unsafe { pass(p, base, t, from, depth, dest, alpha, beta) };
+        from += depth;
     }
 }
 
@@ -92,13 +163,12 @@ fn strides(x: &Matrix, op: Op) -> (isize, isize) {
     }
 }
 
-/// One pass of depth `depth` from `from` over tile `t`: the first pass scales by beta, later
-/// ones add.
-unsafe fn pass(p: &Product, base: Base, t: &Tile, from: u64, depth: u64) {
+/// One pass of depth `depth` from `from` over tile `t` into `dest`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn pass(p: &Product, base: Base, t: &Tile, from: u64, depth: u64, dest: Dest, alpha: [f64; 2], beta: [f64; 2]) {
     let size = p.elem.size() as isize;
     let (rsa, csa) = strides(&p.a, p.op_a);
     let (rsb, csb) = strides(&p.b, p.op_b);
-    let (rsc, csc) = (1, p.c.ld as isize);
     let at = |x: &Matrix, row: u64, rs: isize, col: u64, cs: isize| {
         let offset = (row as isize * rs + col as isize * cs) * size;
         // SAFETY: inside the checked extent of `x`.
@@ -106,8 +176,7 @@ unsafe fn pass(p: &Product, base: Base, t: &Tile, from: u64, depth: u64) {
     };
     let a = at(&p.a, t.i, rsa, from, csa);
     let b = at(&p.b, from, rsb, t.j, csb);
-    let c = at(&p.c, t.i, rsc, t.j, csc);
-    let beta = if from == 0 { p.beta } else { [1.0, 0.0] };
+    let (c, rsc, csc) = (dest.at, dest.rs, dest.cs);
     let (m, k, n) = (t.rows as usize, depth as usize, t.cols as usize);
     let std = CGemmOption::Standard;
     // SAFETY: the pointers and strides stay inside the checked extents; the result overlaps
@@ -115,17 +184,17 @@ unsafe fn pass(p: &Product, base: Base, t: &Tile, from: u64, depth: u64) {
     unsafe {
         match p.elem {
             Elem::F64 => matrixmultiply::dgemm(
-                m, k, n, p.alpha[0], a.cast(), rsa, csa, b.cast(), rsb, csb, beta[0], c.cast(), rsc, csc,
+                m, k, n, alpha[0], a.cast(), rsa, csa, b.cast(), rsb, csb, beta[0], c.cast(), rsc, csc,
             ),
             Elem::F32 => matrixmultiply::sgemm(
-                m, k, n, p.alpha[0] as f32, a.cast(), rsa, csa, b.cast(), rsb, csb, beta[0] as f32,
+                m, k, n, alpha[0] as f32, a.cast(), rsa, csa, b.cast(), rsb, csb, beta[0] as f32,
                 c.cast(), rsc, csc,
             ),
             Elem::C64 => matrixmultiply::zgemm(
-                std, std, m, k, n, p.alpha, a.cast(), rsa, csa, b.cast(), rsb, csb, beta, c.cast(), rsc, csc,
+                std, std, m, k, n, alpha, a.cast(), rsa, csa, b.cast(), rsb, csb, beta, c.cast(), rsc, csc,
             ),
             Elem::C32 => matrixmultiply::cgemm(
-                std, std, m, k, n, narrow(p.alpha), a.cast(), rsa, csa, b.cast(), rsb, csb, narrow(beta),
+                std, std, m, k, n, narrow(alpha), a.cast(), rsa, csa, b.cast(), rsb, csb, narrow(beta),
                 c.cast(), rsc, csc,
             ),
         }

@@ -11,6 +11,11 @@ pub enum Form {
     /// `?gemm_(&transa, &transb, &m, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc)`:
     /// everything by pointer.
     Fortran,
+    /// `cblas_?syrk(order, uplo, trans, n, k, alpha, a, lda, beta, c, ldc)`: a product of a
+    /// matrix with its own transpose, on one triangle of the result (numpy's `x.T @ x`).
+    CblasSyrk,
+    /// `?syrk_(&uplo, &trans, &n, &k, &alpha, a, &lda, &beta, c, &ldc)`.
+    FortranSyrk,
     /// OpenBLAS's inner kernel `?gemm_kernel(m, n, k, alpha, packed_a, packed_b, c, ldc)`,
     /// which every level-3 routine (gemm, trsm, trmm, syrk, symm, LU's updates) ends in:
     /// `c += alpha * a * b` on operands packed in panels of [`PANEL`] (see `packed`).
@@ -29,6 +34,24 @@ pub enum Elem {
     C32,
     C64,
 }
+
+impl Form {
+    /// Which parameters hold m, n and k by value, when they do: the bound function then asks
+    /// the host only for products of at least [`SMALLEST`] multiply-adds, in WebAssembly, so
+    /// the many small blocks of LAPACK's routines never pay for the trip.
+    pub fn sizes(self) -> Option<[u32; 3]> {
+        match self {
+            Form::Cblas => Some([3, 4, 5]),
+            Form::CblasSyrk => Some([3, 3, 4]),
+            Form::Packed => Some([0, 1, 2]),
+            Form::Fortran | Form::FortranSyrk => None,
+        }
+    }
+}
+
+/// Products smaller than this many multiply-adds stay in the guest: the trip to the host
+/// costs more than it saves.
+pub const SMALLEST: u64 = 32 * 32 * 32;
 
 impl Elem {
     /// Bytes of one element.
@@ -50,16 +73,6 @@ impl Elem {
 
     pub fn is_complex(self) -> bool {
         matches!(self, Elem::C32 | Elem::C64)
-    }
-
-    /// BLAS's letter for it, as metrics and logs name a kernel.
-    pub fn label(self) -> &'static str {
-        match self {
-            Elem::F32 => "sgemm",
-            Elem::F64 => "dgemm",
-            Elem::C32 => "cgemm",
-            Elem::C64 => "zgemm",
-        }
     }
 }
 
@@ -85,6 +98,10 @@ pub const BOUND: &[Entry] = &[
     entry("sgemm_", Form::Fortran, Elem::F32),
     entry("zgemm_", Form::Fortran, Elem::C64),
     entry("cgemm_", Form::Fortran, Elem::C32),
+    entry("cblas_dsyrk", Form::CblasSyrk, Elem::F64),
+    entry("cblas_ssyrk", Form::CblasSyrk, Elem::F32),
+    entry("dsyrk_", Form::FortranSyrk, Elem::F64),
+    entry("ssyrk_", Form::FortranSyrk, Elem::F32),
     entry("dgemm_kernel", Form::Packed, Elem::F64),
     entry("sgemm_kernel", Form::Packed, Elem::F32),
 ];
