@@ -272,7 +272,9 @@ pub fn store_sent(bytes: u64) {
 /// (`cblas_dgemm`, `dgemm_kernel`, ...: a fixed set).
 pub fn host_kernel(kernel: &'static str) {
     if let Some(m) = METRICS.get() {
-        m.host_kernels.get_or_create(&vec![("kernel", kernel.to_string())]).inc();
+        m.host_kernels
+            .get_or_create(&vec![("kernel", kernel.to_string())])
+            .inc();
     }
 }
 

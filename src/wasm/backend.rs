@@ -417,8 +417,12 @@ fn kernels_from(settings: &Settings) {
     vm::configure_kernels(setup);
     if setup.enabled {
         let threads = vm::kernel_threads(setup);
-        tracing::info!("matrix products run on host kernels ({threads} thread(s); CODE_SANDBOX_HOST_KERNELS=0 keeps them in WebAssembly)");
+        tracing::info!(
+            "matrix products run on host kernels ({threads} thread(s); CODE_SANDBOX_HOST_KERNELS=0 keeps them in WebAssembly)"
+        );
     } else {
-        tracing::info!("host kernels are off (CODE_SANDBOX_HOST_KERNELS=0): matrix products run in WebAssembly");
+        tracing::info!(
+            "host kernels are off (CODE_SANDBOX_HOST_KERNELS=0): matrix products run in WebAssembly"
+        );
     }
 }

@@ -22,6 +22,7 @@ mod docs;
 mod e2b;
 mod figures;
 mod first_start;
+mod host_kernels;
 mod host_safety;
 mod index;
 mod isolation;

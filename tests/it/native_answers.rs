@@ -81,31 +81,32 @@ fn documented_differences() -> BTreeSet<String> {
         .collect()
 }
 
-/// The corpus's answers in native CPython (the pinned venv of tests/native).
-fn native_answers(dir: &Path) -> Value {
+/// What `script` (in tests/native) prints, run by native CPython (the pinned venv there) with
+/// one BLAS thread.
+pub fn native_answers(dir: &Path, script: &str) -> Value {
     let venv = xtask::pyvenv::ensure(dir, &|m| crate::common::progress(m)).unwrap_or_else(|e| panic!("{e}"));
     let out = std::process::Command::new(xtask::pyvenv::tool(&venv, "python"))
-        .arg(dir.join("corpus.py"))
+        .env("OPENBLAS_NUM_THREADS", "1")
+        .arg(dir.join(script))
         .output()
         .expect("run native CPython");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).expect("the corpus prints JSON")
 }
 
-/// The corpus's answers in a sandbox: the same file, written there and run.
-async fn sandbox_answers(s: &Server, corpus: &str) -> Value {
+/// What module `name`'s `run()` gives in a sandbox: the file (`source`) written there as
+/// `name.py`, imported and run.
+pub async fn sandbox_answers(s: &Server, name: &str, source: &str) -> Value {
     let id = s.create().await;
     s.ok(
         "write_file",
-        json!({"sandbox_id": id, "file_path": "corpus.py", "content": corpus}),
+        json!({"sandbox_id": id, "file_path": format!("{name}.py"), "content": source}),
     )
     .await;
-    let v = run(
-        s,
-        &id,
-        "import sys, json\nsys.path.insert(0, '/home/user')\nimport corpus\nopen('answers.json', 'w').write(json.dumps(corpus.run(), sort_keys=True))",
-    )
-    .await;
+    let code = format!(
+        "import sys, json\nsys.path.insert(0, '/home/user')\nimport {name}\nopen('answers.json', 'w').write(json.dumps({name}.run(), sort_keys=True))"
+    );
+    let v = run(s, &id, &code).await;
     assert!(v["error"].is_null(), "the corpus failed in the sandbox: {v}");
     let mut text = String::new();
     let mut offset = 0;
@@ -129,9 +130,9 @@ async fn sandbox_answers(s: &Server, corpus: &str) -> Value {
 async fn a_corpus_of_integer_heavy_code_gives_native_answers() {
     let dir = repo_root().join("tests/native");
     let corpus = std::fs::read_to_string(dir.join("corpus.py")).expect("tests/native/corpus.py");
-    let native = native_answers(&dir);
+    let native = native_answers(&dir, "corpus.py");
     let s = Server::start().await;
-    let ours = sandbox_answers(&s, &corpus).await;
+    let ours = sandbox_answers(&s, "corpus", &corpus).await;
     s.stop().await;
     let (native, ours) = (&native["answers"], &ours["answers"]);
     let names: BTreeSet<&String> = native.as_object().expect("answers").keys().collect();

@@ -243,7 +243,18 @@ fn fortran(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
 /// A syrk as the product it is: `c := alpha * a * a' + beta * c` (trans 'N', a is n x k) or
 /// `alpha * a' * a` ('T', a is k x n), on the `uplo` triangle of c.
 #[allow(clippy::too_many_arguments)]
-fn syrk(uplo: u8, trans: u8, n: i32, k: i32, alpha: [f64; 2], a: u32, lda: i32, beta: [f64; 2], c: u32, ldc: i32) -> Result<Raw, Decline> {
+fn syrk(
+    uplo: u8,
+    trans: u8,
+    n: i32,
+    k: i32,
+    alpha: [f64; 2],
+    a: u32,
+    lda: i32,
+    beta: [f64; 2],
+    c: u32,
+    ldc: i32,
+) -> Result<Raw, Decline> {
     let part = match uplo {
         b'U' => Part::Upper,
         b'L' => Part::Lower,
@@ -254,7 +265,22 @@ fn syrk(uplo: u8, trans: u8, n: i32, k: i32, alpha: [f64; 2], a: u32, lda: i32, 
         b'T' | b'C' => (b'T', b'N'),
         _ => return Err(Decline::Invalid),
     };
-    Ok(Raw { ta, tb, m: n, n, k, alpha, a, lda, b: a, ldb: lda, beta, c, ldc, part })
+    Ok(Raw {
+        ta,
+        tb,
+        m: n,
+        n,
+        k,
+        alpha,
+        a,
+        lda,
+        b: a,
+        ldb: lda,
+        beta,
+        c,
+        ldc,
+        part,
+    })
 }
 
 fn cblas_syrk(elem: Elem, p: &[Val]) -> Result<Raw, Decline> {
@@ -284,7 +310,18 @@ fn cblas_syrk(elem: Elem, p: &[Val]) -> Result<Raw, Decline> {
         _ => return Err(Decline::Invalid),
     };
     let at = |v: &Val| int(v).map(|x| x as u32);
-    syrk(uplo, trans, int(n)?, int(k)?, scalar(alpha)?, at(a)?, int(lda)?, scalar(beta)?, at(c)?, int(ldc)?)
+    syrk(
+        uplo,
+        trans,
+        int(n)?,
+        int(k)?,
+        scalar(alpha)?,
+        at(a)?,
+        int(lda)?,
+        scalar(beta)?,
+        at(c)?,
+        int(ldc)?,
+    )
 }
 
 fn fortran_syrk(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
@@ -292,11 +329,26 @@ fn fortran_syrk(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
         return Err(Decline::Invalid);
     }
     let at = |i: usize| int(&p[i]).map(|v| v as u32);
-    let byte = |i: usize| -> Result<u8, Decline> { memory.get(at(i)? as usize).copied().ok_or(Decline::Outside) };
+    let byte =
+        |i: usize| -> Result<u8, Decline> { memory.get(at(i)? as usize).copied().ok_or(Decline::Outside) };
     let num = |i: usize| load_i32(memory, at(i)?);
     let (uplo, trans) = (byte(0)?.to_ascii_uppercase(), byte(1)?.to_ascii_uppercase());
-    let (alpha, beta) = (load_scalar(elem, memory, at(4)?)?, load_scalar(elem, memory, at(7)?)?);
-    syrk(uplo, trans, num(2)?, num(3)?, alpha, at(5)?, num(6)?, beta, at(8)?, num(9)?)
+    let (alpha, beta) = (
+        load_scalar(elem, memory, at(4)?)?,
+        load_scalar(elem, memory, at(7)?)?,
+    );
+    syrk(
+        uplo,
+        trans,
+        num(2)?,
+        num(3)?,
+        alpha,
+        at(5)?,
+        num(6)?,
+        beta,
+        at(8)?,
+        num(9)?,
+    )
 }
 
 /// The `i32` at `at`.
@@ -312,7 +364,14 @@ fn load_scalar(elem: Elem, memory: &[u8], at: u32) -> Result<[f64; 2], Decline> 
     let bytes = memory
         .get(at..at.saturating_add(elem.size() as usize))
         .ok_or(Decline::Outside)?;
-    let f32_at = |i: usize| f64::from(f32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]));
+    let f32_at = |i: usize| {
+        f64::from(f32::from_le_bytes([
+            bytes[i],
+            bytes[i + 1],
+            bytes[i + 2],
+            bytes[i + 3],
+        ]))
+    };
     let f64_at = |i: usize| {
         let mut b = [0u8; 8];
         b.copy_from_slice(&bytes[i..i + 8]);
@@ -345,7 +404,10 @@ fn stored(op: Op, rows: u64, cols: u64) -> (u64, u64) {
 }
 
 fn check(elem: Elem, r: Raw, memory: u64) -> Result<Product, Decline> {
-    let (op_a, op_b) = (operation(r.ta, elem.is_complex())?, operation(r.tb, elem.is_complex())?);
+    let (op_a, op_b) = (
+        operation(r.ta, elem.is_complex())?,
+        operation(r.tb, elem.is_complex())?,
+    );
     let size = |v: i32| u64::try_from(v).map_err(|_| Decline::Invalid);
     let (m, n, k) = (size(r.m)?, size(r.n)?, size(r.k)?);
     let matrix = |at: u32, ld: i32, (rows, cols): (u64, u64)| -> Result<Matrix, Decline> {
@@ -353,12 +415,30 @@ fn check(elem: Elem, r: Raw, memory: u64) -> Result<Product, Decline> {
         if ld < rows.max(1) {
             return Err(Decline::Invalid);
         }
-        Ok(Matrix { at: u64::from(at), ld, rows, cols })
+        Ok(Matrix {
+            at: u64::from(at),
+            ld,
+            rows,
+            cols,
+        })
     };
     let a = matrix(r.a, r.lda, stored(op_a, m, k))?;
     let b = matrix(r.b, r.ldb, stored(op_b, k, n))?;
     let c = matrix(r.c, r.ldc, (m, n))?;
-    let p = Product { elem, m, n, k, op_a, op_b, alpha: r.alpha, beta: r.beta, a, b, c, part: r.part };
+    let p = Product {
+        elem,
+        m,
+        n,
+        k,
+        op_a,
+        op_b,
+        alpha: r.alpha,
+        beta: r.beta,
+        a,
+        b,
+        c,
+        part: r.part,
+    };
     if p.work() < SMALLEST {
         return Err(Decline::Small);
     }

@@ -13,7 +13,9 @@ use std::convert::Infallible;
 use std::ops::Range;
 
 use wasm_encoder::reencode::{Error as ReencodeError, Reencode, utils};
-use wasm_encoder::{BlockType, CodeSection, EntityType, Function, FunctionSection, ImportSection, Instruction, TypeSection};
+use wasm_encoder::{
+    BlockType, CodeSection, EntityType, Function, FunctionSection, ImportSection, Instruction, TypeSection,
+};
 use wasmparser::{
     BinaryReader, CompositeInnerType, FunctionBody, KnownCustom, Name, Parser, Payload, TypeRef, ValType,
 };
@@ -72,7 +74,11 @@ pub fn bind(wasm: &[u8]) -> Result<Vec<u8>, BindError> {
         return Err(BindError::NoImports);
     }
     let mut module = wasm_encoder::Module::new();
-    let mut binder = Binder { plan: &plan, wasm, next: 0 };
+    let mut binder = Binder {
+        plan: &plan,
+        wasm,
+        next: 0,
+    };
     binder
         .parse_core_module(&mut module, Parser::new(0), wasm)
         .map_err(|e| BindError::Encode(format!("{e:?}")))?;
@@ -138,7 +144,10 @@ fn plan(wasm: &[u8]) -> Result<Plan, BindError> {
         let Some(Some(func)) = names.get(entry.name).copied() else {
             continue;
         };
-        let Some(body) = func.checked_sub(plan.imported).and_then(|d| bodies.get(d as usize)) else {
+        let Some(body) = func
+            .checked_sub(plan.imported)
+            .and_then(|d| bodies.get(d as usize))
+        else {
             continue;
         };
         let ty = func_types[func as usize];
@@ -229,7 +238,11 @@ impl Reencode for Binder<'_> {
     type Error = Infallible;
 
     fn function_index(&mut self, func: u32) -> Result<u32, Failed> {
-        Ok(if func < self.plan.imported { func } else { func + self.added() })
+        Ok(if func < self.plan.imported {
+            func
+        } else {
+            func + self.added()
+        })
     }
 
     fn parse_type_section(
@@ -239,8 +252,14 @@ impl Reencode for Binder<'_> {
     ) -> Result<(), Failed> {
         utils::parse_type_section(self, types, section)?;
         for (params, results) in &self.plan.new_types {
-            let params: Vec<_> = params.iter().map(|t| self.val_type(*t)).collect::<Result<_, _>>()?;
-            let results: Vec<_> = results.iter().map(|t| self.val_type(*t)).collect::<Result<_, _>>()?;
+            let params: Vec<_> = params
+                .iter()
+                .map(|t| self.val_type(*t))
+                .collect::<Result<_, _>>()?;
+            let results: Vec<_> = results
+                .iter()
+                .map(|t| self.val_type(*t))
+                .collect::<Result<_, _>>()?;
             types.ty().function(params, results);
         }
         Ok(())

@@ -34,10 +34,16 @@ pub fn add_to_linker<T: Send + 'static>(
 ) -> wasmtime::Result<()> {
     for import in module.imports().filter(|i| i.module() == MODULE) {
         let Some(entry) = BOUND.iter().find(|e| e.name == import.name()).copied() else {
-            wasmtime::bail!("the runtime imports {MODULE}.{}, which this server does not have", import.name());
+            wasmtime::bail!(
+                "the runtime imports {MODULE}.{}, which this server does not have",
+                import.name()
+            );
         };
         let ExternType::Func(ty) = import.ty() else {
-            wasmtime::bail!("the runtime imports {MODULE}.{} as something other than a function", entry.name);
+            wasmtime::bail!(
+                "the runtime imports {MODULE}.{} as something other than a function",
+                entry.name
+            );
         };
         linker.func_new_async(MODULE, entry.name, ty, move |caller, params, results| {
             Box::new(async move {
@@ -131,7 +137,9 @@ enum Job {
 impl Job {
     fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Job, Decline> {
         match entry.form {
-            Form::Cblas | Form::Fortran | Form::CblasSyrk | Form::FortranSyrk => args::read(entry, params, memory).map(Job::Product),
+            Form::Cblas | Form::Fortran | Form::CblasSyrk | Form::FortranSyrk => {
+                args::read(entry, params, memory).map(Job::Product)
+            }
             Form::Packed => packed::read(entry.elem, params, memory).map(Job::Packed),
         }
     }

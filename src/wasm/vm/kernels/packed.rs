@@ -55,7 +55,12 @@ pub fn read(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Packed, Decline> {
         alpha,
         sa: u64::from(int(sa)? as u32),
         sb: u64::from(int(sb)? as u32),
-        c: Matrix { at: u64::from(int(c)? as u32), ld, rows: m, cols: n },
+        c: Matrix {
+            at: u64::from(int(c)? as u32),
+            ld,
+            rows: m,
+            cols: n,
+        },
     };
     if call.work() < SMALLEST {
         return Err(Decline::Small);
@@ -134,13 +139,43 @@ pub unsafe fn compute(call: &Packed, base: Base) {
             Elem::F64 => {
                 let a: Vec<f64> = unpack(base, call.sa, call.m, call.k, true);
                 let b: Vec<f64> = unpack(base, call.sb, call.n, call.k, false);
-                matrixmultiply::dgemm(m, k, n, call.alpha, a.as_ptr(), 1, m as isize, b.as_ptr(), 1, k as isize, 1.0, c.cast(), rsc, csc);
+                matrixmultiply::dgemm(
+                    m,
+                    k,
+                    n,
+                    call.alpha,
+                    a.as_ptr(),
+                    1,
+                    m as isize,
+                    b.as_ptr(),
+                    1,
+                    k as isize,
+                    1.0,
+                    c.cast(),
+                    rsc,
+                    csc,
+                );
             }
             Elem::F32 => {
                 let a: Vec<f32> = unpack(base, call.sa, call.m, call.k, true);
                 let b: Vec<f32> = unpack(base, call.sb, call.n, call.k, false);
                 let alpha = call.alpha as f32;
-                matrixmultiply::sgemm(m, k, n, alpha, a.as_ptr(), 1, m as isize, b.as_ptr(), 1, k as isize, 1.0, c.cast(), rsc, csc);
+                matrixmultiply::sgemm(
+                    m,
+                    k,
+                    n,
+                    alpha,
+                    a.as_ptr(),
+                    1,
+                    m as isize,
+                    b.as_ptr(),
+                    1,
+                    k as isize,
+                    1.0,
+                    c.cast(),
+                    rsc,
+                    csc,
+                );
             }
             // Only the real kernels are bound (see `table::BOUND`).
             Elem::C32 | Elem::C64 => {}
@@ -162,7 +197,14 @@ mod tests {
             assert_eq!(seen, (0..count * k).collect::<Vec<_>>(), "{count} x {k}");
         }
         // Rows 0 and 1 interleave; the odd last row follows whole.
-        assert_eq!([packed_at(0, 0, 3, 2), packed_at(1, 0, 3, 2), packed_at(0, 1, 3, 2)], [0, 1, 2]);
+        assert_eq!(
+            [
+                packed_at(0, 0, 3, 2),
+                packed_at(1, 0, 3, 2),
+                packed_at(0, 1, 3, 2)
+            ],
+            [0, 1, 2]
+        );
         assert_eq!([packed_at(2, 0, 3, 2), packed_at(2, 1, 3, 2)], [4, 5]);
     }
 
@@ -185,8 +227,19 @@ mod tests {
         let ld = 7;
         memory[128..128 + (ld * n) as usize].fill(1.0);
         let call = Packed {
-            elem: Elem::F64, m, n, k, alpha: 2.0, sa: 0, sb: 64 * 8,
-            c: Matrix { at: 128 * 8, ld, rows: m, cols: n },
+            elem: Elem::F64,
+            m,
+            n,
+            k,
+            alpha: 2.0,
+            sa: 0,
+            sb: 64 * 8,
+            c: Matrix {
+                at: 128 * 8,
+                ld,
+                rows: m,
+                cols: n,
+            },
         };
         let base = Base(memory.as_mut_ptr().cast());
         // SAFETY: every span lies inside `memory`.

@@ -15,7 +15,10 @@ pub struct Setup {
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { enabled: true, threads: 0 }
+        Setup {
+            enabled: true,
+            threads: 0,
+        }
     }
 }
 
@@ -114,7 +117,10 @@ where
     });
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (tx, rx) = tokio::sync::oneshot::channel();
-    let running = Running { progress: progress.clone(), stop: stop.clone() };
+    let running = Running {
+        progress: progress.clone(),
+        stop: stop.clone(),
+    };
     pool.spawn(move || {
         if progress
             .state
@@ -143,14 +149,20 @@ mod tests {
     use std::time::Duration;
 
     fn pool() -> rayon::ThreadPool {
-        rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a pool")
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("a pool")
     }
 
     #[tokio::test]
     async fn a_job_answers_and_a_panicking_one_is_none() {
         let pool = pool();
         assert_eq!(run(&pool, |_| 7).await, Some(7));
-        assert_eq!(run(&pool, |_: &AtomicBool| -> u8 { panic!("kernel bug") }).await, None);
+        assert_eq!(
+            run(&pool, |_: &AtomicBool| -> u8 { panic!("kernel bug") }).await,
+            None
+        );
         assert_eq!(run(&pool, |_| 8).await, Some(8), "the pool survives a panic");
     }
 
@@ -167,6 +179,9 @@ mod tests {
             seen.store(true, Ordering::Release);
         });
         let _ = tokio::time::timeout(Duration::from_millis(30), call).await;
-        assert!(touched.load(Ordering::Acquire), "the drop returned before the job stopped");
+        assert!(
+            touched.load(Ordering::Acquire),
+            "the drop returned before the job stopped"
+        );
     }
 }

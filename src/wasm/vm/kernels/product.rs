@@ -44,7 +44,12 @@ pub fn tiles(m: u64, n: u64, k: u64) -> Vec<Tile> {
     let mut out = Vec::new();
     for j in (0..n).step_by(cols.max(1) as usize) {
         for i in (0..m).step_by(rows.max(1) as usize) {
-            out.push(Tile { i, j, rows: rows.min(m - i), cols: cols.min(n - j) });
+            out.push(Tile {
+                i,
+                j,
+                rows: rows.min(m - i),
+                cols: cols.min(n - j),
+            });
         }
     }
     out
@@ -101,7 +106,11 @@ unsafe fn whole(p: &Product, base: Base, t: &Tile) {
     let size = p.elem.size() as isize;
     let offset = (t.i as isize + t.j as isize * p.c.ld as isize) * size;
     // SAFETY: inside the checked extent of c.
-    let dest = Dest { at: unsafe { base.0.add(p.c.at as usize).offset(offset) }, rs: 1, cs: p.c.ld as isize };
+    let dest = Dest {
+        at: unsafe { base.0.add(p.c.at as usize).offset(offset) },
+        rs: 1,
+        cs: p.c.ld as isize,
+    };
     passes(p, base, t, dest, p.alpha, p.beta);
 }
 
@@ -111,7 +120,11 @@ unsafe fn partly(p: &Product, base: Base, t: &Tile) {
     let (rows, cols) = (t.rows as usize, t.cols as usize);
     // Complex-sized cells, so the buffer is aligned for every element type.
     let mut tile = vec![[0f64; 2]; rows * cols];
-    let dest = Dest { at: tile.as_mut_ptr().cast(), rs: 1, cs: rows as isize };
+    let dest = Dest {
+        at: tile.as_mut_ptr().cast(),
+        rs: 1,
+        cs: rows as isize,
+    };
     passes(p, base, t, dest, p.alpha, [0.0, 0.0]);
     let c = base.0.wrapping_add(p.c.at as usize);
     for col in 0..cols {
@@ -124,8 +137,16 @@ unsafe fn partly(p: &Product, base: Base, t: &Tile) {
             // SAFETY: (i, j) is inside c's checked extent; the buffer holds rows x cols.
             unsafe {
                 match p.elem {
-                    Elem::F64 => merge(c.cast::<f64>().add(at), tile.as_ptr().cast::<f64>().add(row + col * rows), p.beta[0]),
-                    Elem::F32 => merge(c.cast::<f32>().add(at), tile.as_ptr().cast::<f32>().add(row + col * rows), p.beta[0] as f32),
+                    Elem::F64 => merge(
+                        c.cast::<f64>().add(at),
+                        tile.as_ptr().cast::<f64>().add(row + col * rows),
+                        p.beta[0],
+                    ),
+                    Elem::F32 => merge(
+                        c.cast::<f32>().add(at),
+                        tile.as_ptr().cast::<f32>().add(row + col * rows),
+                        p.beta[0] as f32,
+                    ),
                     // Only real triangles are bound (see `table::BOUND`).
                     Elem::C32 | Elem::C64 => {}
                 }
@@ -135,10 +156,18 @@ unsafe fn partly(p: &Product, base: Base, t: &Tile) {
 }
 
 /// `*c = product + beta * *c`; with beta 0 the old value is not read (BLAS: it may be NaN).
-unsafe fn merge<T: Copy + PartialEq + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(c: *mut T, product: *const T, beta: T) {
+unsafe fn merge<T: Copy + PartialEq + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
+    c: *mut T,
+    product: *const T,
+    beta: T,
+) {
     // SAFETY: as the caller promises.
     unsafe {
-        let value = if beta == T::default() { *product } else { *product + beta * c.read_unaligned() };
+        let value = if beta == T::default() {
+            *product
+        } else {
+            *product + beta * c.read_unaligned()
+        };
         c.write_unaligned(value);
     }
 }
@@ -165,7 +194,16 @@ fn strides(x: &Matrix, op: Op) -> (isize, isize) {
 
 /// One pass of depth `depth` from `from` over tile `t` into `dest`.
 #[allow(clippy::too_many_arguments)]
-unsafe fn pass(p: &Product, base: Base, t: &Tile, from: u64, depth: u64, dest: Dest, alpha: [f64; 2], beta: [f64; 2]) {
+unsafe fn pass(
+    p: &Product,
+    base: Base,
+    t: &Tile,
+    from: u64,
+    depth: u64,
+    dest: Dest,
+    alpha: [f64; 2],
+    beta: [f64; 2],
+) {
     let size = p.elem.size() as isize;
     let (rsa, csa) = strides(&p.a, p.op_a);
     let (rsb, csb) = strides(&p.b, p.op_b);
@@ -184,18 +222,72 @@ unsafe fn pass(p: &Product, base: Base, t: &Tile, from: u64, depth: u64, dest: D
     unsafe {
         match p.elem {
             Elem::F64 => matrixmultiply::dgemm(
-                m, k, n, alpha[0], a.cast(), rsa, csa, b.cast(), rsb, csb, beta[0], c.cast(), rsc, csc,
+                m,
+                k,
+                n,
+                alpha[0],
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                beta[0],
+                c.cast(),
+                rsc,
+                csc,
             ),
             Elem::F32 => matrixmultiply::sgemm(
-                m, k, n, alpha[0] as f32, a.cast(), rsa, csa, b.cast(), rsb, csb, beta[0] as f32,
-                c.cast(), rsc, csc,
+                m,
+                k,
+                n,
+                alpha[0] as f32,
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                beta[0] as f32,
+                c.cast(),
+                rsc,
+                csc,
             ),
             Elem::C64 => matrixmultiply::zgemm(
-                std, std, m, k, n, alpha, a.cast(), rsa, csa, b.cast(), rsb, csb, beta, c.cast(), rsc, csc,
+                std,
+                std,
+                m,
+                k,
+                n,
+                alpha,
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                beta,
+                c.cast(),
+                rsc,
+                csc,
             ),
             Elem::C32 => matrixmultiply::cgemm(
-                std, std, m, k, n, narrow(alpha), a.cast(), rsa, csa, b.cast(), rsb, csb, narrow(beta),
-                c.cast(), rsc, csc,
+                std,
+                std,
+                m,
+                k,
+                n,
+                narrow(alpha),
+                a.cast(),
+                rsa,
+                csa,
+                b.cast(),
+                rsb,
+                csb,
+                narrow(beta),
+                c.cast(),
+                rsc,
+                csc,
             ),
         }
     }
@@ -211,13 +303,22 @@ mod tests {
 
     #[test]
     fn tiles_cover_the_result_once_and_stay_near_the_tile_work() {
-        for (m, n, k) in [(512, 512, 512), (20000, 20000, 20000), (50, 50, 100_000), (1, 9000, 7), (3000, 5, 3000)] {
+        for (m, n, k) in [
+            (512, 512, 512),
+            (20000, 20000, 20000),
+            (50, 50, 100_000),
+            (1, 9000, 7),
+            (3000, 5, 3000),
+        ] {
             let tiles = tiles(m, n, k);
             let cells: u64 = tiles.iter().map(|t| t.rows * t.cols).sum();
             assert_eq!(cells, m * n, "{m}x{n}x{k}");
             for t in &tiles {
                 assert!(t.i + t.rows <= m && t.j + t.cols <= n);
-                assert!(t.rows * t.cols * k.min(DEPTH) <= TILE_WORK.max(64 * 64 * k.min(DEPTH)), "{t:?}");
+                assert!(
+                    t.rows * t.cols * k.min(DEPTH) <= TILE_WORK.max(64 * 64 * k.min(DEPTH)),
+                    "{t:?}"
+                );
             }
         }
         assert_eq!(tiles(512, 512, 512).len(), 2);

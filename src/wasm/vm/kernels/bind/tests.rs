@@ -27,18 +27,45 @@ fn module() -> Vec<u8> {
         functions.function(t);
     }
     let mut tables = TableSection::new();
-    tables.table(TableType { element_type: RefType::FUNCREF, minimum: 1, maximum: Some(1), table64: false, shared: false });
+    tables.table(TableType {
+        element_type: RefType::FUNCREF,
+        minimum: 1,
+        maximum: Some(1),
+        table64: false,
+        shared: false,
+    });
     let mut memories = MemorySection::new();
-    memories.memory(MemoryType { minimum: 1, maximum: None, memory64: false, shared: false, page_size_log2: None });
+    memories.memory(MemoryType {
+        minimum: 1,
+        maximum: None,
+        memory64: false,
+        shared: false,
+        page_size_log2: None,
+    });
     let mut exports = ExportSection::new();
     exports.export("memory", ExportKind::Memory, 0);
     exports.export("caller", ExportKind::Func, 2);
     exports.export("indirect", ExportKind::Func, 3);
     let mut elements = ElementSection::new();
-    elements.active(Some(0), &ConstExpr::i32_const(0), Elements::Functions([1].as_slice().into()));
+    elements.active(
+        Some(0),
+        &ConstExpr::i32_const(0),
+        Elements::Functions([1].as_slice().into()),
+    );
     let mut code = CodeSection::new();
     let mut dgemm = Function::new([]);
-    for i in [Instruction::I32Const(0), Instruction::I32Const(7), Instruction::I32Store(wasm_encoder::MemArg { offset: 0, align: 2, memory_index: 0 }), Instruction::I32Const(1), Instruction::Call(0), Instruction::End] {
+    for i in [
+        Instruction::I32Const(0),
+        Instruction::I32Const(7),
+        Instruction::I32Store(wasm_encoder::MemArg {
+            offset: 0,
+            align: 2,
+            memory_index: 0,
+        }),
+        Instruction::I32Const(1),
+        Instruction::Call(0),
+        Instruction::End,
+    ] {
         dgemm.instruction(&i);
     }
     code.function(&dgemm);
@@ -54,7 +81,10 @@ fn module() -> Vec<u8> {
         indirect.instruction(&Instruction::I32Const(0));
     }
     indirect.instruction(&Instruction::I32Const(0));
-    indirect.instruction(&Instruction::CallIndirect { type_index: 0, table_index: 0 });
+    indirect.instruction(&Instruction::CallIndirect {
+        type_index: 0,
+        table_index: 0,
+    });
     indirect.instruction(&Instruction::End);
     code.function(&indirect);
     let mut names = NameMap::new();
@@ -65,8 +95,15 @@ fn module() -> Vec<u8> {
     let mut name_section = NameSection::new();
     name_section.functions(&names);
     let mut m = Module::new();
-    m.section(&types).section(&imports).section(&functions).section(&tables).section(&memories);
-    m.section(&exports).section(&elements).section(&code).section(&name_section);
+    m.section(&types)
+        .section(&imports)
+        .section(&functions)
+        .section(&tables)
+        .section(&memories);
+    m.section(&exports)
+        .section(&elements)
+        .section(&code)
+        .section(&name_section);
     m.finish()
 }
 
@@ -78,22 +115,35 @@ fn run(bound: &[u8], export: &str, answer: i32) -> (u32, u32, i32) {
     let mut linker: Linker<()> = Linker::new(&engine);
     let (host, own) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     let own_seen = own.clone();
-    linker.func_wrap("env", "log", move |_: i32| {
-        own_seen.fetch_add(1, Ordering::SeqCst);
-    }).expect("log");
-    let import = module.imports().find(|i| i.module() == "host_kernels").expect("a host_kernels import");
+    linker
+        .func_wrap("env", "log", move |_: i32| {
+            own_seen.fetch_add(1, Ordering::SeqCst);
+        })
+        .expect("log");
+    let import = module
+        .imports()
+        .find(|i| i.module() == "host_kernels")
+        .expect("a host_kernels import");
     assert_eq!(import.name(), "dgemm_");
-    let wasmtime::ExternType::Func(ty) = import.ty() else { panic!("a function import") };
+    let wasmtime::ExternType::Func(ty) = import.ty() else {
+        panic!("a function import")
+    };
     let host_seen = host.clone();
-    linker.func_new("host_kernels", "dgemm_", ty, move |_, params, results| {
-        assert_eq!(params.len(), 13);
-        host_seen.fetch_add(1, Ordering::SeqCst);
-        results[0] = Val::I32(answer);
-        Ok(())
-    }).expect("host");
+    linker
+        .func_new("host_kernels", "dgemm_", ty, move |_, params, results| {
+            assert_eq!(params.len(), 13);
+            host_seen.fetch_add(1, Ordering::SeqCst);
+            results[0] = Val::I32(answer);
+            Ok(())
+        })
+        .expect("host");
     let mut store = Store::new(&engine, ());
     let instance = linker.instantiate(&mut store, &module).expect("instantiate");
-    instance.get_typed_func::<(), ()>(&mut store, export).expect(export).call(&mut store, ()).expect("runs");
+    instance
+        .get_typed_func::<(), ()>(&mut store, export)
+        .expect(export)
+        .call(&mut store, ())
+        .expect("runs");
     let memory = instance.get_memory(&mut store, "memory").expect("memory");
     let word = i32::from_le_bytes(memory.data(&store)[..4].try_into().expect("4 bytes"));
     (host.load(Ordering::SeqCst), own.load(Ordering::SeqCst), word)
@@ -103,8 +153,16 @@ fn run(bound: &[u8], export: &str, answer: i32) -> (u32, u32, i32) {
 fn a_bound_function_asks_the_host_first_and_runs_its_own_code_when_declined() {
     let bound = bind(&module()).expect("binds");
     for export in ["caller", "indirect"] {
-        assert_eq!(run(&bound, export, 1), (1, 0, 0), "{export}: the host did it; the guest's code did not run");
-        assert_eq!(run(&bound, export, 0), (1, 1, 7), "{export}: declined: the guest's own code ran");
+        assert_eq!(
+            run(&bound, export, 1),
+            (1, 0, 0),
+            "{export}: the host did it; the guest's code did not run"
+        );
+        assert_eq!(
+            run(&bound, export, 0),
+            (1, 1, 7),
+            "{export}: declined: the guest's own code ran"
+        );
     }
 }
 
