@@ -69,6 +69,10 @@ enum Task {
         /// 64-bit integers beside native numpy and beside a library's 32-bit ones.
         #[arg(long)]
         ints: bool,
+        /// Measure only linear algebra, sorting and scikit-learn (host kernels) beside native
+        /// numpy on one BLAS thread and on all, and beside the sandbox without host kernels.
+        #[arg(long)]
+        linalg: bool,
     },
     /// Build the MCP Bundle for Claude Desktop: dist/mcp-code-sandbox-<version>-<os>-<arch>.mcpb.
     Bundle {
@@ -296,6 +300,7 @@ fn main() -> anyhow::Result<()> {
             folders,
             store,
             ints,
+            linalg,
         } => {
             let settings =
                 Settings::defaults_with_home(std::env::var_os("CODE_SANDBOX_HOME").map(PathBuf::from));
@@ -312,6 +317,7 @@ fn main() -> anyhow::Result<()> {
                 (folders, bench::Part::Folders),
                 (store, bench::Part::Store),
                 (ints, bench::Part::Ints),
+                (linalg, bench::Part::Linalg),
             ]
             .into_iter()
             .find_map(|(asked, part)| asked.then_some(part));

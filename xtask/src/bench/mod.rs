@@ -15,6 +15,7 @@ mod fresh;
 mod harness;
 mod index;
 mod ints;
+mod linalg;
 mod kept;
 mod memory;
 mod network;
@@ -61,6 +62,9 @@ pub enum Part {
     /// `--ints`: integer work (create, add, sum, from a list, groupby-sum) beside native numpy
     /// and beside the 32-bit integers of a library's code.
     Ints,
+    /// `--linalg`: matrix products, LAPACK, sorting and scikit-learn beside native numpy (one
+    /// BLAS thread and all) and beside the sandbox without host kernels.
+    Linalg,
 }
 
 /// Only the rows of `part`, with its note.
@@ -105,6 +109,7 @@ pub async fn run_part(part: Part, root: PathBuf, bin: PathBuf, home: PathBuf) ->
             code_mode::rows(&root, &bin, &home).await?
         }
         Part::Ints => ints::rows(&root, &bin, &home).await?,
+        Part::Linalg => linalg::rows(&root, &bin, &home).await?,
         Part::Fresh => {
             let bundle = xtask::bundle::ensure_current(&root, &bin, &home).await?;
             fresh::rows(&bundle).await?

@@ -20,7 +20,7 @@ use wasmparser::{
     BinaryReader, CompositeInnerType, FunctionBody, KnownCustom, Name, Parser, Payload, TypeRef, ValType,
 };
 
-use super::table::{BOUND, Entry, MODULE, SMALLEST};
+use super::table::{BOUND, Entry, MODULE};
 
 /// What can stop a binding; the runtime is then used as it is, unbound.
 #[derive(Debug, thiserror::Error)]
@@ -202,17 +202,18 @@ impl Binder<'_> {
                 f.instruction(&Instruction::LocalGet(i));
             }
         };
-        let gated = slot.entry.form.sizes();
-        if let Some([m, n, k]) = gated {
-            // m * n * k >= SMALLEST, unsigned (a negative size passes, for the host to refuse).
-            for (i, size) in [m, n, k].into_iter().enumerate() {
+        let gated = slot.entry.form.gate();
+        if let Some((sizes, least)) = gated {
+            // The sizes' product >= least, unsigned (a negative size passes, for the host to
+            // refuse).
+            for (i, &size) in sizes.iter().enumerate() {
                 f.instruction(&Instruction::LocalGet(size));
                 f.instruction(&Instruction::I64ExtendI32U);
                 if i > 0 {
                     f.instruction(&Instruction::I64Mul);
                 }
             }
-            f.instruction(&Instruction::I64Const(SMALLEST as i64));
+            f.instruction(&Instruction::I64Const(least as i64));
             f.instruction(&Instruction::I64GeU);
             f.instruction(&Instruction::If(BlockType::Empty));
         }

@@ -11,6 +11,7 @@ use super::packed::{self, Packed};
 use super::pool;
 use super::product::{self, Base, Outcome};
 use super::table::{BOUND, Entry, Form, MODULE};
+use super::vector::{self, Vector};
 use crate::wasm::vm::turn::DeadlineReached;
 
 /// The import's answers: the host computed the product, or the guest's own code must.
@@ -132,6 +133,7 @@ fn charge<T>(caller: &mut Caller<'_, T>, work: u64) -> bool {
 enum Job {
     Product(Product),
     Packed(Packed),
+    Vector(Vector),
 }
 
 impl Job {
@@ -141,6 +143,7 @@ impl Job {
                 args::read(entry, params, memory).map(Job::Product)
             }
             Form::Packed => packed::read(entry.elem, params, memory).map(Job::Packed),
+            Form::Level2(kind) => vector::read(kind, entry.elem, params, memory).map(Job::Vector),
         }
     }
 
@@ -148,6 +151,7 @@ impl Job {
         match self {
             Job::Product(p) => p.work(),
             Job::Packed(p) => p.work(),
+            Job::Vector(v) => v.work(),
         }
     }
 
@@ -165,6 +169,13 @@ impl Job {
                 Outcome::Done
             }
             Job::Packed(_) => Outcome::Stopped,
+            // A level-2 call reads its matrix once: no longer than reading it takes.
+            Job::Vector(v) if !stop() => {
+                // SAFETY: as the caller promises.
+                unsafe { vector::compute(v, base) };
+                Outcome::Done
+            }
+            Job::Vector(_) => Outcome::Stopped,
         }
     }
 }

@@ -18,10 +18,11 @@ mod packed;
 mod pool;
 mod product;
 mod table;
+mod vector;
 
 pub use bind::bind;
 pub use link::add_to_linker;
 pub use pool::{Setup, configure, threads};
 
 /// Names the binding in cache keys: bump it when [`table::BOUND`] or the trampoline changes.
-pub const VERSION: &str = "host-kernels-4";
+pub const VERSION: &str = "host-kernels-5";

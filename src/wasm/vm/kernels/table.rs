@@ -2,6 +2,8 @@
 //! arguments. The names are OpenBLAS's exported entry points, found in the module's name
 //! section; numpy calls the CBLAS ones, LAPACK and scipy's wrappers the Fortran ones.
 
+use super::vector::Level2;
+
 /// How a bound function takes its arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
@@ -16,6 +18,8 @@ pub enum Form {
     CblasSyrk,
     /// `?syrk_(&uplo, &trans, &n, &k, &alpha, a, &lda, &beta, c, &ldc)`.
     FortranSyrk,
+    /// OpenBLAS's level-2 kernels `?gemv_n`, `?gemv_t`, `?ger_k` (see `vector`).
+    Level2(Level2),
     /// OpenBLAS's inner kernel `?gemm_kernel(m, n, k, alpha, packed_a, packed_b, c, ldc)`,
     /// which every level-3 routine (gemm, trsm, trmm, syrk, symm, LU's updates) ends in:
     /// `c += alpha * a * b` on operands packed in panels of [`PANEL`] (see `packed`).
@@ -36,14 +40,15 @@ pub enum Elem {
 }
 
 impl Form {
-    /// Which parameters hold m, n and k by value, when they do: the bound function then asks
-    /// the host only for products of at least [`SMALLEST`] multiply-adds, in WebAssembly, so
-    /// the many small blocks of LAPACK's routines never pay for the trip.
-    pub fn sizes(self) -> Option<[u32; 3]> {
+    /// Which parameters hold the sizes by value, when they do, and the least product of them
+    /// worth the trip: the bound function asks the host only past it, in WebAssembly, so the
+    /// many small blocks of LAPACK's routines never pay for the trip.
+    pub fn gate(self) -> Option<(&'static [u32], u64)> {
         match self {
-            Form::Cblas => Some([3, 4, 5]),
-            Form::CblasSyrk => Some([3, 3, 4]),
-            Form::Packed => Some([0, 1, 2]),
+            Form::Cblas => Some((&[3, 4, 5], SMALLEST)),
+            Form::CblasSyrk => Some((&[3, 3, 4], SMALLEST)),
+            Form::Packed => Some((&[0, 1, 2], SMALLEST)),
+            Form::Level2(_) => Some((&[0, 1], SMALLEST_LEVEL2)),
             Form::Fortran | Form::FortranSyrk => None,
         }
     }
@@ -52,6 +57,8 @@ impl Form {
 /// Products smaller than this many multiply-adds stay in the guest: the trip to the host
 /// costs more than it saves.
 pub const SMALLEST: u64 = 32 * 32 * 32;
+/// The same for a level-2 kernel's matrix, in elements.
+pub const SMALLEST_LEVEL2: u64 = 64 * 64;
 
 impl Elem {
     /// Bytes of one element.
@@ -104,6 +111,12 @@ pub const BOUND: &[Entry] = &[
     entry("ssyrk_", Form::FortranSyrk, Elem::F32),
     entry("dgemm_kernel", Form::Packed, Elem::F64),
     entry("sgemm_kernel", Form::Packed, Elem::F32),
+    entry("dgemv_n", Form::Level2(Level2::GemvN), Elem::F64),
+    entry("dgemv_t", Form::Level2(Level2::GemvT), Elem::F64),
+    entry("sgemv_n", Form::Level2(Level2::GemvN), Elem::F32),
+    entry("sgemv_t", Form::Level2(Level2::GemvT), Elem::F32),
+    entry("dger_k", Form::Level2(Level2::Ger), Elem::F64),
+    entry("sger_k", Form::Level2(Level2::Ger), Elem::F32),
 ];
 
 /// The import module the host kernels are linked under.

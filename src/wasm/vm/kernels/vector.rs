@@ -1,0 +1,278 @@
+//! OpenBLAS's level-2 kernels: `?gemv_n` (`y += alpha * a * x`), `?gemv_t` (`y += alpha * a' *
+//! x`) and `?ger_k` (`a += alpha * x * y'`), each `(m, n, _, alpha, ...)` on a column-major `a`
+//! (m x n, `lda`) and strided vectors. Every `gemv_`/`ger_` call, LAPACK's unblocked panels
+//! (QR's Householder steps, LU's columns, the tridiagonal and bidiagonal reductions of `eigh`
+//! and `svd`) and `symv` end here. They are bound by memory, not arithmetic: the host gains by
+//! reading it in wide native loads.
+
+use wasmtime::Val;
+
+use super::args::{Decline, Matrix};
+use super::product::Base;
+use super::table::Elem;
+
+/// Which level-2 kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level2 {
+    GemvN,
+    GemvT,
+    Ger,
+}
+
+/// A strided vector in guest memory: `len` elements `inc` apart from byte address `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Strided {
+    pub at: u64,
+    pub len: u64,
+    pub inc: u64,
+}
+
+impl Strided {
+    fn end(&self, elem: Elem) -> u64 {
+        if self.len == 0 { self.at } else { self.at + ((self.len - 1) * self.inc + 1) * elem.size() }
+    }
+}
+
+/// A checked level-2 call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Vector {
+    pub kind: Level2,
+    pub elem: Elem,
+    pub alpha: f64,
+    pub a: Matrix,
+    /// gemv: x is read, y written; ger: both read, a written.
+    pub x: Strided,
+    pub y: Strided,
+}
+
+impl Vector {
+    pub fn work(&self) -> u64 {
+        self.a.rows.saturating_mul(self.a.cols)
+    }
+}
+
+pub fn read(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector, Decline> {
+    let [m, n, _, alpha, p4, p5, p6, p7, p8, p9, _] = p else {
+        return Err(Decline::Invalid);
+    };
+    let int = |v: &Val| v.i32().ok_or(Decline::Invalid);
+    let size = |v: &Val| int(v).and_then(|x| u64::try_from(x).map_err(|_| Decline::Invalid));
+    let at = |v: &Val| int(v).map(|x| u64::from(x as u32));
+    let alpha = match (elem, alpha) {
+        (Elem::F64, Val::F64(bits)) => f64::from_bits(*bits),
+        (Elem::F32, Val::F32(bits)) => f64::from(f32::from_bits(*bits)),
+        _ => return Err(Decline::Invalid),
+    };
+    let (m, n) = (size(m)?, size(n)?);
+    // Negative strides stay in the guest (the kernels take them, the host does not).
+    let inc = |v: &Val| size(v).and_then(|i| if i == 0 { Err(Decline::Invalid) } else { Ok(i) });
+    let (a, lda, first, second) = match kind {
+        // gemv: a, lda, x, incx, y, incy
+        Level2::GemvN | Level2::GemvT => (at(p4)?, size(p5)?, (at(p6)?, inc(p7)?), (at(p8)?, inc(p9)?)),
+        // ger: x, incx, y, incy, a, lda
+        Level2::Ger => (at(p8)?, size(p9)?, (at(p4)?, inc(p5)?), (at(p6)?, inc(p7)?)),
+    };
+    if lda < m.max(1) {
+        return Err(Decline::Invalid);
+    }
+    let (x_len, y_len) = match kind {
+        Level2::GemvN => (n, m),
+        Level2::GemvT => (m, n),
+        Level2::Ger => (m, n),
+    };
+    let call = Vector {
+        kind,
+        elem,
+        alpha,
+        a: Matrix { at: a, ld: lda, rows: m, cols: n },
+        x: Strided { at: first.0, len: x_len, inc: first.1 },
+        y: Strided { at: second.0, len: y_len, inc: second.1 },
+    };
+    check(&call, memory.len() as u64)?;
+    Ok(call)
+}
+
+fn check(call: &Vector, memory: u64) -> Result<(), Decline> {
+    let e = call.elem;
+    let a_end = if call.a.rows == 0 || call.a.cols == 0 {
+        call.a.at
+    } else {
+        call.a.at + ((call.a.cols - 1) * call.a.ld + call.a.rows) * e.size()
+    };
+    let spans = [(call.a.at, a_end), (call.x.at, call.x.end(e)), (call.y.at, call.y.end(e))];
+    for (at, end) in spans {
+        if end > memory {
+            return Err(Decline::Outside);
+        }
+        if at % e.align() != 0 {
+            return Err(Decline::Misaligned);
+        }
+    }
+    // What is written must overlap nothing read.
+    let written = if call.kind == Level2::Ger { 0 } else { 2 };
+    let (w_at, w_end) = spans[written];
+    let overlap = spans
+        .iter()
+        .enumerate()
+        .any(|(i, &(at, end))| i != written && at < w_end && w_at < end);
+    if overlap { Err(Decline::Overlap) } else { Ok(()) }
+}
+
+/// Computes `call` on the memory at `base`.
+///
+/// # Safety
+/// `call` was checked by [`read`] against the memory at `base`, which stays mapped and
+/// untouched by anything else until this returns.
+pub unsafe fn compute(call: &Vector, base: Base) {
+    // SAFETY: as the caller promises.
+    unsafe {
+        match call.elem {
+            Elem::F64 => run::<f64>(call, base, call.alpha),
+            Elem::F32 => run::<f32>(call, base, call.alpha as f32),
+            // Only the real kernels are bound (see `table::BOUND`).
+            Elem::C32 | Elem::C64 => {}
+        }
+    }
+}
+
+trait Num: Copy + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + std::ops::AddAssign {}
+impl Num for f64 {}
+impl Num for f32 {}
+
+unsafe fn run<T: Num>(call: &Vector, base: Base, alpha: T) {
+    let ptr = |at: u64| unsafe { base.0.add(at as usize).cast::<T>() };
+    let (m, n, lda) = (call.a.rows as usize, call.a.cols as usize, call.a.ld as usize);
+    let a = ptr(call.a.at);
+    let (x, y) = (ptr(call.x.at), ptr(call.y.at));
+    let (incx, incy) = (call.x.inc as usize, call.y.inc as usize);
+    // SAFETY (each access below): inside the spans `read` checked; the written span overlaps
+    // no read one, so the slices made here alias nothing.
+    unsafe {
+        let column = |j: usize| std::slice::from_raw_parts(a.add(j * lda), m);
+        match call.kind {
+            Level2::GemvN => {
+                let xs: Vec<T> = (0..n).map(|j| alpha * x.add(j * incx).read()).collect();
+                if incy == 1 {
+                    let y = std::slice::from_raw_parts_mut(y, m);
+                    for (j, &t) in xs.iter().enumerate() {
+                        for (yi, &ai) in y.iter_mut().zip(column(j)) {
+                            *yi += t * ai;
+                        }
+                    }
+                } else {
+                    for (j, &t) in xs.iter().enumerate() {
+                        for (i, &ai) in column(j).iter().enumerate() {
+                            *y.add(i * incy) += t * ai;
+                        }
+                    }
+                }
+            }
+            Level2::GemvT => {
+                let xs: Vec<T> = (0..m).map(|i| x.add(i * incx).read()).collect();
+                for j in 0..n {
+                    *y.add(j * incy) += alpha * dot(column(j), &xs);
+                }
+            }
+            Level2::Ger => {
+                let xs: Vec<T> = (0..m).map(|i| alpha * x.add(i * incx).read()).collect();
+                for j in 0..n {
+                    let t = y.add(j * incy).read();
+                    let col = std::slice::from_raw_parts_mut(a.add(j * lda), m);
+                    for (aij, &xi) in col.iter_mut().zip(&xs) {
+                        *aij += xi * t;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A dot product in four independent sums, which the compiler turns into vector code.
+fn dot<T: Num>(a: &[T], b: &[T]) -> T {
+    let mut sums = [T::default(); 4];
+    let (a4, b4) = (a.chunks_exact(4), b.chunks_exact(4));
+    let (ra, rb) = (a4.remainder(), b4.remainder());
+    for (ca, cb) in a4.zip(b4) {
+        for k in 0..4 {
+            sums[k] += ca[k] * cb[k];
+        }
+    }
+    let mut total = (sums[0] + sums[1]) + (sums[2] + sums[3]);
+    for (&p, &q) in ra.iter().zip(rb) {
+        total += p * q;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(kind: Level2, m: u64, n: u64) -> Vector {
+        let (x_len, y_len) = if kind == Level2::GemvN { (n, m) } else if kind == Level2::GemvT { (m, n) } else { (m, n) };
+        Vector {
+            kind,
+            elem: Elem::F64,
+            alpha: 2.0,
+            a: Matrix { at: 0, ld: m + 1, rows: m, cols: n },
+            x: Strided { at: 8 * 200, len: x_len, inc: 2 },
+            y: Strided { at: 8 * 300, len: y_len, inc: 1 },
+        }
+    }
+
+    #[test]
+    fn each_kernel_computes_what_blas_says() {
+        let (m, n) = (5usize, 3usize);
+        let a = |i: usize, j: usize| (i * 7 + j) as f64 * 0.5;
+        let x = |i: usize| i as f64 - 1.0;
+        let y = |i: usize| 10.0 + i as f64;
+        for kind in [Level2::GemvN, Level2::GemvT, Level2::Ger] {
+            let c = call(kind, m as u64, n as u64);
+            let mut memory = vec![0f64; 400];
+            for j in 0..n {
+                for i in 0..m {
+                    memory[i + j * (m + 1)] = a(i, j);
+                }
+            }
+            for i in 0..c.x.len as usize {
+                memory[200 + 2 * i] = x(i);
+            }
+            for i in 0..c.y.len as usize {
+                memory[300 + i] = y(i);
+            }
+            // SAFETY: every span lies inside `memory`.
+            unsafe { compute(&c, Base(memory.as_mut_ptr().cast())) };
+            match kind {
+                Level2::GemvN => {
+                    for i in 0..m {
+                        assert_eq!(memory[300 + i], y(i) + 2.0 * (0..n).map(|j| a(i, j) * x(j)).sum::<f64>());
+                    }
+                }
+                Level2::GemvT => {
+                    for j in 0..n {
+                        assert_eq!(memory[300 + j], y(j) + 2.0 * (0..m).map(|i| a(i, j) * x(i)).sum::<f64>());
+                    }
+                }
+                Level2::Ger => {
+                    for j in 0..n {
+                        for i in 0..m {
+                            assert_eq!(memory[i + j * (m + 1)], a(i, j) + 2.0 * x(i) * y(j));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_written_vector_over_the_matrix_is_left_to_the_guest() {
+        let mut c = call(Level2::GemvN, 50, 50);
+        (c.x.at, c.y.at) = (8 * 3000, 8 * 4000);
+        assert_eq!(check(&c, 1 << 20), Ok(()));
+        assert_eq!(check(&c, 8 * 4000), Err(Decline::Outside));
+        c.y.at = 8 * 10;
+        assert_eq!(check(&c, 1 << 20), Err(Decline::Overlap));
+        c.y.at = 8 * 3010;
+        assert_eq!(check(&c, 1 << 20), Ok(()), "x is only read: it may overlap the matrix or not");
+    }
+}
