@@ -121,6 +121,23 @@ def _():
     return a
 
 
+@case("np.sort float64 with NaN, -0.0 and Inf")
+def _():
+    x = mat(40, (50_000,))
+    x[::97], x[5::101], x[7::103], x[9::107] = np.nan, -0.0, np.inf, 0.0
+    return np.sort(x)
+
+
+@case("np.sort float32, int64 and int32, and along an axis", "f32")
+def _():
+    r = rng(41)
+    floats = np.sort(r.standard_normal(30_000).astype(np.float32))
+    ints = np.sort(r.integers(-(2**40), 2**40, 30_000)).astype(np.float64) / 2**40
+    small = np.sort(r.integers(-1000, 1000, 30_000, dtype=np.int32)).astype(np.float64)
+    rows = np.sort(r.standard_normal((20, 8_000)), axis=1)
+    return np.concatenate([floats, ints, small, rows.ravel()])
+
+
 def spd(seed, n):
     x = mat(seed, (n, n))
     return x @ x.T + n * np.eye(n)

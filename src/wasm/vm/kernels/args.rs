@@ -128,7 +128,7 @@ pub fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Product, Dec
         Form::Fortran => fortran(entry.elem, params, memory)?,
         Form::CblasSyrk => cblas_syrk(entry.elem, params)?,
         Form::FortranSyrk => fortran_syrk(entry.elem, params, memory)?,
-        Form::Packed | Form::Level2(_) => return Err(Decline::Invalid),
+        Form::Packed | Form::Level2(_) | Form::Sort(_) => return Err(Decline::Invalid),
     };
     check(entry.elem, raw, memory.len() as u64)
 }

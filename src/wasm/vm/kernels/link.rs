@@ -11,6 +11,7 @@ use super::packed::{self, Packed};
 use super::pool;
 use super::product::{self, Base, Outcome};
 use super::table::{BOUND, Entry, Form, MODULE};
+use super::sort::{self, Sort};
 use super::vector::{self, Vector};
 use crate::wasm::vm::turn::DeadlineReached;
 
@@ -75,7 +76,7 @@ async fn call<T: Send>(
             return Ok(DECLINED);
         }
     };
-    tracing::trace!("{}: {} multiply-adds on the host", entry.name, job.work());
+    tracing::trace!("{}: {} units of work on the host", entry.name, job.work());
     if !charge(&mut caller, job.work()) {
         return Ok(DECLINED);
     }
@@ -134,6 +135,7 @@ enum Job {
     Product(Product),
     Packed(Packed),
     Vector(Vector),
+    Sort(Sort),
 }
 
 impl Job {
@@ -144,6 +146,7 @@ impl Job {
             }
             Form::Packed => packed::read(entry.elem, params, memory).map(Job::Packed),
             Form::Level2(kind) => vector::read(kind, entry.elem, params, memory).map(Job::Vector),
+            Form::Sort(keys) => sort::read(keys, params, memory).map(Job::Sort),
         }
     }
 
@@ -152,6 +155,7 @@ impl Job {
             Job::Product(p) => p.work(),
             Job::Packed(p) => p.work(),
             Job::Vector(v) => v.work(),
+            Job::Sort(s) => s.work(),
         }
     }
 
@@ -176,6 +180,8 @@ impl Job {
                 Outcome::Done
             }
             Job::Vector(_) => Outcome::Stopped,
+            // SAFETY: as the caller promises.
+            Job::Sort(s) => unsafe { sort::compute(s, base, stop) },
         }
     }
 }

@@ -17,6 +17,7 @@ mod link;
 mod packed;
 mod pool;
 mod product;
+mod sort;
 mod table;
 mod vector;
 
@@ -25,4 +26,4 @@ pub use link::add_to_linker;
 pub use pool::{Setup, configure, threads};
 
 /// Names the binding in cache keys: bump it when [`table::BOUND`] or the trampoline changes.
-pub const VERSION: &str = "host-kernels-5";
+pub const VERSION: &str = "host-kernels-7";

@@ -2,6 +2,7 @@
 //! arguments. The names are OpenBLAS's exported entry points, found in the module's name
 //! section; numpy calls the CBLAS ones, LAPACK and scipy's wrappers the Fortran ones.
 
+use super::sort::Keys;
 use super::vector::Level2;
 
 /// How a bound function takes its arguments.
@@ -20,6 +21,8 @@ pub enum Form {
     FortranSyrk,
     /// OpenBLAS's level-2 kernels `?gemv_n`, `?gemv_t`, `?ger_k` (see `vector`).
     Level2(Level2),
+    /// numpy's `quicksort_<T>(start, num)` (see `sort`); the entry's `elem` is unused.
+    Sort(Keys),
     /// OpenBLAS's inner kernel `?gemm_kernel(m, n, k, alpha, packed_a, packed_b, c, ldc)`,
     /// which every level-3 routine (gemm, trsm, trmm, syrk, symm, LU's updates) ends in:
     /// `c += alpha * a * b` on operands packed in panels of [`PANEL`] (see `packed`).
@@ -49,6 +52,7 @@ impl Form {
             Form::CblasSyrk => Some((&[3, 3, 4], SMALLEST)),
             Form::Packed => Some((&[0, 1, 2], SMALLEST)),
             Form::Level2(_) => Some((&[0, 1], SMALLEST_LEVEL2)),
+            Form::Sort(_) => Some((&[1], SMALLEST_SORT)),
             Form::Fortran | Form::FortranSyrk => None,
         }
     }
@@ -59,6 +63,8 @@ impl Form {
 pub const SMALLEST: u64 = 32 * 32 * 32;
 /// The same for a level-2 kernel's matrix, in elements.
 pub const SMALLEST_LEVEL2: u64 = 64 * 64;
+/// The same for a sort, in keys.
+pub const SMALLEST_SORT: u64 = 4096;
 
 impl Elem {
     /// Bytes of one element.
@@ -117,6 +123,26 @@ pub const BOUND: &[Entry] = &[
     entry("sgemv_t", Form::Level2(Level2::GemvT), Elem::F32),
     entry("dger_k", Form::Level2(Level2::Ger), Elem::F64),
     entry("sger_k", Form::Level2(Level2::Ger), Elem::F32),
+    entry(
+        "int quicksort_<npy::floating_point_type<double, (NPY_TYPES)12>, double, false>(double*, long)",
+        Form::Sort(Keys::F64),
+        Elem::F64,
+    ),
+    entry(
+        "int quicksort_<npy::floating_point_type<float, (NPY_TYPES)11>, float, false>(float*, long)",
+        Form::Sort(Keys::F32),
+        Elem::F32,
+    ),
+    entry(
+        "int quicksort_<npy::integral_type<long long, (NPY_TYPES)9>, long long, false>(long long*, long)",
+        Form::Sort(Keys::I64),
+        Elem::F64,
+    ),
+    entry(
+        "int quicksort_<npy::integral_type<int, (NPY_TYPES)5>, int, false>(int*, long)",
+        Form::Sort(Keys::I32),
+        Elem::F32,
+    ),
 ];
 
 /// The import module the host kernels are linked under.
