@@ -272,7 +272,9 @@ mod tests {
         assert_eq!(check(&c, 8 * 4000), Err(Decline::Outside));
         c.y.at = 8 * 10;
         assert_eq!(check(&c, 1 << 20), Err(Decline::Overlap));
-        c.y.at = 8 * 3010;
-        assert_eq!(check(&c, 1 << 20), Ok(()), "x is only read: it may overlap the matrix or not");
+        (c.x.at, c.y.at) = (8 * 10, 8 * 4000);
+        assert_eq!(check(&c, 1 << 20), Ok(()), "x is only read: it may overlap the matrix");
+        c.y.at = 8 * 20;
+        assert_eq!(check(&c, 1 << 20), Err(Decline::Overlap), "y is written: it may not overlap x");
     }
 }
