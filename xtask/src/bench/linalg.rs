@@ -41,7 +41,11 @@ fn native(root: &Path, threads: Option<usize>) -> anyhow::Result<Value> {
         cmd.env("OPENBLAS_NUM_THREADS", n.to_string());
     }
     let out = cmd.args(["-c", SCRIPT]).output()?;
-    anyhow::ensure!(out.status.success(), "native numpy: {}", String::from_utf8_lossy(&out.stderr));
+    anyhow::ensure!(
+        out.status.success(),
+        "native numpy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     Ok(serde_json::from_slice(&out.stdout)?)
 }
 
@@ -51,7 +55,12 @@ async fn sandboxed(bin: &Path, home: &Path, settings: &[(&str, &str)]) -> anyhow
     wait_for_warm(&c).await?;
     let id = new_sandbox(&c).await?;
     // The code runs as `__main__`: the script prints its timings itself.
-    let v = call(&c, "execute_code", json!({"sandbox_id": id, "code": SCRIPT, "timeout_seconds": 300})).await?;
+    let v = call(
+        &c,
+        "execute_code",
+        json!({"sandbox_id": id, "code": SCRIPT, "timeout_seconds": 300}),
+    )
+    .await?;
     let _ = c.cancel().await;
     let out = v["stdout"].as_str().unwrap_or_default();
     serde_json::from_str(out.trim()).map_err(|e| anyhow::anyhow!("the sandbox's timings ({e}): {v}"))

@@ -6,12 +6,13 @@ use std::time::Instant;
 
 use wasmtime::{Caller, Extern, ExternType, Linker, Module, Val};
 
-use super::args::{self, Decline, Product};
+use super::args;
 use super::packed::{self, Packed};
 use super::pool;
-use super::product::{self, Base, Outcome};
-use super::table::{BOUND, Entry, Form, MODULE};
+use super::product;
+use super::shapes::{Base, Decline, Outcome, Product};
 use super::sort::{self, Sort};
+use super::table::{BOUND, Entry, Form, MODULE};
 use super::vector::{self, Vector};
 use crate::wasm::vm::turn::DeadlineReached;
 

@@ -17,6 +17,7 @@ mod link;
 mod packed;
 mod pool;
 mod product;
+mod shapes;
 mod sort;
 mod table;
 mod vector;

@@ -6,8 +6,7 @@
 
 use wasmtime::Val;
 
-use super::args::{Decline, Matrix};
-use super::product::Base;
+use super::shapes::{Base, Decline, Matrix};
 use super::table::{Elem, PANEL, SMALLEST};
 
 /// A checked inner-kernel call.
@@ -71,7 +70,7 @@ pub fn read(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Packed, Decline> {
 
 fn check(call: &Packed, memory: u64) -> Result<(), Decline> {
     let size = call.elem.size();
-    let c_end = call.c.at + ((call.n - 1) * call.c.ld + call.m) * size;
+    let c_end = call.c.end(call.elem);
     let spans = [
         (call.sa, call.sa + call.m * call.k * size),
         (call.sb, call.sb + call.k * call.n * size),

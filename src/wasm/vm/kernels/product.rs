@@ -5,7 +5,7 @@
 use matrixmultiply::CGemmOption;
 use rayon::prelude::*;
 
-use super::args::{Cover, Matrix, Op, Product};
+use super::shapes::{Base, Cover, Matrix, Op, Outcome, Product, Tile};
 use super::table::Elem;
 
 /// Multiply-adds in one tile: a few milliseconds on one core, so a deadline is kept to about
@@ -13,23 +13,6 @@ use super::table::Elem;
 pub const TILE_WORK: u64 = 1 << 26;
 /// The depth one pass over a tile takes at most; deeper products pass again, adding.
 const DEPTH: u64 = 1 << 15;
-
-/// How a product's computation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Done,
-    /// `stop` said so before a tile: the result holds a part of the product.
-    Stopped,
-}
-
-/// One tile of the result: rows `i..i + rows`, columns `j..j + cols`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Tile {
-    pub i: u64,
-    pub j: u64,
-    pub rows: u64,
-    pub cols: u64,
-}
 
 /// The tiles of an `m x n` result for a product of depth `k`, each about [`TILE_WORK`].
 pub fn tiles(m: u64, n: u64, k: u64) -> Vec<Tile> {
@@ -54,14 +37,6 @@ pub fn tiles(m: u64, n: u64, k: u64) -> Vec<Tile> {
     }
     out
 }
-
-/// The guest memory's base address, shared with the pool's threads.
-#[derive(Clone, Copy)]
-pub struct Base(pub *mut u8);
-// SAFETY: the pointer is only used by `compute`, whose caller guarantees nothing else touches
-// the memory meanwhile; the tiles it writes are disjoint.
-unsafe impl Send for Base {}
-unsafe impl Sync for Base {}
 
 /// Computes `p` on the memory at `base`, tile by tile, in parallel on the current rayon pool.
 ///

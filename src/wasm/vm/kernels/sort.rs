@@ -8,17 +8,8 @@ use std::cmp::Ordering;
 
 use wasmtime::Val;
 
-use super::args::Decline;
-use super::product::{Base, Outcome};
-
-/// The key type of a bound sort.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Keys {
-    F64,
-    F32,
-    I64,
-    I32,
-}
+use super::shapes::{Base, Decline, Outcome};
+use super::table::Keys;
 
 impl Keys {
     fn size(self) -> u64 {
@@ -77,10 +68,18 @@ pub unsafe fn compute(call: &Sort, base: Base, stop: &(dyn Fn() -> bool + Sync))
     // SAFETY: inside memory and aligned (checked); nothing else refers to it meanwhile.
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
         match call.keys {
-            Keys::F64 => sort(std::slice::from_raw_parts_mut(at.cast::<f64>(), len), stop, |a, b| float(a, b)),
-            Keys::F32 => sort(std::slice::from_raw_parts_mut(at.cast::<f32>(), len), stop, |a, b| float(a, b)),
-            Keys::I64 => sort(std::slice::from_raw_parts_mut(at.cast::<i64>(), len), stop, i64::cmp),
-            Keys::I32 => sort(std::slice::from_raw_parts_mut(at.cast::<i32>(), len), stop, i32::cmp),
+            Keys::F64 => sort(std::slice::from_raw_parts_mut(at.cast::<f64>(), len), stop, float),
+            Keys::F32 => sort(std::slice::from_raw_parts_mut(at.cast::<f32>(), len), stop, float),
+            Keys::I64 => sort(
+                std::slice::from_raw_parts_mut(at.cast::<i64>(), len),
+                stop,
+                i64::cmp,
+            ),
+            Keys::I32 => sort(
+                std::slice::from_raw_parts_mut(at.cast::<i32>(), len),
+                stop,
+                i32::cmp,
+            ),
         }
     }));
     match ran {
@@ -94,7 +93,7 @@ fn sort<T>(keys: &mut [T], stop: &(dyn Fn() -> bool + Sync), order: impl Fn(&T, 
     let mut count = 0u32;
     keys.sort_unstable_by(|a, b| {
         count = count.wrapping_add(1);
-        if count % CHECK_EVERY == 0 && stop() {
+        if count.is_multiple_of(CHECK_EVERY) && stop() {
             std::panic::resume_unwind(Box::new(Stopped));
         }
         order(a, b)
@@ -119,14 +118,36 @@ mod tests {
 
     #[test]
     fn floats_sort_as_numpy_sorts_them_and_a_stop_leaves_every_key() {
-        let mut keys = vec![3.0f64, f64::NAN, -1.0, f64::INFINITY, -0.0, f64::NEG_INFINITY, 2.5];
-        let call = Sort { keys: Keys::F64, at: 0, len: keys.len() as u64 };
+        let mut keys = vec![
+            3.0f64,
+            f64::NAN,
+            -1.0,
+            f64::INFINITY,
+            -0.0,
+            f64::NEG_INFINITY,
+            2.5,
+        ];
+        let call = Sort {
+            keys: Keys::F64,
+            at: 0,
+            len: keys.len() as u64,
+        };
         // SAFETY: the keys are the whole "memory".
-        assert_eq!(unsafe { compute(&call, Base(keys.as_mut_ptr().cast()), &|| false) }, Outcome::Done);
-        assert_eq!(&keys[..6], &[f64::NEG_INFINITY, -1.0, -0.0, 2.5, 3.0, f64::INFINITY]);
+        assert_eq!(
+            unsafe { compute(&call, Base(keys.as_mut_ptr().cast()), &|| false) },
+            Outcome::Done
+        );
+        assert_eq!(
+            &keys[..6],
+            &[f64::NEG_INFINITY, -1.0, -0.0, 2.5, 3.0, f64::INFINITY]
+        );
         assert!(keys[6].is_nan());
         let mut many: Vec<i64> = (0..300_000).rev().collect();
-        let call = Sort { keys: Keys::I64, at: 0, len: many.len() as u64 };
+        let call = Sort {
+            keys: Keys::I64,
+            at: 0,
+            len: many.len() as u64,
+        };
         // SAFETY: as above.
         let stopped = unsafe { compute(&call, Base(many.as_mut_ptr().cast()), &|| true) };
         assert_eq!(stopped, Outcome::Stopped);

@@ -2,9 +2,6 @@
 //! arguments. The names are OpenBLAS's exported entry points, found in the module's name
 //! section; numpy calls the CBLAS ones, LAPACK and scipy's wrappers the Fortran ones.
 
-use super::sort::Keys;
-use super::vector::Level2;
-
 /// How a bound function takes its arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Form {
@@ -147,3 +144,20 @@ pub const BOUND: &[Entry] = &[
 
 /// The import module the host kernels are linked under.
 pub const MODULE: &str = "host_kernels";
+
+/// Which level-2 kernel (see `vector`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level2 {
+    GemvN,
+    GemvT,
+    Ger,
+}
+
+/// The key type of a bound sort (see `sort`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keys {
+    F64,
+    F32,
+    I64,
+    I32,
+}

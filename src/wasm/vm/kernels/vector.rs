@@ -7,17 +7,8 @@
 
 use wasmtime::Val;
 
-use super::args::{Decline, Matrix};
-use super::product::Base;
-use super::table::Elem;
-
-/// Which level-2 kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level2 {
-    GemvN,
-    GemvT,
-    Ger,
-}
+use super::shapes::{Base, Decline, Matrix};
+use super::table::{Elem, Level2};
 
 /// A strided vector in guest memory: `len` elements `inc` apart from byte address `at`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,7 +20,11 @@ pub struct Strided {
 
 impl Strided {
     fn end(&self, elem: Elem) -> u64 {
-        if self.len == 0 { self.at } else { self.at + ((self.len - 1) * self.inc + 1) * elem.size() }
+        if self.len == 0 {
+            self.at
+        } else {
+            self.at + ((self.len - 1) * self.inc + 1) * elem.size()
+        }
     }
 }
 
@@ -84,9 +79,22 @@ pub fn read(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector
         kind,
         elem,
         alpha,
-        a: Matrix { at: a, ld: lda, rows: m, cols: n },
-        x: Strided { at: first.0, len: x_len, inc: first.1 },
-        y: Strided { at: second.0, len: y_len, inc: second.1 },
+        a: Matrix {
+            at: a,
+            ld: lda,
+            rows: m,
+            cols: n,
+        },
+        x: Strided {
+            at: first.0,
+            len: x_len,
+            inc: first.1,
+        },
+        y: Strided {
+            at: second.0,
+            len: y_len,
+            inc: second.1,
+        },
     };
     check(&call, memory.len() as u64)?;
     Ok(call)
@@ -99,7 +107,11 @@ fn check(call: &Vector, memory: u64) -> Result<(), Decline> {
     } else {
         call.a.at + ((call.a.cols - 1) * call.a.ld + call.a.rows) * e.size()
     };
-    let spans = [(call.a.at, a_end), (call.x.at, call.x.end(e)), (call.y.at, call.y.end(e))];
+    let spans = [
+        (call.a.at, a_end),
+        (call.x.at, call.x.end(e)),
+        (call.y.at, call.y.end(e)),
+    ];
     for (at, end) in spans {
         if end > memory {
             return Err(Decline::Outside);
@@ -135,7 +147,10 @@ pub unsafe fn compute(call: &Vector, base: Base) {
     }
 }
 
-trait Num: Copy + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + std::ops::AddAssign {}
+trait Num:
+    Copy + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + std::ops::AddAssign
+{
+}
 impl Num for f64 {}
 impl Num for f32 {}
 
@@ -209,14 +224,27 @@ mod tests {
     use super::*;
 
     fn call(kind: Level2, m: u64, n: u64) -> Vector {
-        let (x_len, y_len) = if kind == Level2::GemvN { (n, m) } else if kind == Level2::GemvT { (m, n) } else { (m, n) };
+        let (x_len, y_len) = if kind == Level2::GemvN { (n, m) } else { (m, n) };
         Vector {
             kind,
             elem: Elem::F64,
             alpha: 2.0,
-            a: Matrix { at: 0, ld: m + 1, rows: m, cols: n },
-            x: Strided { at: 8 * 200, len: x_len, inc: 2 },
-            y: Strided { at: 8 * 300, len: y_len, inc: 1 },
+            a: Matrix {
+                at: 0,
+                ld: m + 1,
+                rows: m,
+                cols: n,
+            },
+            x: Strided {
+                at: 8 * 200,
+                len: x_len,
+                inc: 2,
+            },
+            y: Strided {
+                at: 8 * 300,
+                len: y_len,
+                inc: 1,
+            },
         }
     }
 
@@ -245,12 +273,18 @@ mod tests {
             match kind {
                 Level2::GemvN => {
                     for i in 0..m {
-                        assert_eq!(memory[300 + i], y(i) + 2.0 * (0..n).map(|j| a(i, j) * x(j)).sum::<f64>());
+                        assert_eq!(
+                            memory[300 + i],
+                            y(i) + 2.0 * (0..n).map(|j| a(i, j) * x(j)).sum::<f64>()
+                        );
                     }
                 }
                 Level2::GemvT => {
                     for j in 0..n {
-                        assert_eq!(memory[300 + j], y(j) + 2.0 * (0..m).map(|i| a(i, j) * x(i)).sum::<f64>());
+                        assert_eq!(
+                            memory[300 + j],
+                            y(j) + 2.0 * (0..m).map(|i| a(i, j) * x(i)).sum::<f64>()
+                        );
                     }
                 }
                 Level2::Ger => {
@@ -273,8 +307,16 @@ mod tests {
         c.y.at = 8 * 10;
         assert_eq!(check(&c, 1 << 20), Err(Decline::Overlap));
         (c.x.at, c.y.at) = (8 * 10, 8 * 4000);
-        assert_eq!(check(&c, 1 << 20), Ok(()), "x is only read: it may overlap the matrix");
+        assert_eq!(
+            check(&c, 1 << 20),
+            Ok(()),
+            "x is only read: it may overlap the matrix"
+        );
         c.y.at = 8 * 20;
-        assert_eq!(check(&c, 1 << 20), Err(Decline::Overlap), "y is written: it may not overlap x");
+        assert_eq!(
+            check(&c, 1 << 20),
+            Err(Decline::Overlap),
+            "y is written: it may not overlap x"
+        );
     }
 }
