@@ -14,6 +14,7 @@
 mod args;
 mod bind;
 mod link;
+mod multiply;
 mod packed;
 mod pool;
 mod product;

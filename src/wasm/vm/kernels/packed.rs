@@ -6,6 +6,7 @@
 
 use wasmtime::Val;
 
+use super::multiply::{Gemm, Scalar};
 use super::shapes::{Base, Decline, Matrix};
 use super::table::{Elem, PANEL, SMALLEST};
 
@@ -129,56 +130,33 @@ unsafe fn unpack<T: Copy>(base: Base, at: u64, count: u64, k: u64, a_side: bool)
 /// `call` was checked by [`read`] against the memory at `base`, which stays mapped and
 /// untouched by anything else until this returns.
 pub unsafe fn compute(call: &Packed, base: Base) {
-    let (m, n, k) = (call.m as usize, call.n as usize, call.k as usize);
-    let c = unsafe { base.0.add(call.c.at as usize) };
-    let (rsc, csc) = (1, call.c.ld as isize);
-    // SAFETY: spans checked by `read`; the result overlaps neither operand.
+    // SAFETY: as the caller promises.
     unsafe {
         match call.elem {
-            Elem::F64 => {
-                let a: Vec<f64> = unpack(base, call.sa, call.m, call.k, true);
-                let b: Vec<f64> = unpack(base, call.sb, call.n, call.k, false);
-                matrixmultiply::dgemm(
-                    m,
-                    k,
-                    n,
-                    call.alpha,
-                    a.as_ptr(),
-                    1,
-                    m as isize,
-                    b.as_ptr(),
-                    1,
-                    k as isize,
-                    1.0,
-                    c.cast(),
-                    rsc,
-                    csc,
-                );
-            }
-            Elem::F32 => {
-                let a: Vec<f32> = unpack(base, call.sa, call.m, call.k, true);
-                let b: Vec<f32> = unpack(base, call.sb, call.n, call.k, false);
-                let alpha = call.alpha as f32;
-                matrixmultiply::sgemm(
-                    m,
-                    k,
-                    n,
-                    alpha,
-                    a.as_ptr(),
-                    1,
-                    m as isize,
-                    b.as_ptr(),
-                    1,
-                    k as isize,
-                    1.0,
-                    c.cast(),
-                    rsc,
-                    csc,
-                );
-            }
+            Elem::F64 => multiply::<f64>(call, base),
+            Elem::F32 => multiply::<f32>(call, base),
             // Only the real kernels are bound (see `table::BOUND`).
             Elem::C32 | Elem::C64 => {}
         }
+    }
+}
+
+/// The operands unpacked into column-major buffers of the host's, multiplied into `c`.
+unsafe fn multiply<T: Scalar>(call: &Packed, base: Base) {
+    // SAFETY: spans checked by `read`; the result overlaps neither operand.
+    unsafe {
+        let a: Vec<T> = unpack(base, call.sa, call.m, call.k, true);
+        let b: Vec<T> = unpack(base, call.sb, call.n, call.k, false);
+        let (m, k) = (call.m as isize, call.k as isize);
+        let g = Gemm {
+            m: call.m as usize,
+            k: call.k as usize,
+            n: call.n as usize,
+            a: (a.as_ptr().cast(), 1, m),
+            b: (b.as_ptr().cast(), 1, k),
+            c: (base.0.add(call.c.at as usize), 1, call.c.ld as isize),
+        };
+        g.run::<T>([call.alpha, 0.0], [1.0, 0.0]);
     }
 }
 

@@ -2,9 +2,9 @@
 //! `stop` is asked before each tile, so a product of any size ends within one tile's time of
 //! its deadline, and tiles run in parallel on the kernel pool.
 
-use matrixmultiply::CGemmOption;
 use rayon::prelude::*;
 
+use super::multiply::Gemm;
 use super::shapes::{Base, Cover, Matrix, Op, Outcome, Product, Tile};
 use super::table::Elem;
 
@@ -189,87 +189,24 @@ unsafe fn pass(
     };
     let a = at(&p.a, t.i, rsa, from, csa);
     let b = at(&p.b, from, rsb, t.j, csb);
-    let (c, rsc, csc) = (dest.at, dest.rs, dest.cs);
-    let (m, k, n) = (t.rows as usize, depth as usize, t.cols as usize);
-    let std = CGemmOption::Standard;
+    let g = Gemm {
+        m: t.rows as usize,
+        k: depth as usize,
+        n: t.cols as usize,
+        a: (a, rsa, csa),
+        b: (b, rsb, csb),
+        c: (dest.at, dest.rs, dest.cs),
+    };
     // SAFETY: the pointers and strides stay inside the checked extents; the result overlaps
     // no operand (checked).
     unsafe {
         match p.elem {
-            Elem::F64 => matrixmultiply::dgemm(
-                m,
-                k,
-                n,
-                alpha[0],
-                a.cast(),
-                rsa,
-                csa,
-                b.cast(),
-                rsb,
-                csb,
-                beta[0],
-                c.cast(),
-                rsc,
-                csc,
-            ),
-            Elem::F32 => matrixmultiply::sgemm(
-                m,
-                k,
-                n,
-                alpha[0] as f32,
-                a.cast(),
-                rsa,
-                csa,
-                b.cast(),
-                rsb,
-                csb,
-                beta[0] as f32,
-                c.cast(),
-                rsc,
-                csc,
-            ),
-            Elem::C64 => matrixmultiply::zgemm(
-                std,
-                std,
-                m,
-                k,
-                n,
-                alpha,
-                a.cast(),
-                rsa,
-                csa,
-                b.cast(),
-                rsb,
-                csb,
-                beta,
-                c.cast(),
-                rsc,
-                csc,
-            ),
-            Elem::C32 => matrixmultiply::cgemm(
-                std,
-                std,
-                m,
-                k,
-                n,
-                narrow(alpha),
-                a.cast(),
-                rsa,
-                csa,
-                b.cast(),
-                rsb,
-                csb,
-                narrow(beta),
-                c.cast(),
-                rsc,
-                csc,
-            ),
+            Elem::F64 => g.run::<f64>(alpha, beta),
+            Elem::F32 => g.run::<f32>(alpha, beta),
+            Elem::C64 => g.run::<[f64; 2]>(alpha, beta),
+            Elem::C32 => g.run::<[f32; 2]>(alpha, beta),
         }
     }
-}
-
-fn narrow(x: [f64; 2]) -> [f32; 2] {
-    [x[0] as f32, x[1] as f32]
 }
 
 #[cfg(test)]
