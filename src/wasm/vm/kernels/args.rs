@@ -13,7 +13,7 @@ pub fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Product, Dec
     let raw = match entry.form {
         Form::Cblas => cblas(entry.elem, params, memory)?,
         Form::Fortran => fortran(entry.elem, params, memory)?,
-        Form::CblasSyrk => cblas_syrk(entry.elem, params)?,
+        Form::CblasSyrk => cblas_syrk(entry.elem, params, memory)?,
         Form::FortranSyrk => fortran_syrk(entry.elem, params, memory)?,
         Form::Packed | Form::Level2(_) | Form::Sort(_) => return Err(Decline::Invalid),
     };
@@ -46,14 +46,7 @@ fn cblas(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
     if p.len() != 14 {
         return Err(Decline::Invalid);
     }
-    let scalar = |v: &Val| -> Result<[f64; 2], Decline> {
-        match (elem, v) {
-            (Elem::F32, Val::F32(bits)) => Ok([f64::from(f32::from_bits(*bits)), 0.0]),
-            (Elem::F64, Val::F64(bits)) => Ok([f64::from_bits(*bits), 0.0]),
-            (Elem::C32 | Elem::C64, Val::I32(at)) => load_scalar(elem, memory, *at as u32),
-            _ => Err(Decline::Invalid),
-        }
-    };
+    let scalar = |v: &Val| scalar(elem, v, memory);
     // CBLAS's enums: order 101 row-major, 102 column-major; 111 plain, 112 transposed,
     // 113 conjugate-transposed, 114 conjugated (OpenBLAS's own).
     let op = |v: &Val| -> Result<u8, Decline> {
@@ -103,12 +96,8 @@ fn fortran(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
     if p.len() != 13 {
         return Err(Decline::Invalid);
     }
-    let at = |i: usize| int(&p[i]).map(|v| v as u32);
-    let byte = |i: usize| -> Result<u8, Decline> {
-        let at = at(i)? as usize;
-        memory.get(at).copied().ok_or(Decline::Outside)
-    };
-    let num = |i: usize| load_i32(memory, at(i)?);
+    let ptr = Pointers { p, memory };
+    let (at, byte, num) = (|i| ptr.at(i), |i| ptr.byte(i), |i| ptr.num(i));
     Ok(Raw {
         ta: byte(0)?.to_ascii_uppercase(),
         tb: byte(1)?.to_ascii_uppercase(),
@@ -170,15 +159,11 @@ fn syrk(
     })
 }
 
-fn cblas_syrk(elem: Elem, p: &[Val]) -> Result<Raw, Decline> {
+fn cblas_syrk(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
     let [order, uplo, trans, n, k, alpha, a, lda, beta, c, ldc] = p else {
         return Err(Decline::Invalid);
     };
-    let scalar = |v: &Val| match (elem, v) {
-        (Elem::F32, Val::F32(bits)) => Ok([f64::from(f32::from_bits(*bits)), 0.0]),
-        (Elem::F64, Val::F64(bits)) => Ok([f64::from_bits(*bits), 0.0]),
-        _ => Err(Decline::Invalid),
-    };
+    let scalar = |v: &Val| scalar(elem, v, memory);
     // CBLAS: 121 upper, 122 lower; 111 plain, 112 and 113 transposed. Row-major is the
     // column-major syrk of the other triangle with the other transpose.
     let row = match int(order)? {
@@ -215,10 +200,8 @@ fn fortran_syrk(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
     if p.len() != 10 {
         return Err(Decline::Invalid);
     }
-    let at = |i: usize| int(&p[i]).map(|v| v as u32);
-    let byte =
-        |i: usize| -> Result<u8, Decline> { memory.get(at(i)? as usize).copied().ok_or(Decline::Outside) };
-    let num = |i: usize| load_i32(memory, at(i)?);
+    let ptr = Pointers { p, memory };
+    let (at, byte, num) = (|i| ptr.at(i), |i| ptr.byte(i), |i| ptr.num(i));
     let (uplo, trans) = (byte(0)?.to_ascii_uppercase(), byte(1)?.to_ascii_uppercase());
     let (alpha, beta) = (
         load_scalar(elem, memory, at(4)?)?,
@@ -236,6 +219,39 @@ fn fortran_syrk(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
         at(8)?,
         num(9)?,
     )
+}
+
+/// A scalar passed by value (real types) or by pointer (complex), as `[re, im]`.
+pub fn scalar(elem: Elem, v: &Val, memory: &[u8]) -> Result<[f64; 2], Decline> {
+    match (elem, v) {
+        (Elem::F32, Val::F32(bits)) => Ok([f64::from(f32::from_bits(*bits)), 0.0]),
+        (Elem::F64, Val::F64(bits)) => Ok([f64::from_bits(*bits), 0.0]),
+        (Elem::C32 | Elem::C64, Val::I32(at)) => load_scalar(elem, memory, *at as u32),
+        _ => Err(Decline::Invalid),
+    }
+}
+
+/// A Fortran call's arguments, every one a pointer into guest memory.
+struct Pointers<'a> {
+    p: &'a [Val],
+    memory: &'a [u8],
+}
+
+impl Pointers<'_> {
+    fn at(&self, i: usize) -> Result<u32, Decline> {
+        int(&self.p[i]).map(|v| v as u32)
+    }
+
+    fn byte(&self, i: usize) -> Result<u8, Decline> {
+        self.memory
+            .get(self.at(i)? as usize)
+            .copied()
+            .ok_or(Decline::Outside)
+    }
+
+    fn num(&self, i: usize) -> Result<i32, Decline> {
+        load_i32(self.memory, self.at(i)?)
+    }
 }
 
 /// The `i32` at `at`.

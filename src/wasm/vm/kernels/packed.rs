@@ -6,6 +6,7 @@
 
 use wasmtime::Val;
 
+use super::args;
 use super::multiply::{Gemm, Scalar};
 use super::shapes::{Base, Decline, Matrix};
 use super::table::{Elem, PANEL, SMALLEST};
@@ -37,11 +38,8 @@ pub fn read(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Packed, Decline> {
     };
     let int = |v: &Val| v.i32().ok_or(Decline::Invalid);
     let size = |v: &Val| int(v).and_then(|x| u64::try_from(x).map_err(|_| Decline::Invalid));
-    let alpha = match (elem, alpha) {
-        (Elem::F64, Val::F64(bits)) => f64::from_bits(*bits),
-        (Elem::F32, Val::F32(bits)) => f64::from(f32::from_bits(*bits)),
-        _ => return Err(Decline::Invalid),
-    };
+    // Only real kernels are bound: their alpha is passed by value.
+    let alpha = args::scalar(elem, alpha, memory)?[0];
     let (m, n, k) = (size(m)?, size(n)?, size(k)?);
     let ld = size(ldc)?;
     if ld < m.max(1) {

@@ -7,6 +7,7 @@
 
 use wasmtime::Val;
 
+use super::args;
 use super::shapes::{Base, Decline, Matrix};
 use super::table::{Elem, Level2};
 
@@ -53,11 +54,8 @@ pub fn read(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector
     let int = |v: &Val| v.i32().ok_or(Decline::Invalid);
     let size = |v: &Val| int(v).and_then(|x| u64::try_from(x).map_err(|_| Decline::Invalid));
     let at = |v: &Val| int(v).map(|x| u64::from(x as u32));
-    let alpha = match (elem, alpha) {
-        (Elem::F64, Val::F64(bits)) => f64::from_bits(*bits),
-        (Elem::F32, Val::F32(bits)) => f64::from(f32::from_bits(*bits)),
-        _ => return Err(Decline::Invalid),
-    };
+    // Only real kernels are bound: their alpha is passed by value.
+    let alpha = args::scalar(elem, alpha, memory)?[0];
     let (m, n) = (size(m)?, size(n)?);
     // Negative strides stay in the guest (the kernels take them, the host does not).
     let inc = |v: &Val| size(v).and_then(|i| if i == 0 { Err(Decline::Invalid) } else { Ok(i) });
