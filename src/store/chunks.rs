@@ -3,7 +3,7 @@
 //! its SHA-256 and written only if the store lacks it. Which chunks a push may trust the store
 //! to hold is decided here too (see `sweep` for why).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -30,12 +30,30 @@ pub struct Tree {
     pub only: Option<String>,
 }
 
-/// What writing a file's chunks sent.
+/// What writing a file's chunks sent, and until when every chunk it named that no current
+/// manifest names is safe from a sweep.
 #[derive(Debug, Default)]
 pub struct Sent {
     pub chunks: usize,
     pub bytes: u64,
+    pub files: usize,
+    pub safe_until: Option<Instant>,
 }
+
+impl Sent {
+    fn add(&mut self, other: Sent) {
+        self.chunks += other.chunks;
+        self.bytes += other.bytes;
+        self.files += other.files;
+        self.safe_until = match (self.safe_until, other.safe_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// Each tree's entries, by the tree's name in the manifest.
+pub type Listed = BTreeMap<String, Vec<Entry>>;
 
 /// Where one chunk of a file is, and its name.
 struct Cut {
@@ -61,6 +79,41 @@ impl Chunks {
         }
     }
 
+    /// The sweep's grace period this push keeps its chunks within.
+    pub fn grace(&self) -> Duration {
+        self.grace
+    }
+
+    /// Writes the chunks of every file of `trees` the store lacks (none of `named`, the chunks
+    /// of the manifest this push replaces, is asked for); their entries.
+    pub async fn put_trees(
+        &self,
+        space: &str,
+        trees: &[Tree],
+        named: &HashSet<String>,
+    ) -> Result<(Listed, Sent), StoreError> {
+        let mut listed = BTreeMap::new();
+        let mut sent = Sent::default();
+        for tree in trees {
+            // A workspace or its packages can hold thousands of files: walked off the async threads.
+            let walk = tree.clone();
+            let files = tokio::task::spawn_blocking(move || files_of(&walk))
+                .await
+                .map_err(|e| StoreError::Local {
+                    path: tree.root.clone(),
+                    source: std::io::Error::other(e),
+                })??;
+            let mut entries = Vec::with_capacity(files.len());
+            for (rel, path) in files {
+                let (entry, one) = self.put_file(space, &rel, &path, named).await?;
+                sent.add(one);
+                entries.push(entry);
+            }
+            listed.insert(tree.name.to_string(), entries);
+        }
+        Ok((listed, sent))
+    }
+
     /// Writes the chunks of the file at `path` the store lacks (none of `named`, the chunks
     /// of the manifest this push replaces, is asked for); its entry, as `rel`.
     pub async fn put_file(
@@ -84,11 +137,15 @@ impl Chunks {
             bytes: 0,
             chunks: Vec::new(),
         };
-        let mut sent = Sent::default();
+        let mut sent = Sent {
+            files: 1,
+            ..Sent::default()
+        };
         for cut in cuts {
             entry.bytes += cut.length as u64;
             if !named.contains(&cut.sha) {
-                self.put_chunk(space, path, &cut, &mut sent).await?;
+                let until = self.put_chunk(space, path, &cut, &mut sent).await?;
+                sent.safe_until = Some(sent.safe_until.map_or(until, |s| s.min(until)));
             }
             entry.chunks.push(cut.sha);
         }
@@ -97,23 +154,20 @@ impl Chunks {
 
     /// Makes sure the store holds `cut` and keeps it for half the grace period at least: a
     /// chunk the sandbox's manifest does not name may be named by no manifest, so the sweep
-    /// may delete it once older than the grace period; an old one is written again.
+    /// may delete it once older than the grace period; an old one is written again. Until when
+    /// it is safe.
     async fn put_chunk(
         &self,
         space: &str,
         path: &Path,
         cut: &Cut,
         sent: &mut Sent,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Instant, StoreError> {
         let known = format!("{space}/{}", cut.sha);
         let now = Instant::now();
-        if self
-            .present
-            .locked()
-            .get(&known)
-            .is_some_and(|until| *until > now)
-        {
-            return Ok(());
+        let until = self.present.locked().get(&known).copied();
+        if let Some(until) = until.filter(|until| *until > now) {
+            return Ok(until);
         }
         let half = self.grace / 2;
         let at = chunk_path(&self.store, space, &cut.sha);
@@ -141,8 +195,9 @@ impl Chunks {
         if present.len() > PRESENT_MAX {
             present.retain(|_, until| *until > now);
         }
-        present.insert(known, now + safe_for.unwrap_or(half));
-        Ok(())
+        let until = now + safe_for.unwrap_or(half);
+        present.insert(known, until);
+        Ok(until)
     }
 }
 

@@ -51,6 +51,28 @@ pub async fn claim(
     me: &str,
     ttl: Duration,
 ) -> Result<Claim, StoreError> {
+    // A lease deleted between the read and the write (its holder gave it up: often this
+    // replica itself, handing back a suspended sandbox's) is free: taken on the next try.
+    for _ in 0..TRIES - 1 {
+        if let Some(claim) = try_claim(store, path, me, ttl).await? {
+            return Ok(claim);
+        }
+    }
+    Ok(try_claim(store, path, me, ttl).await?.unwrap_or(Claim::Held {
+        holder: "another replica".to_string(),
+    }))
+}
+
+/// How many times a claim is tried while the lease keeps vanishing under it.
+const TRIES: usize = 3;
+
+/// One read and conditional write; `None` when the lease was deleted between the two.
+async fn try_claim(
+    store: &Store,
+    path: &object_store::path::Path,
+    me: &str,
+    ttl: Duration,
+) -> Result<Option<Claim>, StoreError> {
     let (current, version) = match read(store, path).await? {
         Some((lease, version)) => (Some(lease), Some(version)),
         None => (None, None),
@@ -59,9 +81,9 @@ pub async fn claim(
         && l.holder != me
         && l.until > Utc::now()
     {
-        return Ok(Claim::Held {
+        return Ok(Some(Claim::Held {
             holder: l.holder.clone(),
-        });
+        }));
     }
     let lease = Lease {
         holder: me.to_string(),
@@ -73,17 +95,15 @@ pub async fn claim(
         ..Default::default()
     };
     match store.objects.put_opts(path, PutPayload::from(body), opts).await {
-        Ok(_) => Ok(Claim::Ours),
+        Ok(_) => Ok(Some(Claim::Ours)),
         // Written between our read and our write: by another replica, which holds it now, or
         // by this one's own claim at the same moment (a renewal beside a use), which is ours.
         Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-            match read(store, path).await? {
-                Some((l, _)) if l.holder == me && l.until > Utc::now() => Ok(Claim::Ours),
-                Some((l, _)) => Ok(Claim::Held { holder: l.holder }),
-                None => Ok(Claim::Held {
-                    holder: "another replica".to_string(),
-                }),
-            }
+            Ok(match read(store, path).await? {
+                Some((l, _)) if l.holder == me && l.until > Utc::now() => Some(Claim::Ours),
+                Some((l, _)) => Some(Claim::Held { holder: l.holder }),
+                None => None,
+            })
         }
         Err(e) => Err(store.failed("a sandbox's lease", e)),
     }

@@ -39,6 +39,13 @@ pub enum StoreError {
         "{writer} wrote generation {generation} of this sandbox after this replica's copy was made; the copy here is replaced by it before its next use"
     )]
     Superseded { writer: String, generation: u64 },
+    /// A push took longer than half the grace period, time after time: a sweep could delete
+    /// the chunks it wrote first before its manifest named them.
+    #[error(
+        "writing to the store {store} took longer than half the sweep's grace period ({} s) each time, so the chunks written first could be swept before the manifest named them; raise CODE_SANDBOX_STORE_GRACE_SECONDS",
+        half_grace.as_secs()
+    )]
+    Slow { store: String, half_grace: Duration },
     #[error("reading {path} for the store failed: {source}")]
     Local {
         path: std::path::PathBuf,

@@ -6,7 +6,9 @@
 //! Why a chunk younger than the grace period is never deleted: a push writes (or finds) its
 //! chunks before the manifest naming them, so for a moment they are named by nothing. A push
 //! trusts a chunk it did not just write only while it is younger than half the grace period
-//! (else it writes it again), so such a chunk is always younger than the grace period here.
+//! (else it writes it again), and writes the manifest only while every chunk it wrote or
+//! trusted is still within half the grace period (else it writes them again first: a slow
+//! push), so such a chunk is always younger than the grace period here.
 //! Chunks are listed before manifests are read: a manifest written after the listing names
 //! only chunks the listing missed or younger ones.
 

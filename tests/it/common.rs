@@ -231,8 +231,10 @@ impl Server {
 
     /// Runs code that must succeed; its structured result.
     pub async fn run_ok(&self, sandbox: &str, code: &str) -> Value {
-        let (err, v) = self.exec(sandbox, code).await;
-        assert!(!err, "the code failed: {v}");
+        let (err, v, text) = self
+            .call_json("execute_code", json!({"sandbox_id": sandbox, "code": code}))
+            .await;
+        assert!(!err, "the code failed: {v} {text}");
         v
     }
 

@@ -55,7 +55,7 @@ async fn a_copy_past_the_disk_bound_is_let_go_and_comes_back_and_the_sweep_takes
         // Every kept sandbox is past this bound, and one is kept two seconds after its call.
         ("CODE_SANDBOX_KEEP_MB", "1".into()),
         ("CODE_SANDBOX_IDLE_SECONDS", "2".into()),
-        ("CODE_SANDBOX_STORE_GRACE_SECONDS", "4".into()),
+        ("CODE_SANDBOX_STORE_GRACE_SECONDS", "8".into()),
     ]);
     let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let s = start(&home, &envs).await;
@@ -102,9 +102,18 @@ async fn a_copy_past_the_disk_bound_is_let_go_and_comes_back_and_the_sweep_takes
     assert!(exists(&store, &kept).await, "a chunk a manifest names stays");
 
     // Named again, it comes back from the store: variables and files.
-    let v = s
-        .run_ok(&id, "x, open('keep.txt').read(), os.path.exists('gone.txt')")
+    let (failed, v, text) = s
+        .call_json(
+            "execute_code",
+            json!({"sandbox_id": id, "code": "x, open('keep.txt').read(), os.path.exists('gone.txt')"}),
+        )
         .await;
+    let server_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !failed,
+        "it did not come back: {text}\nthe server's log:\n{}",
+        server_log()
+    );
     assert_eq!(v["result"], "(7, 'kept', False)", "{v}");
     assert_eq!(v["state_lost"], false, "{v}");
     assert!(

@@ -1,6 +1,7 @@
 //! The pusher against a local folder store.
 
 use super::*;
+use crate::store::manifest::CHUNK_BYTES;
 use std::path::{Path, PathBuf};
 
 fn file_url(dir: &Path) -> url::Url {
@@ -110,5 +111,36 @@ async fn flush_waits_for_what_was_scheduled() {
         root.join("b/principals/p/sandboxes/sbx-2/manifest.json")
             .is_file()
     );
+    let _ = std::fs::remove_dir_all(root);
+}
+
+/// A push slower than half the sweep's grace period never writes a manifest naming chunks a
+/// sweep may have deleted meanwhile: it writes them again, and gives up saying what to raise.
+#[tokio::test]
+async fn a_push_slower_than_half_the_grace_period_writes_no_manifest() {
+    let root = scratch();
+    let (work, bucket) = (root.join("work"), root.join("bucket"));
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("a.txt"), "a").unwrap();
+    let store = super::super::location::open(file_url(&bucket).as_str()).unwrap();
+    // No grace at all: every chunk is past it the moment it is written.
+    let timing = crate::store::Timing {
+        grace: std::time::Duration::ZERO,
+        ..crate::store::Timing::with_lease(std::time::Duration::from_secs(30))
+    };
+    let pusher = Pusher::start(store, "test".into(), &timing);
+    let trees = [Tree {
+        name: "workspace",
+        root: work.clone(),
+        skip: &[],
+        only: None,
+    }];
+    let err = pusher.push("sbx-1", "p", &trees).await.unwrap_err();
+    assert!(matches!(err, StoreError::Slow { .. }), "{err}");
+    assert!(
+        err.to_string().contains("CODE_SANDBOX_STORE_GRACE_SECONDS"),
+        "{err}"
+    );
+    assert!(!bucket.join("principals/p/sandboxes/sbx-1/manifest.json").exists());
     let _ = std::fs::remove_dir_all(root);
 }
