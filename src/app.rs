@@ -13,6 +13,7 @@ pub fn backend(settings: Arc<Settings>) -> Result<Arc<dyn Interpreter>, SandboxE
     settings
         .folders_outside_home()
         .map_err(SandboxError::InvalidArgument)?;
+    settings.log_save_folders();
     match settings.interpreter_type {
         Backend::Wasm => {
             let leave = match settings.transport {

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 mod budget;
-mod folders;
+pub mod folders;
 mod home;
 mod kernels;
 mod oauth;

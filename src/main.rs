@@ -10,7 +10,7 @@ use mcp_code_sandbox::config::{
 use mcp_code_sandbox::remote;
 use mcp_code_sandbox::runtime::Layout;
 use mcp_code_sandbox::server::{SandboxServer, StdioTransport};
-use mcp_code_sandbox::wasm::direct::{install_and_load, prepare_warm_image};
+use mcp_code_sandbox::wasm::direct::{install_and_load, prepare_warm_image, warm_image_cached};
 use rmcp::ServiceExt;
 use tracing_subscriber::EnvFilter;
 
@@ -19,7 +19,7 @@ fn init_logging() {
     tracing_subscriber::fmt()
         // Every control character but an event's last newline is escaped: a name or id from
         // outside cannot add a line or recolour the terminal.
-        .with_writer(|| mcp_code_sandbox::log_safe::SafeStderr)
+        .with_writer(|| mcp_code_sandbox::telemetry::log_safe::SafeStderr)
         .with_ansi(false)
         .with_env_filter(
             EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG_FILTER)),
@@ -57,6 +57,7 @@ fn main() -> ExitCode {
 }
 
 fn install_runtime(settings: &Settings, from: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    let began = std::time::Instant::now();
     let layout = Layout::new(settings.home_dir());
     let progress = |stage: mcp_code_sandbox::runtime::Stage| eprintln!("runtime: {stage}");
     let metered = settings.fuel_per_call > 0;
@@ -64,12 +65,20 @@ fn install_runtime(settings: &Settings, from: Option<std::path::PathBuf>) -> any
     // The server's first start then loads the warm image instead of building it for a minute
     // or two while the first sandboxes import pandas themselves.
     if settings.warm_image && !metered {
-        eprintln!(
-            "runtime: building the warm image (numpy, pandas, matplotlib imported; a minute or two, once)"
-        );
+        if warm_image_cached(&plain, &layout) {
+            eprintln!("runtime: the warm image is already built; checking it");
+        } else {
+            eprintln!(
+                "runtime: building the warm image (numpy, pandas, matplotlib imported; a minute or two, once)"
+            );
+        }
         prepare_warm_image(&plain, &layout)?;
     }
-    eprintln!("runtime: installed under {}", layout.home.display());
+    eprintln!(
+        "runtime: installed under {} in {:.1} s",
+        layout.home.display(),
+        began.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 

@@ -18,9 +18,49 @@ impl Settings {
         folder_list(self.read_dirs.as_deref(), &self.read_dir)
     }
 
-    /// Host folders `save_file` may write into, canonicalised.
+    /// Host folders `save_file` may write into that exist, canonicalised, in the order named.
     pub fn save_roots(&self) -> Vec<PathBuf> {
-        folder_list(self.save_dirs.as_deref(), &self.save_dir)
+        self.save_folders()
+            .into_iter()
+            .filter_map(|f| match f {
+                SaveFolder::Present(p) => Some(p),
+                SaveFolder::Missing { .. } => None,
+            })
+            .collect()
+    }
+
+    /// Every folder `save_file` may write into, in the order named: those there, and those to
+    /// be made on the first save. A user names a results folder before anything was saved,
+    /// so one not made yet still turns `save_file` on.
+    pub fn save_folders(&self) -> Vec<SaveFolder> {
+        named(self.save_dirs.as_deref(), &self.save_dir)
+            .into_iter()
+            .filter_map(|p| match std::fs::canonicalize(&p) {
+                Ok(c) if c.is_dir() => Some(SaveFolder::Present(c)),
+                Ok(_) => None,
+                Err(_) => Some(SaveFolder::missing(p)),
+            })
+            .collect()
+    }
+
+    /// Says once, at start, what becomes of each save folder that is not there.
+    pub fn log_save_folders(&self) {
+        for f in self.save_folders() {
+            match f {
+                SaveFolder::Present(_) => {}
+                SaveFolder::Missing {
+                    named,
+                    parent: Some(_),
+                } => tracing::info!(
+                    "CODE_SANDBOX_SAVE_DIRS: '{}' does not exist yet; it is made on the first save into it",
+                    named.display()
+                ),
+                SaveFolder::Missing { named, parent: None } => tracing::warn!(
+                    "CODE_SANDBOX_SAVE_DIRS: '{}' does not exist, nor does the folder that would hold it; saves into it fail until the user makes it",
+                    named.display()
+                ),
+            }
+        }
     }
 
     /// The server's own folder as the allowed folders are named (canonical, as far as it
@@ -45,9 +85,14 @@ impl Settings {
     /// of it is hidden (the log says so).
     pub fn folders_outside_home(&self) -> Result<(), String> {
         let home = self.home_canonical();
+        // A save folder not made yet is checked where it would be made.
+        let to_make = self.save_folders().into_iter().filter_map(|f| f.would_be());
         let lists = [
             ("CODE_SANDBOX_READ_DIRS", self.read_roots()),
-            ("CODE_SANDBOX_SAVE_DIRS", self.save_roots()),
+            (
+                "CODE_SANDBOX_SAVE_DIRS",
+                self.save_roots().into_iter().chain(to_make).collect(),
+            ),
             ("CODE_SANDBOX_UPLOAD_DIRS", self.upload_roots()),
         ];
         for (setting, roots) in lists {
@@ -72,9 +117,40 @@ impl Settings {
     }
 }
 
-/// A setting's folders (the platform's path-list separator) and a flag's, canonical; a folder
-/// that cannot be found is logged and left out, so it grants nothing.
-fn folder_list(listed: Option<&str>, flags: &[PathBuf]) -> Vec<PathBuf> {
+/// A folder `save_file` may write into, as the settings name it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SaveFolder {
+    /// There, canonical.
+    Present(PathBuf),
+    /// Not there yet: `named` absolute; `parent` the canonical folder that would hold it, when
+    /// that exists (then it is made on the first save into it).
+    Missing { named: PathBuf, parent: Option<PathBuf> },
+}
+
+impl SaveFolder {
+    fn missing(p: PathBuf) -> SaveFolder {
+        let named = std::path::absolute(&p).unwrap_or(p);
+        let parent = named
+            .parent()
+            .and_then(|d| std::fs::canonicalize(d).ok())
+            .filter(|d| d.is_dir());
+        SaveFolder::Missing { named, parent }
+    }
+
+    /// Where a folder not made yet would be, canonical (its parent is).
+    pub fn would_be(&self) -> Option<PathBuf> {
+        match self {
+            SaveFolder::Missing {
+                named,
+                parent: Some(parent),
+            } => Some(parent.join(named.file_name()?)),
+            _ => None,
+        }
+    }
+}
+
+/// A setting's folders (the platform's path-list separator) and a flag's, as named.
+fn named(listed: Option<&str>, flags: &[PathBuf]) -> Vec<PathBuf> {
     let sep = if cfg!(windows) { ';' } else { ':' };
     listed
         .unwrap_or("")
@@ -82,6 +158,14 @@ fn folder_list(listed: Option<&str>, flags: &[PathBuf]) -> Vec<PathBuf> {
         .map(|s| PathBuf::from(s.trim()))
         .chain(flags.iter().cloned())
         .filter(|p| !p.as_os_str().is_empty())
+        .collect()
+}
+
+/// A setting's folders and a flag's, canonical; a folder that cannot be found is logged and
+/// left out, so it grants nothing.
+fn folder_list(listed: Option<&str>, flags: &[PathBuf]) -> Vec<PathBuf> {
+    named(listed, flags)
+        .into_iter()
         .filter_map(|p| match std::fs::canonicalize(&p) {
             Ok(c) if c.is_dir() => Some(c),
             Ok(_) => {

@@ -41,7 +41,7 @@ impl Settings {
         const FLOOR: u64 = 256 << 20;
         match self.keep_mb {
             Some(mb) => mb.saturating_mul(1 << 20),
-            None => crate::disk_quota::free_bytes(&self.home_dir())
+            None => crate::disk::quota::free_bytes(&self.home_dir())
                 .map_or(CEILING, |free| free / 10)
                 .clamp(FLOOR, CEILING),
         }

@@ -39,8 +39,8 @@ pub struct TeamSettings {
     /// An object store kept sandboxes are also written to after each save, as a URL:
     /// `s3://bucket/prefix` (for an S3-compatible store, `AWS_ENDPOINT_URL`, and
     /// `AWS_ALLOW_HTTP=true` for plain HTTP), `gs://`, `az://`, or `file:///path`. Credentials
-    /// are read as each cloud's tools read them (environment, web identity, instance
-    /// metadata), never from the URL. Files are cut into content-addressed chunks, so an
+    /// come from the cloud's own variables (`AWS_*`, `GOOGLE_*`, `AZURE_*`), web identity or
+    /// instance metadata; never from the URL or from profile files such as `~/.aws/config`. Files are cut into content-addressed chunks, so an
     /// unchanged file is not sent twice; a manifest per sandbox, written last, names them.
     #[arg(long, env = "CODE_SANDBOX_STORE")]
     pub store: Option<String>,

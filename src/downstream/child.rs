@@ -129,7 +129,7 @@ pub struct Skipped {
 
 impl Skipped {
     fn tell(&self, why: Skip) {
-        *crate::lock::Locked::locked(&self.why) = Some(why);
+        *crate::host::lock::Locked::locked(&self.why) = Some(why);
         self.notify.notify_waiters();
     }
 
@@ -139,7 +139,7 @@ impl Skipped {
     }
 
     pub fn why(&self) -> Option<Skip> {
-        *crate::lock::Locked::locked(&self.why)
+        *crate::host::lock::Locked::locked(&self.why)
     }
 }
 

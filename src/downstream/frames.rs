@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::child::MAX_DEPTH;
 use super::gateway::{Allowed, Gateway};
 use super::link::{Called, Link, Standing};
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::sandbox::call_scope::{self, CallScope};
 use crate::sandbox::{GuestServices, Refusal, ToolCall, answer_by};
 

@@ -13,7 +13,7 @@ use rmcp::{ClientHandler, RoleClient, ServiceExt};
 
 use super::child::{self, LineWatch, MAX_DEPTH, Skip, Skipped};
 use super::config::{Policy, Reach};
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::sandbox::events::{Severity, server_log};
 
 /// Largest message read from a stdio server (rmcp's own default); a longer one is skipped
@@ -125,7 +125,7 @@ impl Link {
         changed: Arc<dyn Fn() + Send + Sync>,
     ) -> Arc<Link> {
         // A setting's problem is told to the guest and the model: never with its credentials.
-        let reach = reach.map_err(|why| crate::redact::urls(&why));
+        let reach = reach.map_err(|why| crate::telemetry::redact::urls(&why));
         let state = match &reach {
             Ok(_) => State::Idle,
             Err(why) => State::Down(why.clone(), None),
@@ -291,7 +291,7 @@ impl Link {
                 }
                 Err(why) => {
                     // The reason reaches the guest, the model, log notifications and the log.
-                    let why = crate::redact::urls(&why);
+                    let why = crate::telemetry::redact::urls(&why);
                     tracing::warn!(target: "mcp_code_sandbox::downstream", server = %me.name, "could not start: {why}");
                     server_log(
                         &me.name,
@@ -401,11 +401,13 @@ impl Link {
                     .into(),
             ))),
             Ok(Err(rmcp::ServiceError::McpError(e))) => Ok(Err(Called::Refused(e.message.to_string()))),
-            Ok(Err(e)) if peer.is_transport_closed() => Err(crate::redact::urls(&format!(
+            Ok(Err(e)) if peer.is_transport_closed() => Err(crate::telemetry::redact::urls(&format!(
                 "the {} server's connection ended during the call ({e}); it is started again at the next call",
                 self.name
             ))),
-            Ok(Err(e)) => Ok(Err(Called::Protocol(crate::redact::urls(&e.to_string())))),
+            Ok(Err(e)) => Ok(Err(Called::Protocol(crate::telemetry::redact::urls(
+                &e.to_string(),
+            )))),
         }
     }
 

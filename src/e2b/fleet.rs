@@ -13,7 +13,7 @@ use super::client::{Client, Remote};
 use super::entry::{Activity, Entry};
 use super::kept;
 use crate::config::Settings;
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::sandbox::open_set::OpenSet;
 use crate::sandbox::retention::{Gone, RECENT, Why};
 use crate::sandbox::{Limits, SandboxError};

@@ -15,8 +15,8 @@ use serde_json::{Value, json};
 
 use super::rules::HostRule;
 use super::secrets::{self, Secret};
-use crate::internal_address::is_internal;
-use crate::lock::Locked;
+use crate::host::lock::Locked;
+use crate::outbound::internal_address::is_internal;
 use crate::sandbox::{NetUse, Refusal, answer_by};
 
 /// A piece of a body handed to the guest at once.

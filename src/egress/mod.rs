@@ -2,7 +2,7 @@
 //! made by the host on the guest's behalf, since the guest has no sockets. Off unless hosts are
 //! listed.
 //!
-//! `rules` is the allowlist (`crate::internal_address`: the addresses never reached by name), `fetch` one
+//! `rules` is the allowlist (`crate::outbound::internal_address`: the addresses never reached by name), `fetch` one
 //! execution's requests.
 
 mod fetch;
@@ -21,7 +21,7 @@ pub enum EgressError {
     #[error(transparent)]
     Rule(#[from] RuleError),
     #[error(transparent)]
-    Roots(#[from] crate::tls_roots::RootsError),
+    Roots(#[from] crate::outbound::tls_roots::RootsError),
     #[error(transparent)]
     Secrets(#[from] SecretsError),
 }
@@ -51,7 +51,7 @@ pub fn policy(
         }
         return Ok(None);
     }
-    let roots = crate::tls_roots::load(ca_file)?;
+    let roots = crate::outbound::tls_roots::load(ca_file)?;
     Ok(Some(Arc::new(NetPolicy {
         rules,
         roots,

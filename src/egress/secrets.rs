@@ -53,7 +53,7 @@ pub fn load(file: &Path) -> Result<Vec<Secret>, SecretsError> {
         file: shown.clone(),
         source,
     })?;
-    if let Some(mode) = crate::file_marks::mode(&meta).filter(|m| m & 0o077 != 0) {
+    if let Some(mode) = crate::host::marks::mode(&meta).filter(|m| m & 0o077 != 0) {
         return Err(SecretsError::Open { file: shown, mode });
     }
     let text = std::fs::read_to_string(file).map_err(|source| SecretsError::Unreadable {

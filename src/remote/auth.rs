@@ -71,7 +71,7 @@ impl Auth {
             return Err(Denied::BadToken);
         };
         let verified = oauth.verify(token, from).await.map_err(|r| {
-            use crate::metrics::{OAuthRefusal, oauth_refused};
+            use crate::telemetry::metrics::{OAuthRefusal, oauth_refused};
             oauth_refused(match &r {
                 Refusal::Invalid(_) => OAuthRefusal::Invalid,
                 Refusal::Scope(_) => OAuthRefusal::Scope,
@@ -80,7 +80,7 @@ impl Auth {
             Denied::OAuth(r)
         })?;
         if !oauth.admits(&verified.principal) {
-            crate::metrics::oauth_refused(crate::metrics::OAuthRefusal::NotAllowed);
+            crate::telemetry::metrics::oauth_refused(crate::telemetry::metrics::OAuthRefusal::NotAllowed);
             return Err(Denied::NotAllowed(verified.principal));
         }
         // A tokens-file line of the same name gives its quotas, servers and hosts: the

@@ -25,7 +25,7 @@ use axum::response::Response;
 use http::{StatusCode, header};
 
 use super::auth::{plain, retry_later};
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 
 /// Body bytes in flight in the whole server: two of the largest requests at once.
 const TOTAL: usize = 320 << 20;

@@ -19,7 +19,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use super::auth::{Auth, plain, retry_later};
 use super::body_budget::{self, BodyBudget};
 use super::conns::{ClientAddr, Prover};
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::tenancy::Principal;
 
 const SESSION_HEADER: &str = "mcp-session-id";

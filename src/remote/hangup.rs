@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::Next;

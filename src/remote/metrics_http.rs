@@ -9,8 +9,8 @@ use axum::Router;
 use axum::response::IntoResponse;
 
 use super::conns::{self, Limits};
-use crate::metrics::{Levels, Metrics};
 use crate::sandbox::Interpreter;
+use crate::telemetry::metrics::{Levels, Metrics};
 use crate::tenancy::Tenancy;
 
 /// Prometheus' text format, as its scrapers ask for it.

@@ -69,7 +69,7 @@ pub enum RemoteError {
     #[error(transparent)]
     OAuth(#[from] oauth::SettingError),
     #[error(transparent)]
-    Roots(#[from] crate::tls_roots::RootsError),
+    Roots(#[from] crate::outbound::tls_roots::RootsError),
     #[error("the HTTP server stopped: {0}")]
     Serve(#[source] std::io::Error),
 }
@@ -141,7 +141,7 @@ pub async fn serve(
     let addrs = listen_addrs(&settings).await?;
     let oauth = oauth::OAuth::from_settings(
         &settings.oauth,
-        crate::tls_roots::load(settings.ca_file.as_deref())?,
+        crate::outbound::tls_roots::load(settings.ca_file.as_deref())?,
     )?;
     let (book, tokens) = token_book(&settings, &addrs, oauth.is_some())?;
     let tcp = tokio::net::TcpListener::bind(&addrs[..])
@@ -190,7 +190,7 @@ pub async fn serve(
         max_connections: settings.http_max_connections,
     };
     if let Some(addr) = &settings.team.metrics_listen {
-        let metrics = crate::metrics::install(settings.team.metrics_principals);
+        let metrics = crate::telemetry::metrics::install(settings.team.metrics_principals);
         let at = metrics_http::start(addr, limits, metrics, (backend.clone(), tenancy.clone()))
             .await
             .map_err(|e| RemoteError::Listen(addr.clone(), e))?;

@@ -77,7 +77,7 @@ fn open_private(file: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
     } else {
         opts.append(true);
     }
-    crate::file_marks::owner_only(&mut opts).open(file)
+    crate::host::marks::owner_only(&mut opts).open(file)
 }
 
 /// A new file for the rewritten list, readable by its owner only.

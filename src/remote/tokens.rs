@@ -14,7 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::tenancy::{Principal, Quota};
 
 #[derive(Debug, thiserror::Error)]
@@ -96,8 +96,8 @@ fn stamp(file: &Path) -> Option<Stamp> {
     Some(Stamp {
         modified: m.modified().ok(),
         len: m.len(),
-        marks: crate::file_marks::change_marks(&m),
-        mode: crate::file_marks::mode(&m),
+        marks: crate::host::marks::change_marks(&m),
+        mode: crate::host::marks::mode(&m),
     })
 }
 

@@ -76,7 +76,7 @@ pub fn ensure(lib_dir: &Path, m: &Manifest, progress: &dyn Fn(&str)) -> Result<(
         if dest.exists() {
             std::fs::remove_dir_all(&dest).map_err(io(&dest))?;
         }
-        crate::host_retry::rename(&staging, &dest).map_err(io(&dest))
+        crate::host::retry::rename(&staging, &dest).map_err(io(&dest))
     });
     if placed.is_err() {
         let _ = std::fs::remove_dir_all(&staging);

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 
 /// Sends one progress notification: the progress value and a message.
 pub type Notify = Arc<dyn Fn(f64, String) + Send + Sync>;

@@ -2,7 +2,7 @@
 //! sandboxes by it, picks the default for calls without an id by it (never one only kept from
 //! before a restart), and evicts by it.
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

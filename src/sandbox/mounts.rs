@@ -6,14 +6,14 @@
 //! The names are fixed when the server starts. Images and saved states do not depend on
 //! them: every interpreter re-reads its preopens after it starts or is restored, so a kept
 //! sandbox comes back with its variables when the folders change. The file tools read these
-//! folders host-side (`dir_read`), through the same capability-checked reads as a workspace.
+//! folders host-side (`disk::dir_read`), through the same capability-checked reads as a workspace.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::paths::WorkspacePath;
 use super::{FileEntry, FileKind, SandboxError};
-use crate::guest_names::{self, NameRules};
+use crate::host::names::{self, NameRules};
 
 /// Where the folders appear in the guest.
 pub const MOUNT_ROOT: &str = "/mnt";
@@ -78,7 +78,7 @@ fn plain_name(host: &Path) -> String {
         })
         .collect();
     name = name.trim_end_matches(['.', ' ']).to_string();
-    if name.is_empty() || name == "." || guest_names::check_component(&name, windows).is_err() {
+    if name.is_empty() || name == "." || names::check_component(&name, windows).is_err() {
         name = format!(
             "folder{}",
             if name.is_empty() {

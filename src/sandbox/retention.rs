@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::sandbox::SandboxError;
 
 /// Most deletions remembered.
@@ -115,7 +115,7 @@ impl Gone {
 fn write(file: &std::path::Path, entries: &HashMap<String, Entry>) -> std::io::Result<()> {
     let tmp = file.with_extension("json.tmp");
     std::fs::write(&tmp, serde_json::to_vec(entries).map_err(std::io::Error::other)?)?;
-    crate::host_retry::rename(&tmp, file)
+    crate::host::retry::rename(&tmp, file)
 }
 
 #[cfg(test)]

@@ -166,7 +166,7 @@ pub struct UploadFileArgs {
 pub struct SaveFileArgs {
     /// The file in the sandbox: relative to /home/user, absolute inside it, or in a shared folder under /mnt.
     pub path: String,
-    /// Where to save it on the user's computer: a file path inside one of the folders save_file may write into (CODE_SANDBOX_SAVE_DIRS); a relative path is taken inside the first of them. Its folder must exist.
+    /// Where to save it on the user's computer: a file path inside one of the folders save_file may write into (CODE_SANDBOX_SAVE_DIRS); a relative path is taken inside the first of them. Its folder must exist, but for a save folder the user named that is not there yet: that one is made.
     pub destination: String,
     /// Replace a file already there (default false: an existing file is refused and left as it is).
     pub overwrite: Option<bool>,

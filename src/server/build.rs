@@ -16,8 +16,9 @@ impl SandboxServer {
     /// The server for one local client over stdio: every sandbox is that client's.
     pub fn new(backend: Arc<dyn Interpreter>, settings: Arc<Settings>) -> Self {
         let mut tool_router = tools::router();
-        // Offered only where the user (or a team server's operator) named folders for it.
-        if settings.save_roots().is_empty() {
+        // Offered only where the user (or a team server's operator) named folders for it,
+        // whether or not they exist yet (one is made on the first save into it).
+        if settings.save_folders().is_empty() {
             tool_router.remove_route("save_file");
         }
         let open_world = backend.backend() != "wasm";

@@ -2,7 +2,7 @@
 //! it, and each call leaves one structured log line (who, what, which sandbox, how long, how
 //! it ended), never its code, tokens or file contents.
 
-use crate::log_safe::Field;
+use crate::telemetry::log_safe::Field;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,7 +22,7 @@ use crate::tenancy::Principal;
 
 /// How a call ended, as the log line says it.
 /// How a call ended, for its log line and the metrics.
-pub use crate::metrics::CallOutcome as Outcome;
+pub use crate::telemetry::metrics::CallOutcome as Outcome;
 
 /// The client's address, in each HTTP request's extensions: the peer's, or the one a trusted
 /// proxy's PROXY header names. Limits per address count it, and each call's log line says it.
@@ -175,7 +175,7 @@ impl SandboxServer {
             Ok(_) => Outcome::Ok,
             Err(_) => Outcome::Rejected,
         };
-        crate::metrics::call(
+        crate::telemetry::metrics::call(
             &tool,
             self.tool_router.has_route(&tool),
             outcome,

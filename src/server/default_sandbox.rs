@@ -7,7 +7,7 @@
 
 use std::sync::Mutex;
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 
 #[derive(Debug, Default)]
 pub struct DefaultSandbox(Mutex<Option<String>>);

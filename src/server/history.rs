@@ -154,7 +154,7 @@ impl History {
     /// Appends a cell; trims the oldest when the bounds are passed. A failure is logged: a
     /// notebook missing a cell must never fail the call that ran it.
     pub fn record(&self, id: &str, cell: &Cell) {
-        let mut counts = crate::lock::Locked::locked(&self.counts);
+        let mut counts = crate::host::lock::Locked::locked(&self.counts);
         let path = self.path(id);
         let line = match serde_json::to_string(cell) {
             Ok(l) => l,
@@ -205,7 +205,7 @@ impl History {
         let tmp = path.with_extension("tmp");
         let body = lines[lines.len() - keep..].join("\n") + "\n";
         if std::fs::write(&tmp, body)
-            .and_then(|_| crate::host_retry::rename(&tmp, path))
+            .and_then(|_| crate::host::retry::rename(&tmp, path))
             .is_err()
         {
             let _ = std::fs::remove_file(&tmp);
@@ -223,7 +223,7 @@ impl History {
 
     /// A fork starts with its parent's history.
     pub fn copy(&self, from: &str, to: &str) {
-        let _one = crate::lock::Locked::locked(&self.counts);
+        let _one = crate::host::lock::Locked::locked(&self.counts);
         let src = self.path(from);
         if src.exists()
             && let Err(e) = std::fs::copy(&src, self.path(to))
@@ -260,7 +260,7 @@ impl History {
     }
 
     pub fn remove(&self, id: &str) {
-        let mut counts = crate::lock::Locked::locked(&self.counts);
+        let mut counts = crate::host::lock::Locked::locked(&self.counts);
         counts.remove(&self.path(id));
         let _ = std::fs::remove_file(self.path(id));
     }

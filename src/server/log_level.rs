@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use rmcp::model::LoggingLevel;
 
-use crate::lock::Locked as _;
+use crate::host::lock::Locked as _;
 
 #[derive(Default)]
 pub struct LogLevel(Mutex<Option<LoggingLevel>>);

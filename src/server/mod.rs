@@ -27,6 +27,7 @@ mod run_output;
 mod run_pool;
 mod runs;
 mod save;
+mod save_folder;
 mod schema;
 mod services;
 mod stdio;

@@ -18,7 +18,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::log_level::{LogLevel, reaches};
 use crate::downstream::Allowed;
-use crate::lock::Locked as _;
+use crate::host::lock::Locked as _;
 use crate::sandbox::events::{self, About, Event, Severity, What};
 use crate::tenancy::Tenancy;
 

@@ -191,6 +191,9 @@ pub struct SaveResult {
     pub bytes_written: u64,
     /// Whether a file that was there was replaced.
     pub replaced: bool,
+    /// The save folder this save made: named by the user but not there until now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folder_made: Option<String>,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]

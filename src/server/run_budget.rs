@@ -48,7 +48,7 @@ impl RunBudget {
         match futures_util::poll!(&mut wait) {
             Poll::Ready(Ok(slot)) => Ok(Entry::Now(slot)),
             Poll::Ready(Err(Refused::QueueFull(n))) => Err({
-                crate::metrics::quota_refused(crate::metrics::QuotaKind::Runs);
+                crate::telemetry::metrics::quota_refused(crate::telemetry::metrics::QuotaKind::Runs);
                 SandboxError::Quota(format!(
                     "{} background runs are going (CODE_SANDBOX_MAX_BACKGROUND_RUNS={}) and you already have {n} more queued; wait for one to end (get_run), stop one (cancel_run), or run short code without background",
                     self.capacity, self.capacity

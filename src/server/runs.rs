@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{OutputKind, SandboxError, SandboxFiles};
 use crate::server::outputs::RunState;
@@ -134,7 +134,7 @@ impl Run {
             was_going
         };
         if was_going && !state.is_going() {
-            crate::metrics::run_ended(state.as_str());
+            crate::telemetry::metrics::run_ended(state.as_str());
         }
         self.version.send_modify(|v| *v += 1);
     }
@@ -354,7 +354,7 @@ impl Runs {
         }
         let run = Run::new(sandbox_id, owner);
         runs.insert(run.id.clone(), run.clone());
-        crate::metrics::run_started();
+        crate::telemetry::metrics::run_started();
         Ok(run)
     }
 

@@ -14,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 
 use cap_std::fs::{Dir, OpenOptions};
 
-use crate::guest_names::{self, NameRules};
+use crate::host::names::{self, NameRules};
 use crate::sandbox::SandboxError;
 
 /// Largest file `save_file` copies out.
@@ -75,6 +75,13 @@ pub fn shown(p: &Path) -> String {
     }
 }
 
+/// Why nothing can be saved when no folder is named.
+pub fn off() -> SandboxError {
+    refuse(
+        "save_file is off: no folder is allowed. The user can name folders in CODE_SANDBOX_SAVE_DIRS (\"Folders Claude may save into\" in Claude Desktop)".into(),
+    )
+}
+
 fn listed(roots: &[PathBuf]) -> String {
     roots.iter().map(|r| shown(r)).collect::<Vec<_>>().join(", ")
 }
@@ -83,9 +90,7 @@ fn listed(roots: &[PathBuf]) -> String {
 /// one of `roots` and outside `home` (the server's own folder; all canonical); else why not.
 pub fn destination(destination: &str, roots: &[PathBuf], home: &Path) -> Result<Target, SandboxError> {
     let Some(first) = roots.first() else {
-        return Err(refuse(
-            "save_file is off: no folder is allowed. The user can name folders in CODE_SANDBOX_SAVE_DIRS (\"Folders Claude may save into\" in Claude Desktop)".into(),
-        ));
+        return Err(off());
     };
     if destination.contains('\0') || destination.trim().is_empty() {
         return Err(refuse("the destination is empty or holds a NUL character".into()));
@@ -108,7 +113,7 @@ pub fn destination(destination: &str, roots: &[PathBuf], home: &Path) -> Result<
         Some(n) if !n.contains(['/', '\\']) => n.to_string(),
         _ => return Err(refuse(format!("'{destination}' does not end in a file name"))),
     };
-    guest_names::check_component(&name, EVERYWHERE)
+    names::check_component(&name, EVERYWHERE)
         .map_err(|e| refuse(format!("{e}; choose another file name")))?;
     let parent = full.parent().unwrap_or(Path::new(""));
     let folder = std::fs::canonicalize(parent).map_err(|e| {
@@ -166,7 +171,7 @@ fn open_inside(
     for part in folder.strip_prefix(root).unwrap_or(Path::new("")).components() {
         if let Component::Normal(part) = part {
             let part = part.to_string_lossy();
-            let opened = crate::host_open::open_read(&dir, &part, false).map_err(changed)?;
+            let opened = crate::host::open::open_read(&dir, &part, false).map_err(changed)?;
             if !opened.metadata().map_err(changed)?.is_dir() {
                 return Err(changed(std::io::ErrorKind::NotADirectory.into()));
             }
@@ -188,7 +193,7 @@ fn existing_name(dir: &Dir, folder: &Path, name: &str) -> Result<String, Sandbox
         if other == name {
             return Ok(other);
         }
-        if guest_names::collide(&other, name, EVERYWHERE) {
+        if names::collide(&other, name, EVERYWHERE) {
             twin = Some(other);
         }
     }
@@ -306,7 +311,7 @@ impl Target {
         let failed = self.failed(replaced);
         aside.file.sync_all().map_err(&failed)?;
         if replaced
-            && let Ok(old) = crate::host_open::open_read(&self.folder, &self.name, false)
+            && let Ok(old) = crate::host::open::open_read(&self.folder, &self.name, false)
             && let Ok(md) = old.into_std().metadata()
         {
             aside.file.set_permissions(md.permissions()).map_err(&failed)?;
@@ -348,7 +353,7 @@ impl Target {
             .folder
             .try_clone()
             .ok()
-            .and_then(|d| crate::host_open::path_of(&d.into_std_file()));
+            .and_then(|d| crate::host::open::path_of(&d.into_std_file()));
         now.unwrap_or_else(|| self.shown.clone()).join(&self.name)
     }
 }

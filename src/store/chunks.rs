@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use super::location::{Store, StoreError};
 use super::manifest::{CHUNK_BYTES, CHUNK_MIN, CHUNK_TYPICAL, Entry};
 use super::space::chunk_path;
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 
 /// Chunks remembered as present before the expired are forgotten.
 const PRESENT_MAX: usize = 200_000;

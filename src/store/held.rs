@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use super::lease::{self, Claim};
 use super::location::{Store, StoreError};
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 
 /// One lease this replica took: where it is, and until when it is surely still ours.
 #[derive(Clone)]

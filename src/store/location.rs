@@ -101,11 +101,17 @@ fn shown(url: &url::Url) -> String {
     )
 }
 
+/// The prefixes of the variables a store's client reads: each cloud's own. object_store also
+/// takes bare option names (`endpoint`, `allow_invalid_certificates`), which a variable set
+/// for something else must never turn into a store setting.
+const STORE_VARIABLES: [&str; 3] = ["AWS_", "GOOGLE_", "AZURE_"];
+
 /// Opens the store `raw` names (checked by [`checked_url`]), reading credentials and
-/// endpoint settings from the environment as `object_store` (and the clouds' own tools) do.
+/// endpoint settings from the clouds' variables, as `object_store` (and their own tools) do.
 pub fn open(raw: &str) -> Result<Store, StoreError> {
     // object_store's option names are the variables' names in lower case.
-    open_with(raw, std::env::vars().map(|(k, v)| (k.to_ascii_lowercase(), v)))
+    let vars = std::env::vars().filter(|(k, _)| STORE_VARIABLES.iter().any(|p| k.starts_with(p)));
+    open_with(raw, vars.map(|(k, v)| (k.to_ascii_lowercase(), v)))
 }
 
 /// [`open`] with these options (`aws_endpoint_url`, `aws_access_key_id`, ...) instead of the

@@ -95,14 +95,14 @@ fn inside(root: &Path, rel: &str, format: u32) -> Option<(PathBuf, String)> {
         .split('/')
         .map(|p| super::manifest::unescape(p, format))
         .collect::<Option<_>>()?;
-    let rules = crate::guest_names::NameRules::host();
+    let rules = crate::host::names::NameRules::host();
     let plain = |p: &String| {
         !p.is_empty()
             && p != "."
             && p != ".."
             && !p.contains(['/', '\0'])
             && (!rules.windows || !p.contains('\\'))
-            && crate::guest_names::check_component(p, rules).is_ok()
+            && crate::host::names::check_component(p, rules).is_ok()
     };
     parts.iter().all(plain).then(|| {
         let path = parts.iter().fold(root.to_path_buf(), |p, s| p.join(s));

@@ -13,7 +13,7 @@ use super::chunks::{Chunks, Tree};
 use super::held::Held;
 use super::location::{Store, StoreError};
 use super::manifest::Manifest;
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 
 /// How many times a push writes its chunks before giving up because each time some were
 /// already past half the grace period when the last was written.
@@ -167,7 +167,7 @@ impl Pusher {
     /// Pushes queued, under way or waiting to be retried: `change` more, said to `/metrics`.
     fn count(&self, change: isize) {
         self.busy.send_modify(|n| *n = n.saturating_add_signed(change));
-        crate::metrics::store_pending(*self.busy.borrow());
+        crate::telemetry::metrics::store_pending(*self.busy.borrow());
     }
 
     /// Queues `id`'s failed push again after its backoff, unless a newer one was queued
@@ -228,10 +228,10 @@ impl Pusher {
             match pushed {
                 Ok(p) => {
                     self.held.answered();
-                    crate::metrics::store_sent(p.bytes_written);
+                    crate::telemetry::metrics::store_sent(p.bytes_written);
                     self.settle(&id);
                     self.backoff.succeeded(&id);
-                    crate::metrics::store_push(true);
+                    crate::telemetry::metrics::store_push(true);
                     if q.release_if.as_ref().is_some_and(|f| f()) {
                         self.held.release(&id).await;
                     }
@@ -246,11 +246,11 @@ impl Pusher {
                 }
                 Err(e @ (StoreError::HeldBy { .. } | StoreError::Superseded { .. })) => {
                     self.settle(&id);
-                    crate::metrics::store_push(false);
+                    crate::telemetry::metrics::store_push(false);
                     tracing::warn!("{id}: not written to the store: {e}");
                 }
                 Err(e) => {
-                    crate::metrics::store_push(false);
+                    crate::telemetry::metrics::store_push(false);
                     // Neither a local file nor a push slower than the grace period allows
                     // says the store is away.
                     if !matches!(e, StoreError::Local { .. } | StoreError::Slow { .. }) {

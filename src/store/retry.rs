@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 
 const FIRST: Duration = Duration::from_secs(1);
 const MOST: Duration = Duration::from_secs(60);

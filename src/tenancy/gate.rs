@@ -7,7 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use tokio::sync::oneshot;
 
 /// Why a call was not admitted.

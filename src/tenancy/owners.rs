@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize)]
@@ -100,7 +100,7 @@ impl Owners {
             .and_then(|bytes| {
                 let tmp = file.with_extension("json.tmp");
                 std::fs::write(&tmp, bytes)?;
-                crate::host_retry::rename(&tmp, file)
+                crate::host::retry::rename(&tmp, file)
             });
         if let Err(e) = result {
             tracing::warn!(

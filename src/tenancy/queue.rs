@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::sandbox::SandboxError;
 
 /// Calls that may wait for one sandbox while another runs in it.

@@ -9,7 +9,7 @@ use super::gate::FairGate;
 use super::owners::Owners;
 use super::queue;
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::sandbox::Interpreter;
 
 /// What one principal may hold at once.

@@ -9,12 +9,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::gate::{Admitted, Refused};
 use super::shared::{Principal, Tenancy};
-use crate::metrics::QuotaKind;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{
     Admission, Checkpoint, CreateOptions, ExecOptions, Execution, InstallOutcome, Interpreter, Listing,
     SandboxError, SandboxFiles, SandboxInfo, SandboxStatus, Usage,
 };
+use crate::telemetry::metrics::QuotaKind;
 
 /// Smallest memory limit a sandbox is shrunk to when a principal's memory quota is nearly used.
 const MIN_SANDBOX_MB: u64 = 256;
@@ -119,7 +119,7 @@ impl View {
         let used: u64 = owned.iter().map(|(_, u)| u.disk_bytes).sum();
         let limit = self.who.quota.disk_mb.saturating_mul(1 << 20);
         if used >= limit {
-            crate::metrics::quota_refused(QuotaKind::Disk);
+            crate::telemetry::metrics::quota_refused(QuotaKind::Disk);
             return Err(SandboxError::Quota(format!(
                 "your sandboxes hold {} MiB on disk, all of your {} MiB disk quota; delete files (with execute_code, e.g. os.remove) or close sandboxes you no longer need, then try again",
                 used >> 20,
@@ -135,7 +135,7 @@ impl View {
     fn room_for(&self, asked: Option<u64>, owned: &[(String, Usage)]) -> Result<Option<u64>, SandboxError> {
         let q = self.who.quota;
         if owned.len() >= q.sandboxes {
-            crate::metrics::quota_refused(QuotaKind::Sandboxes);
+            crate::telemetry::metrics::quota_refused(QuotaKind::Sandboxes);
             return Err(SandboxError::Quota(format!(
                 "you have {} sandboxes (live and kept), the most your quota allows; close one of yours you no longer need with close_sandbox (get_sandbox_status lists them, least recently used last)",
                 owned.len()
@@ -163,7 +163,7 @@ impl View {
         } else {
             "close one of your sandboxes (close_sandbox; get_sandbox_status lists them), or wait for a call running in one to end, so it can be suspended".to_string()
         };
-        crate::metrics::quota_refused(QuotaKind::Memory);
+        crate::telemetry::metrics::quota_refused(QuotaKind::Memory);
         Err(SandboxError::Quota(format!(
             "your sandboxes may hold {} MiB of memory together and {used} MiB is taken by your live sandboxes, so {wanted} MiB more does not fit; {instead}",
             q.memory_mb
@@ -219,7 +219,7 @@ impl View {
         let wait = self.t.gate.admit(&self.who.name);
         let refused = |r: Refused| match r {
             Refused::QueueFull(n) => {
-                crate::metrics::quota_refused(QuotaKind::Waiting);
+                crate::telemetry::metrics::quota_refused(QuotaKind::Waiting);
                 SandboxError::Quota(format!(
                     "you already have {n} calls waiting for a free slot; wait for some to finish before sending more"
                 ))

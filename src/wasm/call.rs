@@ -308,7 +308,7 @@ fn record_stopped_by_shutdown(sb: &Sandbox) {
     let dir = sb.dirs.saved();
     let _ = std::fs::create_dir_all(&dir);
     let _ = std::fs::write(dir.join(LOST), STOPPED_BY_SHUTDOWN);
-    let _ = crate::host_retry::remove_file(&sb.dirs.state());
+    let _ = crate::host::retry::remove_file(&sb.dirs.state());
 }
 
 fn report_progress(session: &Session, report: ProgressFn) -> tokio::task::JoinHandle<()> {

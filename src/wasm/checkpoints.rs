@@ -16,7 +16,7 @@ use super::persist;
 use super::record::{Sandbox, Slot};
 use super::remove_tree;
 use super::vm::{Program, SavedState};
-use crate::disk_quota::{ENTRY_COST, tree_cost};
+use crate::disk::quota::{ENTRY_COST, tree_cost};
 use crate::sandbox::blocking;
 use crate::sandbox::{Checkpoint, SandboxError};
 
@@ -141,7 +141,7 @@ pub async fn checkpoint(
                 // Says which budget is full: the sandbox's, its principal's or the host's.
                 return Err(SandboxError::from(full));
             }
-            crate::host_retry::rename(&tmp, &dir).map_err(io_error("could not save the checkpoint"))?;
+            crate::host::retry::rename(&tmp, &dir).map_err(io_error("could not save the checkpoint"))?;
             Ok(cost)
         })
         .await?

@@ -3,7 +3,7 @@
 //! Every operation goes through a `cap_std::fs::Dir` opened on the sandbox's workspace, never
 //! `std::fs` on a joined path: cap-std resolves each component inside the directory and
 //! refuses absolute or `..` symlinks, so a link the guest planted cannot lead a host read or
-//! write outside. Reads refuse links outright and never block on a FIFO (`host_open`).
+//! write outside. Reads refuse links outright and never block on a FIFO (`host::open`).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -13,8 +13,8 @@ use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 
 use super::registry::Registry;
-use crate::dir_read::{self, not_found_or};
-use crate::disk_quota::{DiskQuota, ENTRY_COST};
+use crate::disk::dir_read::{self, not_found_or};
+use crate::disk::quota::{DiskQuota, ENTRY_COST};
 use crate::sandbox::blocking;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{Listing, SandboxError, SandboxFiles};

@@ -52,5 +52,6 @@ pub mod direct {
     pub use super::programs::{InstallError, install_and_load, prepare_warm_image};
     pub use super::vm::{
         Ended, Image, Program, Session, SessionConfig, Target, TurnOutput, WarmError, ship_warm_image,
+        warm_image_cached,
     };
 }

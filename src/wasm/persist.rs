@@ -109,7 +109,7 @@ fn write_state(sb: &Sandbox, state: &SavedState) -> Result<(), SandboxError> {
     state
         .write_file(&tmp)
         .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-    crate::host_retry::rename(&tmp, &sb.dirs.state()).map_err(io)
+    crate::host::retry::rename(&tmp, &sb.dirs.state()).map_err(io)
 }
 
 /// Whose state a sandbox's saved state is (see `SavedState::owned_by`).
@@ -181,7 +181,7 @@ pub async fn resume(
             tracing::warn!("the saved state of sandbox {} could not be used: {e}", sb.id);
             let why = match e {
                 StateError::OtherImage => {
-                    "its saved state was made from an interpreter image this server no longer has (the image was rebuilt, the runtime changed, or the folders shared with sandboxes changed)"
+                    "its saved state was made from an interpreter image this server no longer has (the runtime or this server was upgraded, or its cached image was rebuilt after damage)"
                 }
                 _ => "its saved state was damaged, incomplete or not its own",
             };

@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::vm::{self, EngineError, Image, Program, WarmError};
 use super::warm_start::{self, LOAD_WAIT, Start, WarmPhase, fits};
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::runtime::{self, Layout, RuntimeError, Stage};
 use crate::sandbox::SandboxError;
 use crate::sandbox::call_scope;

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::folders::{Dirs, INTERRUPTED, LEFT_OUT, LOST, META};
 use super::vm::{MemoryBudget, Session, SessionConfig};
-use crate::disk_quota::DiskQuota;
+use crate::disk::quota::DiskQuota;
 use crate::sandbox::last_use::LastUse;
 use crate::sandbox::{Limits, SandboxState, SandboxStatus};
 
@@ -274,7 +274,7 @@ impl Sandbox {
         std::fs::create_dir_all(&dir)?;
         let tmp = dir.join(".meta.json.tmp");
         std::fs::write(&tmp, serde_json::to_vec(&meta).map_err(std::io::Error::other)?)?;
-        crate::host_retry::rename(&tmp, &dir.join(META))
+        crate::host::retry::rename(&tmp, &dir.join(META))
     }
 
     pub async fn status(&self) -> SandboxStatus {

@@ -20,8 +20,8 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use super::folders::Dirs;
 use super::remove_tree::remove_tree_unless;
 use super::trash::{Stale, Trash};
-use crate::disk_quota::DiskQuota;
-use crate::lock::Locked;
+use crate::disk::quota::DiskQuota;
+use crate::host::lock::Locked;
 use crate::runtime::Layout;
 use crate::sandbox::SandboxError;
 
@@ -206,7 +206,7 @@ impl Removals {
         }
         let mut paths = vec![entry.clone()];
         for (name, from) in [("workspace", &dirs.workspace), ("scratch", &dirs.scratch)] {
-            match crate::host_retry::rename(from, &entry.join(name)) {
+            match crate::host::retry::rename(from, &entry.join(name)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 // Another file system (a home whose folders are links), say: deleted in place.

@@ -142,8 +142,8 @@ mod imp {
     use super::*;
 
     /// A folder whose last entries were just deleted: Windows (and Wine) keep an entry some
-    /// other handle still holds as "delete pending" for a moment (see `host_retry`).
-    pub use crate::host_retry::remove_dir;
+    /// other handle still holds as "delete pending" for a moment (see `host::retry`).
+    pub use crate::host::retry::remove_dir;
 
     /// Windows' `remove_dir_all` walks handles without recursing on the call stack, and
     /// removes a link (a symlink or junction) without following it. A link to a folder is
@@ -160,7 +160,7 @@ mod imp {
                 empty_folder(&p, stop)?;
                 remove_dir(&p)?;
             } else if !kind.is_symlink() {
-                crate::host_retry::remove_file(&p)?;
+                crate::host::retry::remove_file(&p)?;
             } else if std::fs::remove_file(&p).is_err() {
                 remove_dir(&p)?;
             }

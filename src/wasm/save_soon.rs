@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::record::Sandbox;
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 
 /// Sandboxes with a save after a call on its way: when their last call ended.
 static SOON: LazyLock<Mutex<HashMap<String, Instant>>> = LazyLock::new(Mutex::default);

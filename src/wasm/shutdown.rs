@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::context::Context;
 use super::persist;
 use super::spare::Spare;
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 
 /// At shutdown, how long a running call may hold a sandbox before it is left unsaved.
 const SAVE_WAIT: Duration = Duration::from_secs(3);

@@ -258,7 +258,7 @@ fn place(staged: &Dirs, dirs: &Dirs) -> Result<(), SandboxError> {
         if to.exists() {
             std::fs::remove_dir_all(to).map_err(io)?;
         }
-        crate::host_retry::rename(from, to).map_err(io)?;
+        crate::host::retry::rename(from, to).map_err(io)?;
     }
     for d in [&dirs.workspace, &dirs.tmp, &dirs.site_packages] {
         super::registry::make_dir(d)?;
@@ -271,7 +271,7 @@ fn place_history(cells: &Path, dir: &Path, id: &str) {
     let file = crate::runtime::history_file(id);
     if cells.join(&file).is_file() {
         let _ = std::fs::create_dir_all(dir);
-        if let Err(e) = crate::host_retry::rename(&cells.join(&file), &dir.join(&file)) {
+        if let Err(e) = crate::host::retry::rename(&cells.join(&file), &dir.join(&file)) {
             tracing::warn!("{id}: its cells came back from the store but could not be placed: {e}");
         }
     }

@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::record::Sandbox;
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::store::chunks::Tree;
 use crate::store::push::Pusher;
 use crate::store::space;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use reqwest::Url;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
-use crate::internal_address::is_internal;
+use crate::outbound::internal_address::is_internal;
 
 #[derive(Clone, Debug)]
 pub struct FileHosts {

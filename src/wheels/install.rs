@@ -14,7 +14,7 @@ use super::index::{WheelFile, scan};
 use super::resolve::{Present, parse_request, resolve};
 use super::unpack::unpack;
 use super::{WheelError, normalize};
-use crate::disk_quota::{DiskQuota, tree_cost};
+use crate::disk::quota::{DiskQuota, tree_cost};
 
 /// One sandbox as an install sees it. Owned, so a planning pass on the async side and the
 /// install on a blocking thread share one.

@@ -51,7 +51,7 @@ impl PackageIndex {
         let Some(url) = settings.package_index_url() else {
             return Ok(None);
         };
-        let roots = crate::tls_roots::load(settings.ca_file.as_deref())
+        let roots = crate::outbound::tls_roots::load(settings.ca_file.as_deref())
             .map_err(|e| SandboxError::InvalidArgument(e.to_string()))?;
         // Beside the pinned cache, one folder per index: another index is another source.
         let cache = settings

@@ -52,6 +52,7 @@ mod red_team_server;
 mod remote;
 mod remote_harness;
 mod runs;
+mod save_folder;
 // SeaweedFS's wheel on PyPI is Linux's (the URL checks are unit tests, run everywhere).
 #[cfg(target_os = "linux")]
 mod store;

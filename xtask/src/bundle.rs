@@ -136,7 +136,7 @@ fn manifest_json(tools: Vec<Value>, target: &Target) -> Value {
             "save_dirs": {
                 "type": "directory",
                 "title": "Folders Claude may save into",
-                "description": "save_file may copy results from a sandbox into these folders. An existing file is replaced only when Claude asks to overwrite it.",
+                "description": "save_file may copy results from a sandbox into these folders. A folder named here that does not exist yet is made on the first save into it. An existing file is replaced only when Claude asks to overwrite it.",
                 "multiple": true,
                 "required": false,
                 "default": []

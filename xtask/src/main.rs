@@ -93,7 +93,7 @@ enum Task {
         /// official TypeScript SDK.
         #[arg(long)]
         test: bool,
-        /// Build the server and every test program for Windows, and run nothing (what
+        /// Build the server and the library's unit-test program for Windows, and run nothing (what
         /// `--test` builds first; `.ci/run` builds it beside `cargo test`).
         #[arg(long, conflicts_with = "test")]
         no_run: bool,

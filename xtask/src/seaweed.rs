@@ -30,7 +30,7 @@ pub struct Seaweed {
 fn data_root() -> PathBuf {
     const ROOM: u64 = 2 << 30;
     let shm = Path::new("/dev/shm");
-    match mcp_code_sandbox::disk_quota::free_bytes(shm) {
+    match mcp_code_sandbox::disk::quota::free_bytes(shm) {
         Some(free) if free >= ROOM => shm.to_path_buf(),
         _ => std::env::temp_dir(),
     }

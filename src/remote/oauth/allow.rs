@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use crate::lock::Locked as _;
+use crate::host::lock::Locked as _;
 
 enum Source {
     List(Vec<String>),

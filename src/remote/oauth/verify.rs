@@ -17,7 +17,7 @@ use super::claims::{claim_shape, header_refusal, id_token_sign, jwt_alg, jwt_par
 use super::fetch::{self, FetchError};
 use super::keys::IssuerKeys;
 use super::resource::Resource;
-use crate::lock::Locked as _;
+use crate::host::lock::Locked as _;
 
 /// Clock difference tolerated between the IdP and this server.
 const LEEWAY_SECONDS: u64 = 60;

@@ -4,7 +4,7 @@ use base64::Engine as _;
 
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{FileKind, SandboxError, blocking};
-use crate::server::{figures, file_part, save, upload};
+use crate::server::{figures, file_part, save, save_folder, upload};
 
 use super::shared::page_of;
 use rmcp::model::JsonObject;
@@ -222,11 +222,16 @@ impl SandboxServer {
     )]
     async fn save_file(&self, args: JsonObject) -> ToolResult {
         let a: SaveFileArgs = attempt!(parse("save_file", args));
-        let roots = self.settings.save_roots();
-        let settings = self.settings.clone();
+        let folders = self.settings.save_folders();
+        let home = self.settings.home_canonical();
         let given = a.destination.clone();
-        let dest =
-            attempt!(blocking(move || save::destination(&given, &roots, &settings.home_canonical())).await);
+        let (dest, made) = attempt!(
+            blocking(move || {
+                let ready = save_folder::prepare(&given, &folders, &home)?;
+                Ok((save::destination(&given, &ready.roots, &home)?, ready.made))
+            })
+            .await
+        );
         let place = attempt!(self.file_place(&a.path));
         let (id, _) = attempt!(self.resolve(a.sandbox_id, false).await);
         let overwrite = a.overwrite.unwrap_or(false);
@@ -252,11 +257,15 @@ impl SandboxServer {
         };
         let saved = attempt!(blocking(move || dest.finish(aside, overwrite, bytes)).await);
         let verb = if saved.replaced { "Replaced" } else { "Saved" };
+        let made = made.map(|m| save::shown(&m));
         let text = format!(
-            "{verb} {} with {} ({} bytes).",
+            "{verb} {} with {} ({} bytes).{}",
             save::shown(&saved.path),
             place.guest(),
-            saved.bytes
+            saved.bytes,
+            made.as_ref().map_or(String::new(), |m| format!(
+                " The folder {m} did not exist; it was made."
+            )),
         );
         Ok(ok(
             &SaveResult {
@@ -265,6 +274,7 @@ impl SandboxServer {
                 destination: save::shown(&saved.path),
                 bytes_written: saved.bytes,
                 replaced: saved.replaced,
+                folder_made: made,
             },
             text,
         ))

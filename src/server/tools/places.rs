@@ -1,7 +1,7 @@
 //! Where a file tool's path points: a sandbox's workspace, or one of the user's folders
 //! sandboxes read in place under `/mnt` (read host-side, never through the sandbox).
 
-use crate::dir_read;
+use crate::disk::dir_read;
 use crate::sandbox::mounts::MountPath;
 use crate::sandbox::paths::WorkspacePath;
 use crate::sandbox::{Listing, SandboxError, blocking};

@@ -6,7 +6,7 @@ use std::time::Instant;
 use object_store::{ObjectStoreExt, PutOptions, PutPayload, UpdateVersion};
 
 use super::{Base, Pushed, Pusher, ROUNDS};
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::store::chunks::{Listed, Sent, Tree};
 use crate::store::held::Hold;
 use crate::store::lease::Claim;

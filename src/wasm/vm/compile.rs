@@ -141,7 +141,7 @@ pub fn write_aside(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".{}.tmp", uuid::Uuid::new_v4().simple()));
     std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    crate::host_retry::rename(&tmp, path).map_err(|e| {
+    crate::host::retry::rename(&tmp, path).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
         io(path)(e)
     })

@@ -235,7 +235,7 @@ impl Program {
                 let link = |e: wasmtime::Error| EngineError::Link(format!("{e:#}"));
                 let state = GuestState {
                     wasi: wasmtime_wasi::WasiCtxBuilder::new().build_p1(),
-                    fs: guest_fs::GuestFs::new(Arc::new(crate::disk_quota::DiskQuota::new(0)), Vec::new()),
+                    fs: guest_fs::GuestFs::new(Arc::new(crate::disk::quota::DiskQuota::new(0)), Vec::new()),
                     limits: super::memory_budget::GuestLimiter::new(
                         super::memory_budget::WASM32_MAX_BYTES,
                         super::memory_budget::MemoryBudget::new(u64::MAX),

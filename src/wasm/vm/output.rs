@@ -11,7 +11,7 @@ use bytes::Bytes;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError};
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use crate::sandbox::text_cap::HeadTail;
 use crate::sandbox::{OutputKind, OutputSink};
 

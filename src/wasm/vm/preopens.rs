@@ -13,7 +13,7 @@ use super::engine::Program;
 use super::guest_fs::{Folder, GuestFs};
 use super::memory_budget::MemoryBudget;
 use super::output::Capture;
-use crate::disk_quota::DiskQuota;
+use crate::disk::quota::DiskQuota;
 // Guest paths. The workspace (the working folder and HOME) is the one every tool names.
 use crate::sandbox::mounts::MOUNT_ROOT;
 use crate::sandbox::paths::WORKSPACE;

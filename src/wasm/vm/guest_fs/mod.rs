@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use cap_std::fs::{Dir, File, Metadata};
 
-use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
+use crate::disk::quota::{self as quota, DiskQuota, ENTRY_COST};
 
 /// Most descriptors one guest may hold open (files and folders), beyond stdio and preopens.
 pub const MAX_OPEN: usize = 256;
@@ -144,7 +144,7 @@ impl GuestFs {
     }
 
     /// Host paths of the files and folders the guest holds open in its writable folders, as
-    /// the system names them now (`host_open::path_of`).
+    /// the system names them now (`host::open::path_of`).
     pub fn open_paths(&self) -> Vec<std::path::PathBuf> {
         let mut out: Vec<std::path::PathBuf> = self
             .open
@@ -158,7 +158,7 @@ impl GuestFs {
                     .map(|d| cap_std::fs::File::from_std(d.into_std_file())),
                 _ => None,
             })
-            .filter_map(|f| crate::host_open::path_of(&f.into_std()))
+            .filter_map(|f| crate::host::open::path_of(&f.into_std()))
             .collect();
         out.sort();
         out
@@ -250,7 +250,7 @@ pub fn shared_refusal(dir: &Dir, path: &str, follow: bool, hidden: Option<&std::
         return Some(errno::NOTSUP);
     }
     hidden
-        .is_some_and(|h| crate::host_open::opens_into(dir, path, follow, h))
+        .is_some_and(|h| crate::host::open::opens_into(dir, path, follow, h))
         .then_some(errno::ACCES)
 }
 
@@ -258,7 +258,7 @@ pub fn shared_refusal(dir: &Dir, path: &str, follow: bool, hidden: Option<&std::
 /// `fstat` on it tells a folder from a file.
 pub fn open_twin(dir: &Dir, path: &str, follow: bool) -> std::io::Result<Open> {
     // Never block on a FIFO, and open the very link the guest opened when it did not follow.
-    let file = crate::host_open::open_read(dir, path, follow)?;
+    let file = crate::host::open::open_read(dir, path, follow)?;
     if file.metadata()?.is_dir() {
         // Only re-labels the descriptor, which is already confined to the sandbox.
         return Ok(Open::Dir(Arc::new(Dir::from_std_file(file.into_std()))));

@@ -1,4 +1,4 @@
-//! The guest's names against the host's file system (`crate::guest_names` has the rules): a
+//! The guest's names against the host's file system (`crate::host::names` has the rules): a
 //! name Windows would take for a device, a stream or another name is refused with `EINVAL`;
 //! where the host folds case and normalization (Windows, macOS), creating a name whose twin
 //! exists is `EEXIST` and removing a name that exists only as a twin is `ENOENT`, as on Linux,
@@ -8,7 +8,7 @@
 use cap_std::fs::Dir;
 
 use super::errno::{EXIST, INVAL, IO, NAMETOOLONG, NOENT};
-use crate::guest_names::{NameRules, check_path, collide};
+use crate::host::names::{NameRules, check_path, collide};
 
 /// What a call does with the name it is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,13 +57,13 @@ pub fn refusal(dir: &Dir, path: &str, use_: Use, rules: NameRules) -> Option<i32
 
 /// `rc` from a call on `path` under `dir`, with an I/O error the host gave only because it
 /// could not spell out the folder's full name said as the path being too long (see
-/// [`crate::host_open::name_too_long`]).
+/// [`crate::host::open::name_too_long`]).
 pub fn explained(dir: &Dir, path: &str, rc: i32) -> i32 {
     if rc != IO {
         return rc;
     }
     let parent = path.trim_end_matches('/').rsplit_once('/').map_or("", |(p, _)| p);
-    if crate::host_open::name_too_long(dir, parent) {
+    if crate::host::open::name_too_long(dir, parent) {
         NAMETOOLONG
     } else {
         rc

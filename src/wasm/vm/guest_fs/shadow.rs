@@ -17,8 +17,8 @@ use super::errno::{FAULT, IO, MFILE, NAMETOOLONG, NOSPC, SUCCESS};
 use super::names::{self, Use};
 use super::scratch::{CHUNK, DATA, IOV, OUT, PATH_A, PATH_B, PATH_MAX};
 use super::{Open, listing, open_twin, read_only_twin, shared_refusal, stat};
-use crate::disk_quota::{self as quota, DiskQuota, ENTRY_COST};
-use crate::guest_names::NameRules;
+use crate::disk::quota::{self as quota, DiskQuota, ENTRY_COST};
+use crate::host::names::NameRules;
 use crate::wasm::vm::guest_memory;
 
 /// Where the shadows find their parts in the Store's data: a projection, as wasmtime-wasi's

@@ -13,7 +13,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use super::errno::{FAULT, NOSPC, SUCCESS};
 use super::scratch::CHUNK;
 use super::{GuestFs, MAX_OPEN, shadow};
-use crate::disk_quota::{DiskQuota, ENTRY_COST};
+use crate::disk::quota::{DiskQuota, ENTRY_COST};
 
 const MFILE: i32 = super::errno::MFILE;
 /// Each export calls its import from inside the module: host functions see the guest's

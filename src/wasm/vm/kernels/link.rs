@@ -111,7 +111,7 @@ async fn call<T: Send>(
 fn finish(entry: Entry, outcome: Outcome) -> wasmtime::Result<i32> {
     match outcome {
         Outcome::Done => {
-            crate::metrics::host_kernel(entry.name);
+            crate::telemetry::metrics::host_kernel(entry.name);
             Ok(DONE)
         }
         Outcome::Stopped => Err(DeadlineReached.into()),

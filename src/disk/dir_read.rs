@@ -1,6 +1,6 @@
 //! Reading a folder's files for the file tools, through a `cap_std::fs::Dir`: each component
 //! is resolved inside the folder, links are refused rather than followed, and a FIFO never
-//! blocks a read (`host_open`). Shared by a sandbox's workspace and the folders it reads in
+//! blocks a read (`host::open`). Shared by a sandbox's workspace and the folders it reads in
 //! place, so both answer alike.
 
 use std::io::Read;
@@ -104,7 +104,7 @@ fn open_regular(
     }
     // The guest may swap the file for a FIFO or a link after the check above.
     let file =
-        crate::host_open::open_read(root, &rel, false).map_err(not_found_or(path, "could not open"))?;
+        crate::host::open::open_read(root, &rel, false).map_err(not_found_or(path, "could not open"))?;
     let md = file.metadata().map_err(not_found_or(path, "could not read"))?;
     if !md.is_file() {
         return Err(SandboxError::NotRegular { path: rel });
@@ -168,7 +168,7 @@ fn not_hidden(root: &Dir, mp: &MountPath) -> Result<(), SandboxError> {
     } else {
         mp.rel.relative()
     };
-    if crate::host_open::opens_into(root, &rel, true, hidden) {
+    if crate::host::open::opens_into(root, &rel, true, hidden) {
         return Err(SandboxError::InvalidPath(format!(
             "'{}' is inside this server's own folder, which sandboxes and the file tools cannot read; choose a file elsewhere in {}",
             mp.guest(),

@@ -4,7 +4,7 @@
 //! `bob sandbox=x` or a newline cannot add a field or a line. And the writer all of the log
 //! goes through escapes every control character of an event but its final newline (and the
 //! invisible characters that reorder or break a terminal's text), and takes the credentials
-//! out of every URL in it (`crate::redact`), whatever printed it: libraries log the URLs they
+//! out of every URL in it (`crate::telemetry::redact`), whatever printed it: libraries log the URLs they
 //! fail on (rmcp's transport quotes a servers-file URL with its `?api_key=`).
 
 use std::fmt;
@@ -37,7 +37,7 @@ fn hidden(c: char) -> bool {
 /// One event as the log shows it: URLs without credentials, control characters escaped but
 /// the final newline.
 fn safe_event(text: &str) -> String {
-    let text = crate::redact::urls(text);
+    let text = crate::telemetry::redact::urls(text);
     let (body, end) = match text.strip_suffix('\n') {
         Some(b) => (b, "\n"),
         None => (&*text, ""),

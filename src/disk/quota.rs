@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::lock::Locked;
+use crate::host::lock::Locked;
 use cap_std::fs::Metadata;
 
 /// What one directory entry (file, folder or link) costs, like a file system block.
@@ -50,7 +50,7 @@ impl From<QuotaFull> for crate::sandbox::SandboxError {
         match q.scope {
             Scope::Host => crate::sandbox::SandboxError::HostDiskLow { wanted: q.wanted },
             Scope::Principal => crate::sandbox::SandboxError::Quota({
-                crate::metrics::quota_refused(crate::metrics::QuotaKind::Disk);
+                crate::telemetry::metrics::quota_refused(crate::telemetry::metrics::QuotaKind::Disk);
                 format!(
                     "your sandboxes hold {} MiB on disk, and {} bytes more would pass your {} MiB disk quota; delete files (with execute_code, e.g. os.remove) or close sandboxes you no longer need, then try again",
                     q.used >> 20,
