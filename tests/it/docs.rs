@@ -220,16 +220,6 @@ fn every_relative_link_in_the_readme_and_the_guide_resolves() {
         }
     }
     assert!(broken.is_empty(), "broken links: {broken:#?}");
-    let readme = read(&root.join("README.md"));
-    assert!(
-        readme.lines().count() <= 250,
-        "README.md has {} lines; keep it to 250",
-        readme.lines().count()
-    );
-    assert!(
-        readme.contains("cargo test --release"),
-        "the README names the test command CI runs"
-    );
 }
 
 #[test]

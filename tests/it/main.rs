@@ -19,6 +19,7 @@ mod default_sandbox;
 #[cfg(target_os = "linux")]
 mod deploy;
 mod docs;
+mod docs_drift;
 mod e2b;
 mod figures;
 mod first_start;
