@@ -50,6 +50,7 @@ mod red_team_auth;
 #[cfg(target_os = "linux")]
 mod red_team_folders;
 mod red_team_server;
+mod registry;
 mod remote;
 mod remote_harness;
 mod runs;

@@ -138,6 +138,14 @@ fn commit(ctr: &str, tree: &Path) -> anyhow::Result<()> {
         "/data",
     ])?;
     let entry = format!("[\"/{SERVER_DIR}/mcp-code-sandbox\"]");
+    // The MCP Registry takes an image as this server's only if its label names it.
+    if let Ok(repo) = crate::registry::repository(None) {
+        let label = format!(
+            "io.modelcontextprotocol.server.name={}",
+            crate::registry::server_name(&repo)
+        );
+        buildah(&["config", "--label", &label, ctr])?;
+    }
     buildah(&[
         "config",
         "--user",

@@ -20,6 +20,7 @@ pub mod made_once;
 pub mod nested_cargo;
 pub mod npm;
 pub mod pyvenv;
+pub mod registry;
 // SeaweedFS's wheel on PyPI is Linux's.
 #[cfg(unix)]
 pub mod seaweed;

@@ -98,6 +98,16 @@ enum Task {
         #[arg(long, conflicts_with = "test")]
         no_run: bool,
     },
+    /// Write dist/server.json, the MCP Registry's description of a release: every bundle in
+    /// the folder by its release download URL and SHA-256, and the OCI image.
+    ServerJson {
+        /// The GitHub repository releases are published from (default: GITHUB_REPOSITORY).
+        #[arg(long)]
+        repository: Option<String>,
+        /// The folder holding the release's .mcpb bundles (default: dist).
+        #[arg(long)]
+        dist: Option<PathBuf>,
+    },
     /// Write docs/settings.md from the settings in src/config.rs, and the team store's JSON
     /// Schemas (docs/schemas/) from the types the server writes.
     Docs,
@@ -238,6 +248,14 @@ fn bundle_task(target: Option<String>, exe: Option<PathBuf>) -> anyhow::Result<(
     let rt = tokio::runtime::Runtime::new()?;
     let platform = bundle::For { target, exe: &exe };
     rt.block_on(bundle::run(&root(), &bin, &settings.home_dir(), &platform))?;
+    // The registry's description of these bundles, when it is known where they are published.
+    match xtask::registry::repository(None) {
+        Ok(repo) => {
+            let out = xtask::registry::write(&root().join("dist"), &repo, env!("CARGO_PKG_VERSION"))?;
+            eprintln!("wrote {}", out.display());
+        }
+        Err(why) => eprintln!("dist/server.json not written: {why}"),
+    }
     Ok(())
 }
 
@@ -361,6 +379,12 @@ fn main() -> anyhow::Result<()> {
             }
         }
         Task::Bundle { target, exe } => bundle_task(target, exe)?,
+        Task::ServerJson { repository, dist } => {
+            let repository = xtask::registry::repository(repository)?;
+            let dist = dist.unwrap_or_else(|| root().join("dist"));
+            let out = xtask::registry::write(&dist, &repository, env!("CARGO_PKG_VERSION"))?;
+            eprintln!("wrote {}", out.display());
+        }
         Task::MacosCheck => xtask::macos::check(&root())?,
         Task::Windows { test, no_run } => windows_task(test, no_run)?,
         Task::Advisories { db } => advisories(db)?,
