@@ -4,7 +4,9 @@
 
 pub mod call_scope;
 pub mod census;
+mod error;
 pub mod events;
+mod execution;
 mod guest_services;
 pub mod last_use;
 pub mod listing;
@@ -18,6 +20,8 @@ pub mod text_cap;
 pub mod timeouts;
 mod types;
 
+pub use error::*;
+pub use execution::*;
 pub use guest_services::{GuestServices, NetUse, Refusal, ToolCall, answer_by};
 pub use listing::{FileEntry, FileKind, Listing};
 pub use types::*;
