@@ -23,6 +23,7 @@ mod errors;
 mod files;
 mod folders;
 mod housekeeping;
+mod install;
 mod keep;
 mod live;
 mod persist;

@@ -1,7 +1,7 @@
 //! Test harness: starts the real `mcp-code-sandbox` binary and talks MCP to it over stdio
 //! with rmcp's client, exactly as Claude Desktop would.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -66,6 +66,29 @@ pub fn ensure_npm(dir: &str) -> PathBuf {
 
 /// Checks `documents` against the published JSON Schema at `schema` (a path in the repository)
 /// with Ajv (tests/ts/validate_json.mjs), a validator the server's code does not share.
+/// A text file of the repository; one that cannot be read fails the test, naming it.
+pub fn read_text(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Every file under `dir` whose extension is one of `exts`.
+pub fn files_under(dir: &Path, exts: &[&str]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| exts.iter().any(|w| x == *w)) {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 pub fn assert_schema_valid(schema: &str, documents: &[serde_json::Value]) {
     if let Err(said) = schema_check(schema, documents) {
         panic!("not valid against {schema}: {said}");

@@ -4,25 +4,11 @@
 //! leads to a file (and a heading) that exists.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 
 use crate::common;
 use serde_json::json;
 
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs" || x == "py") {
-            out.push(p);
-        }
-    }
-}
+use common::read_text as read;
 
 /// `CODE_SANDBOX_...` names in a text (a trailing `_` is a prefix in prose, not a name).
 fn names_in(text: &str) -> BTreeSet<String> {
@@ -47,9 +33,8 @@ fn the_settings_page_is_made_from_the_code_and_names_every_setting() {
         page == xtask::docs::settings_page(),
         "docs/settings.md is out of date: run `cargo xtask docs` and commit it"
     );
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    rust_files(&root.join("runtime/guest"), &mut files);
+    let mut files = common::files_under(&root.join("src"), &["rs", "py"]);
+    files.extend(common::files_under(&root.join("runtime/guest"), &["rs", "py"]));
     let documented = names_in(&page);
     let mut missing = BTreeSet::new();
     for f in &files {
@@ -304,9 +289,8 @@ async fn documented_counts_and_tools_are_what_the_binary_says() {
 #[test]
 fn troubleshooting_quotes_what_the_binary_says() {
     let root = common::repo_root();
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
-    rust_files(&root.join("runtime/guest"), &mut files);
+    let mut files = common::files_under(&root.join("src"), &["rs", "py"]);
+    files.extend(common::files_under(&root.join("runtime/guest"), &["rs", "py"]));
     let numbers = |t: &str| -> String {
         let mut out = String::new();
         let mut chars = t.chars().peekable();

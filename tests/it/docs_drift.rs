@@ -2,24 +2,7 @@
 //! does not drift: every module named in ARCHITECTURE, the README short enough to scan, the
 //! store's chunk layout, the trees and venvs the tests prepare, and what `.ci/run` runs.
 
-use std::path::{Path, PathBuf};
-
-use crate::common::repo_root;
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use crate::common::{files_under, read_text as read, repo_root};
 
 /// Whether `text` names `stem` as a file (`stem.rs`) or a room (`stem/`), as a whole word.
 fn names(text: &str, stem: &str) -> bool {
@@ -34,8 +17,7 @@ fn names(text: &str, stem: &str) -> bool {
 fn architecture_names_every_module() {
     let root = repo_root();
     let doc = read(&root.join("docs/ARCHITECTURE.md"));
-    let mut files = Vec::new();
-    rust_files(&root.join("src"), &mut files);
+    let files = files_under(&root.join("src"), &["rs"]);
     let unnamed: Vec<String> = files
         .iter()
         .map(|p| {

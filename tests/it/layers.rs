@@ -2,7 +2,7 @@
 //! anywhere under `src/` or `xtask/src/`, the local backend's modules each importing only the
 //! ones the document lists below them, and no module grown past the size a reader can hold.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use xtask::layers::{self, ModPath};
 
@@ -131,22 +131,10 @@ fn each_local_backend_module_imports_only_modules_listed_below_it() {
 const LONG_ALLOWED: &[&str] = &["src/wasm/vm/guest_fs/shadow.rs"];
 const MAX_LINES: usize = 450;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn no_module_is_longer_than_a_reader_can_hold() {
-    let mut files = Vec::new();
-    rust_files(&root().join("src"), &mut files);
-    rust_files(&root().join("xtask/src"), &mut files);
+    let mut files = crate::common::files_under(&root().join("src"), &["rs"]);
+    files.extend(crate::common::files_under(&root().join("xtask/src"), &["rs"]));
     let long: Vec<String> = files
         .iter()
         .filter_map(|p| {

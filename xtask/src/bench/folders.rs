@@ -115,24 +115,7 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<R
     let whole = timed(&c, &sb, &shared_code(WHOLE_PASS)).await?;
     let copied = tree_bytes(&sandboxes).saturating_sub(before);
 
-    eprintln!("bench: the same read after upload_file (100 MB, its limit)");
-    let mut uploaded = Vec::new();
-    let mut upload_copied = 0;
-    for _ in 0..RUNS {
-        let fresh = new_sandbox(&c).await?;
-        let before = tree_bytes(&sandboxes);
-        let t = Instant::now();
-        call(
-            &c,
-            "upload_file",
-            json!({"sandbox_id": fresh, "source_path": part.to_str()}),
-        )
-        .await?;
-        timed(&c, &fresh, &FIRST_CHUNK.replace("PATH", "'part.csv'")).await?;
-        uploaded.push(t.elapsed());
-        upload_copied = tree_bytes(&sandboxes).saturating_sub(before);
-        call(&c, "close_sandbox", json!({"sandbox_id": fresh})).await?;
-    }
+    let (uploaded, upload_copied) = uploads(&c, &sandboxes, &part).await?;
     let (save, cp) = save_rows(&c, &sb, home, &out).await?;
     let _ = c.cancel().await;
     let _ = std::fs::remove_dir_all(&work);
@@ -174,6 +157,30 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<R
         copied, upload_copied
     );
     Ok((rows, note))
+}
+
+/// The same read after `upload_file` (100 MB, its limit), each into a new sandbox: the times,
+/// and the bytes one upload copied.
+async fn uploads(c: &Client, sandboxes: &Path, part: &Path) -> anyhow::Result<(Vec<Duration>, u64)> {
+    eprintln!("bench: the same read after upload_file (100 MB, its limit)");
+    let mut uploaded = Vec::new();
+    let mut upload_copied = 0;
+    for _ in 0..RUNS {
+        let fresh = new_sandbox(c).await?;
+        let before = tree_bytes(sandboxes);
+        let t = Instant::now();
+        call(
+            c,
+            "upload_file",
+            json!({"sandbox_id": fresh, "source_path": part.to_str()}),
+        )
+        .await?;
+        timed(c, &fresh, &FIRST_CHUNK.replace("PATH", "'part.csv'")).await?;
+        uploaded.push(t.elapsed());
+        upload_copied = tree_bytes(sandboxes).saturating_sub(before);
+        call(c, "close_sandbox", json!({"sandbox_id": fresh})).await?;
+    }
+    Ok((uploaded, upload_copied))
 }
 
 /// `save_file` of a 100 MB file (overwriting the last run's) beside `cp` of the same bytes.

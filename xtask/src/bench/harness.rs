@@ -59,6 +59,21 @@ pub async fn new_sandbox(c: &RunningService<RoleClient, ()>) -> anyhow::Result<S
 }
 
 /// A home of its own that shares the installed runtime and caches.
+/// `n` runs of `once`, each timed (what every row's median is taken over).
+pub async fn timed<F, Fut>(n: usize, mut once: F) -> anyhow::Result<Vec<std::time::Duration>>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = std::time::Instant::now();
+        once().await?;
+        times.push(t.elapsed());
+    }
+    Ok(times)
+}
+
 pub fn private_home(home: &Path, tag: &str) -> anyhow::Result<PathBuf> {
     let h = std::env::temp_dir().join(format!("mcs-bench-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&h)?;

