@@ -119,12 +119,7 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<R
     let (save, cp) = save_rows(&c, &sb, home, &out).await?;
     let _ = c.cancel().await;
     let _ = std::fs::remove_dir_all(&work);
-    let row = |what: String, ours: Duration, base: Option<(&str, Duration)>, runs| Row {
-        what,
-        ours,
-        baseline: base.map(|(n, d)| (n.to_string(), d)),
-        runs,
-    };
+    let row = Row::new;
     let rows = vec![
         row(
             "shared folder: first 100,000 rows of a 1 GiB CSV (`pd.read_csv(chunksize=...)` on `/mnt`)"

@@ -18,6 +18,18 @@ pub struct Row {
     pub runs: usize,
 }
 
+impl Row {
+    /// A row measured `runs` times, beside a named baseline if there is one.
+    pub fn new(what: String, ours: Duration, baseline: Option<(&str, Duration)>, runs: usize) -> Row {
+        Row {
+            what,
+            ours,
+            baseline: baseline.map(|(name, d)| (name.to_string(), d)),
+            runs,
+        }
+    }
+}
+
 /// Prints the rows as the README's table.
 pub fn print_table(rows: Vec<Row>) {
     println!("| measurement | runs | median | baseline (same run) | baseline median | ratio |");

@@ -80,12 +80,7 @@ pub async fn rows(root: &Path, bin: &Path, home: &Path) -> anyhow::Result<(Vec<R
     let pages = pages(&c, &handle).await?;
     let (export, nb_bytes) = notebook(&c).await?;
     let _ = c.cancel().await;
-    let row = |what: String, ours, baseline: Option<(&str, Duration)>, runs| Row {
-        what,
-        ours,
-        baseline: baseline.map(|(b, d)| (b.to_string(), d)),
-        runs,
-    };
+    let row = Row::new;
     let rows = vec![
         row(
             format!("read_table, 500 rows of a {ROWS}-row DataFrame, unsorted"),
