@@ -53,7 +53,8 @@ pub async fn rows(bin: &Path, home: &Path, wp: &WasiPython) -> anyhow::Result<Ve
     std::os::unix::fs::symlink(home.join("runtime"), build_home.join("runtime"))?;
     for e in std::fs::read_dir(home.join("cache"))?.flatten() {
         let name = e.file_name();
-        if !name.to_string_lossy().starts_with("warm-") {
+        // The compiled interpreters, not the warm images (rebuilt here) or folders beside them.
+        if e.file_type().is_ok_and(|t| t.is_file()) && !name.to_string_lossy().starts_with("warm-") {
             std::fs::hard_link(e.path(), build_home.join("cache").join(&name))?;
         }
     }
