@@ -86,13 +86,13 @@ impl Settings {
     pub fn folders_outside_home(&self) -> Result<(), String> {
         let home = self.home_canonical();
         // A save folder not made yet is checked where it would be made.
-        let to_make = self.save_folders().into_iter().filter_map(|f| f.would_be());
+        let saves = self.save_folders().into_iter().filter_map(|f| match f {
+            SaveFolder::Present(p) => Some(p),
+            missing => missing.would_be(),
+        });
         let lists = [
             ("CODE_SANDBOX_READ_DIRS", self.read_roots()),
-            (
-                "CODE_SANDBOX_SAVE_DIRS",
-                self.save_roots().into_iter().chain(to_make).collect(),
-            ),
+            ("CODE_SANDBOX_SAVE_DIRS", saves.collect()),
             ("CODE_SANDBOX_UPLOAD_DIRS", self.upload_roots()),
         ];
         for (setting, roots) in lists {

@@ -45,10 +45,14 @@ impl Sent {
         self.chunks += other.chunks;
         self.bytes += other.bytes;
         self.files += other.files;
-        self.safe_until = match (self.safe_until, other.safe_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        if let Some(until) = other.safe_until {
+            self.safe_until_at_most(until);
+        }
+    }
+
+    /// Notes a chunk safe only until `until`: what the whole is safe until is the earliest.
+    fn safe_until_at_most(&mut self, until: Instant) {
+        self.safe_until = Some(self.safe_until.map_or(until, |s| s.min(until)));
     }
 }
 
@@ -145,7 +149,7 @@ impl Chunks {
             entry.bytes += cut.length as u64;
             if !named.contains(&cut.sha) {
                 let until = self.put_chunk(space, path, &cut, &mut sent).await?;
-                sent.safe_until = Some(sent.safe_until.map_or(until, |s| s.min(until)));
+                sent.safe_until_at_most(until);
             }
             entry.chunks.push(cut.sha);
         }
