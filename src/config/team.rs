@@ -79,8 +79,6 @@ impl TeamSettings {
         std::time::Duration::from_secs(secs)
     }
 
-    /// How long a chunk no manifest names is kept (a day where settings were built without
-    /// the command line's defaults).
     /// How long a shutdown waits for the store (60 s where settings were built without the
     /// command line's defaults).
     pub fn store_drain(&self) -> std::time::Duration {
@@ -90,6 +88,8 @@ impl TeamSettings {
         })
     }
 
+    /// How long a chunk no manifest names is kept (a day where settings were built without
+    /// the command line's defaults).
     pub fn store_grace(&self) -> std::time::Duration {
         let secs = match self.store_grace_seconds {
             0 => 86_400,

@@ -58,9 +58,11 @@ pub async fn claim(
             return Ok(claim);
         }
     }
-    Ok(try_claim(store, path, me, ttl).await?.unwrap_or(Claim::Held {
-        holder: "another replica".to_string(),
-    }))
+    // Still vanishing: nobody is known to hold it, so no holder is named; the caller tries
+    // again later (a push after its backoff, a call's user shortly).
+    try_claim(store, path, me, ttl)
+        .await?
+        .ok_or_else(|| store.changed("a sandbox's lease"))
 }
 
 /// How many times a claim is tried while the lease keeps vanishing under it.

@@ -60,9 +60,13 @@ pub async fn suspend(sb: &Arc<Sandbox>, why: &str) -> bool {
         return false;
     }
     let gone = slot.session.is_none();
+    drop(slot);
     if gone {
         tracing::info!("suspended sandbox {} ({why}); its next use restores it", sb.id);
         suspended(&sb.id, why);
+        // Its push may have been written while the slot was still held here, when it could
+        // not tell the sandbox was suspended and so kept the lease.
+        super::store_push::let_go_if_written(sb);
     }
     gone
 }

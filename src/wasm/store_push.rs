@@ -111,6 +111,26 @@ pub fn after_save(sb: &Arc<Sandbox>, suspended: bool) {
     pusher.schedule(&sb.id, &space_of(&sb.id), trees, release_if);
 }
 
+/// Hands `sb`'s lease back if it is suspended and the store holds its last save; called once
+/// a suspend has let go of the sandbox. The push that wrote the save hands it back itself
+/// when it ends later; one that ended while the suspend still held the sandbox could not
+/// tell, and another replica would wait on the lease for as long as this one runs.
+pub fn let_go_if_written(sb: &Arc<Sandbox>) {
+    let Some(pusher) = PUSHER.get() else {
+        return;
+    };
+    if pusher.pending(&sb.id) || sb.is_live() || !pusher.held().holds(&sb.id) {
+        return;
+    }
+    let (pusher, sb) = (pusher.clone(), sb.clone());
+    tokio::spawn(async move {
+        // Checked again as late as can be: a call may have brought it back meanwhile.
+        if !sb.is_live() && !pusher.pending(&sb.id) {
+            pusher.held().release(&sb.id).await;
+        }
+    });
+}
+
 /// With a store, the disk bound and the retention period let go of a kept sandbox's copy on
 /// this disk, not of the sandbox: the store keeps it, and naming it brings it back. Whether
 /// `sb`'s copy may go now: once the store holds its last save here (or a newer one another

@@ -72,6 +72,12 @@ fn signal(r: &Remote, signal: i32) {
 /// Runs `code` in `id` once this replica may serve it (another replica's lease has run out):
 /// the result, never an error but "lives on replica".
 async fn once_here(alice: &Server, id: &str, code: &str) -> Value {
+    once_here_or(alice, id, code, || String::new()).await
+}
+
+/// [`once_here`], with `earlier` (the log of the replica that served it before) in the
+/// failure: the part CI's summary of a long log leaves out.
+async fn once_here_or(alice: &Server, id: &str, code: &str, earlier: impl Fn() -> String) -> Value {
     let began = Instant::now();
     loop {
         let (err, v, text) = alice
@@ -80,13 +86,26 @@ async fn once_here(alice: &Server, id: &str, code: &str) -> Value {
         if !err {
             return v;
         }
-        assert!(text.contains("lives on replica"), "{text}");
+        let fail = |why: &str| format!("{why}: {text}\nthe replica before:\n{}", earlier());
+        assert!(text.contains("lives on replica"), "{}", fail("refused"));
         assert!(
             began.elapsed() < Duration::from_secs(60),
-            "never served here: {text}"
+            "{}",
+            fail("never served here")
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+}
+
+/// The lines of `log` about the store, its leases and the shutdown.
+fn store_lines(log: &std::sync::Mutex<Vec<String>>) -> String {
+    let log = log.lock().unwrap_or_else(|e| e.into_inner());
+    let kept = ["store", "lease", "shutting down", "shut down", "signal"];
+    log.iter()
+        .filter(|l| kept.iter().any(|k| l.contains(k)))
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[tokio::test]
@@ -302,6 +321,7 @@ async fn with_the_store_away_new_work_goes_on_and_a_drain_waits_for_it_to_come_b
 
     // SIGTERM while the store is away: the drain waits, and says so.
     let readyz = format!("http://{}/readyz", r0.addr());
+    let r0_log = r0.log.clone();
     let stopped = tokio::spawn(r0.terminate());
     let began = Instant::now();
     loop {
@@ -324,7 +344,7 @@ async fn with_the_store_away_new_work_goes_on_and_a_drain_waits_for_it_to_come_b
     same_tokens(&home0, &home1);
     let r1 = replica(&home1, "r1", &settings, &[]).await;
     let alice = r1.client("alice").await;
-    let v = once_here(&alice, &id, "m").await;
+    let v = once_here_or(&alice, &id, "m", || store_lines(&r0_log)).await;
     assert_eq!(v["result"], "7", "{v}");
     let _ = r1.terminate().await;
 }

@@ -160,6 +160,32 @@ def _():
     return np.concatenate([w, [np.abs(v @ np.diag(w) @ v.T - a).max()]])
 
 
+@case("np.linalg.eigh from the upper triangle")
+def _():
+    a = spd(31, 180)
+    w, v = np.linalg.eigh(np.triu(a) + np.tril(np.full_like(a, np.nan), -1), UPLO="U")
+    return np.concatenate([w, [np.abs(v @ np.diag(w) @ v.T - a).max()]])
+
+
+@case("np.linalg.eigvalsh, float32", "f32")
+def _():
+    return np.linalg.eigvalsh(spd(32, 150).astype(np.float32)) / 150
+
+
+for lower in (1, 0):
+    for name, dtype, precision in [("dsymv", np.float64, "f64"), ("ssymv", np.float32, "f32")]:
+
+        @case(f"scipy.linalg.blas.{name}, {'lower' if lower else 'upper'}, strided, NaN in the other triangle", precision)
+        def _(lower=lower, name=name, dtype=dtype):
+            n = 150
+            a = mat(33, (n, n), dtype)
+            a[np.triu_indices(n, 1) if lower else np.tril_indices(n, -1)] = np.nan
+            x = mat(34, (2 * n,), dtype)
+            y = mat(35, (3 * n,), dtype)
+            f = getattr(blas, name)
+            return f(1.5, a, x, beta=0.5, y=y, incx=2, incy=3, lower=lower)
+
+
 @case("np.linalg.svd singular values and reconstruction")
 def _():
     a = mat(17, (220, 150))

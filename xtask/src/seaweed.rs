@@ -21,6 +21,10 @@ pub struct Seaweed {
     args: Vec<String>,
     pub endpoint: String,
     dir: PathBuf,
+    /// Written into the bucket at the first start and read back at each restart: the store
+    /// that comes back is this one, with its data, not another test's on a port it took.
+    identity: String,
+    started: bool,
 }
 
 /// Where the store's data goes: memory (`/dev/shm`) when it has room, else the temporary
@@ -38,7 +42,8 @@ fn data_root() -> PathBuf {
 
 /// The arguments of `weed mini` serving S3 with its data in `dir`, on free ports; the S3 port.
 fn args(dir: &Path) -> anyhow::Result<(Vec<String>, u16)> {
-    let s3 = free_port()?;
+    let mut taken = Vec::new();
+    let s3 = free_port(&mut taken)?;
     let mut args = vec![
         "mini".to_string(),
         format!("-dir={}", dir.join("data").display()),
@@ -67,13 +72,43 @@ fn args(dir: &Path) -> anyhow::Result<(Vec<String>, u16)> {
         "admin.port",
         "admin.port.grpc",
     ] {
-        args.push(format!("-{flag}={}", free_port()?));
+        args.push(format!("-{flag}={}", free_port(&mut taken)?));
     }
     Ok((args, s3))
 }
 
-fn free_port() -> anyhow::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// A port nothing else is likely to take while SeaweedFS is stopped for an outage: below the
+/// range the kernel hands out for port 0 and for outgoing connections (a busy test run opens
+/// thousands of loopback connections, and one landing on a freed port kept the store from
+/// coming back, or brought another test's store up in its place), picked at random and bound
+/// once to see that it is free now.
+fn free_port(taken: &mut Vec<u16>) -> anyhow::Result<u16> {
+    const FLOOR: u32 = 10_000;
+    let span = u32::from(ephemeral_floor()).saturating_sub(FLOOR).max(1);
+    let mut seed = uuid_like().bytes().fold(0x9E37_79B9_u32, |h, b| {
+        h.rotate_left(5) ^ u32::from(b).wrapping_mul(0x0100_0193)
+    });
+    for _ in 0..500 {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        let port = u16::try_from(FLOOR + seed % span).unwrap_or(0);
+        if port != 0 && !taken.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            taken.push(port);
+            return Ok(port);
+        }
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    taken.push(port);
+    Ok(port)
+}
+
+/// The lowest port the kernel hands out by itself (Linux's setting; its default elsewhere).
+fn ephemeral_floor() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 impl Seaweed {
@@ -101,6 +136,8 @@ impl Seaweed {
                 args,
                 endpoint: format!("http://127.0.0.1:{s3}"),
                 dir: dir.clone(),
+                identity: uuid_like(),
+                started: false,
             };
             match weed.resume().await {
                 Ok(()) => return Ok(weed),
@@ -136,14 +173,42 @@ impl Seaweed {
         loop {
             let put = store.objects.put(&store.path(&["ready"]), "ok".into()).await;
             if put.is_ok() {
-                return Ok(());
+                return self.same_store(&store).await;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                anyhow::bail!("SeaweedFS exited ({status}):\n{}", self.log());
             }
             if began.elapsed() > Duration::from_secs(60) {
-                let log = std::fs::read_to_string(self.dir.join("weed.log")).unwrap_or_default();
-                anyhow::bail!("SeaweedFS never served S3: {put:?}\n{log}");
+                anyhow::bail!("SeaweedFS never served S3: {put:?}\n{}", self.log());
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
+    }
+
+    /// At the first start, marks the bucket as this store's; at a restart, that the mark is
+    /// there: the store that answers is this one, with its data.
+    async fn same_store(&mut self, store: &Store) -> anyhow::Result<()> {
+        let mark = store.path(&["identity"]);
+        if !self.started {
+            store.objects.put(&mark, self.identity.clone().into()).await?;
+            self.started = true;
+            return Ok(());
+        }
+        let found = match store.objects.get(&mark).await {
+            Ok(got) => String::from_utf8_lossy(&got.bytes().await?).into_owned(),
+            Err(e) => format!("none ({e})"),
+        };
+        if found != self.identity {
+            anyhow::bail!(
+                "the store that answered on SeaweedFS's port after its restart is not the one stopped (its mark: {found}); another process took one of its ports:\n{}",
+                self.log()
+            );
+        }
+        Ok(())
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("weed.log")).unwrap_or_default()
     }
 
     /// Stops it at once (an outage); [`Seaweed::resume`] brings it back.

@@ -80,7 +80,7 @@ fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
 
 /// What was done to the runtime before compiling it (`compile::instrumented`): part of the
 /// compiled module's name.
-pub(super) const MODULE_FORM: &str = "instrumented-reset-host-kernels-7-native-ints-6";
+pub(super) const MODULE_FORM: &str = "instrumented-reset-host-kernels-8-native-ints-6";
 
 /// Removes compiled modules of another form (from before the module was instrumented, or
 /// before it exported libc's preopen reset): no version of this program loads them again

@@ -28,4 +28,4 @@ pub use link::add_to_linker;
 pub use pool::{Setup, configure, threads};
 
 /// Names the binding in cache keys: bump it when [`table::BOUND`] or the trampoline changes.
-pub const VERSION: &str = "host-kernels-7";
+pub const VERSION: &str = "host-kernels-8";

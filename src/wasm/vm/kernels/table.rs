@@ -16,7 +16,8 @@ pub enum Form {
     CblasSyrk,
     /// `?syrk_(&uplo, &trans, &n, &k, &alpha, a, &lda, &beta, c, &ldc)`.
     FortranSyrk,
-    /// OpenBLAS's level-2 kernels `?gemv_n`, `?gemv_t`, `?ger_k` (see `vector`).
+    /// OpenBLAS's level-2 kernels `?gemv_n`, `?gemv_t`, `?ger_k`, `?symv_L`, `?symv_U` (see
+    /// `vector`).
     Level2(Level2),
     /// numpy's `quicksort_<T>(start, num)` (see `sort`); the entry's `elem` is unused.
     Sort(Keys),
@@ -120,6 +121,10 @@ pub const BOUND: &[Entry] = &[
     entry("sgemv_t", Form::Level2(Level2::GemvT), Elem::F32),
     entry("dger_k", Form::Level2(Level2::Ger), Elem::F64),
     entry("sger_k", Form::Level2(Level2::Ger), Elem::F32),
+    entry("dsymv_L", Form::Level2(Level2::SymvL), Elem::F64),
+    entry("dsymv_U", Form::Level2(Level2::SymvU), Elem::F64),
+    entry("ssymv_L", Form::Level2(Level2::SymvL), Elem::F32),
+    entry("ssymv_U", Form::Level2(Level2::SymvU), Elem::F32),
     entry(
         "int quicksort_<npy::floating_point_type<double, (NPY_TYPES)12>, double, false>(double*, long)",
         Form::Sort(Keys::F64),
@@ -151,6 +156,10 @@ pub enum Level2 {
     GemvN,
     GemvT,
     Ger,
+    /// A symmetric matrix by a vector, from its lower triangle.
+    SymvL,
+    /// The same from its upper triangle.
+    SymvU,
 }
 
 /// The key type of a bound sort (see `sort`).

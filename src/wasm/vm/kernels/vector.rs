@@ -1,9 +1,12 @@
 //! OpenBLAS's level-2 kernels: `?gemv_n` (`y += alpha * a * x`), `?gemv_t` (`y += alpha * a' *
 //! x`) and `?ger_k` (`a += alpha * x * y'`), each `(m, n, _, alpha, ...)` on a column-major `a`
-//! (m x n, `lda`) and strided vectors. Every `gemv_`/`ger_` call, LAPACK's unblocked panels
-//! (QR's Householder steps, LU's columns, the tridiagonal and bidiagonal reductions of `eigh`
-//! and `svd`) and `symv` end here. They are bound by memory, not arithmetic: the host gains by
-//! reading it in wide native loads.
+//! (m x n, `lda`) and strided vectors, and `?symv_L`/`?symv_U` (`y += alpha * a * x` for a
+//! symmetric `a` of which one triangle is stored), `(m, offset, alpha, a, lda, x, incx, y, incy,
+//! buffer)`. Every `gemv_`/`ger_`/`symv_` call and LAPACK's unblocked panels (QR's Householder
+//! steps, LU's columns, the tridiagonal and bidiagonal reductions of `eigh` and `svd`) end
+//! here. `symv` is bound whole: OpenBLAS's own splits it into gemv calls on 16-column strips,
+//! most of them too small for the trip to the host. They are bound by memory, not arithmetic:
+//! the host gains by reading it in wide native loads.
 
 use wasmtime::Val;
 
@@ -47,33 +50,82 @@ impl Vector {
     }
 }
 
+fn int(v: &Val) -> Result<i32, Decline> {
+    v.i32().ok_or(Decline::Invalid)
+}
+
+fn size(v: &Val) -> Result<u64, Decline> {
+    int(v).and_then(|x| u64::try_from(x).map_err(|_| Decline::Invalid))
+}
+
+fn at(v: &Val) -> Result<u64, Decline> {
+    int(v).map(|x| u64::from(x as u32))
+}
+
+/// A stride; negative ones stay in the guest (the kernels take them, the host does not).
+fn inc(v: &Val) -> Result<u64, Decline> {
+    size(v).and_then(|i| if i == 0 { Err(Decline::Invalid) } else { Ok(i) })
+}
+
 pub fn read(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector, Decline> {
+    let call = match kind {
+        Level2::SymvL | Level2::SymvU => symv_call(kind, elem, p, memory)?,
+        Level2::GemvN | Level2::GemvT | Level2::Ger => gemv_or_ger(kind, elem, p, memory)?,
+    };
+    check(&call, memory.len() as u64)?;
+    Ok(call)
+}
+
+/// `?symv_L`/`?symv_U(m, offset, alpha, a, lda, x, incx, y, incy, buffer)`. BLAS's interface
+/// passes `offset == m` (the whole matrix); a part of it (OpenBLAS's threaded driver) stays in
+/// the guest.
+fn symv_call(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector, Decline> {
+    let [m, offset, alpha, a, lda, x, incx, y, incy, _] = p else {
+        return Err(Decline::Invalid);
+    };
+    let m = size(m)?;
+    let lda = size(lda)?;
+    if size(offset)? != m || lda < m.max(1) {
+        return Err(Decline::Invalid);
+    }
+    let vector = |at: u64, inc: u64| Strided { at, len: m, inc };
+    Ok(Vector {
+        kind,
+        elem,
+        alpha: args::scalar(elem, alpha, memory)?[0],
+        a: Matrix {
+            at: self::at(a)?,
+            ld: lda,
+            rows: m,
+            cols: m,
+        },
+        x: vector(self::at(x)?, self::inc(incx)?),
+        y: vector(self::at(y)?, self::inc(incy)?),
+    })
+}
+
+fn gemv_or_ger(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector, Decline> {
     let [m, n, _, alpha, p4, p5, p6, p7, p8, p9, _] = p else {
         return Err(Decline::Invalid);
     };
-    let int = |v: &Val| v.i32().ok_or(Decline::Invalid);
-    let size = |v: &Val| int(v).and_then(|x| u64::try_from(x).map_err(|_| Decline::Invalid));
-    let at = |v: &Val| int(v).map(|x| u64::from(x as u32));
     // Only real kernels are bound: their alpha is passed by value.
     let alpha = args::scalar(elem, alpha, memory)?[0];
     let (m, n) = (size(m)?, size(n)?);
-    // Negative strides stay in the guest (the kernels take them, the host does not).
-    let inc = |v: &Val| size(v).and_then(|i| if i == 0 { Err(Decline::Invalid) } else { Ok(i) });
     let (a, lda, first, second) = match kind {
         // gemv: a, lda, x, incx, y, incy
         Level2::GemvN | Level2::GemvT => (at(p4)?, size(p5)?, (at(p6)?, inc(p7)?), (at(p8)?, inc(p9)?)),
         // ger: x, incx, y, incy, a, lda
         Level2::Ger => (at(p8)?, size(p9)?, (at(p4)?, inc(p5)?), (at(p6)?, inc(p7)?)),
+        Level2::SymvL | Level2::SymvU => return Err(Decline::Invalid),
     };
     if lda < m.max(1) {
         return Err(Decline::Invalid);
     }
     let (x_len, y_len) = match kind {
         Level2::GemvN => (n, m),
-        Level2::GemvT => (m, n),
-        Level2::Ger => (m, n),
+        _ => (m, n),
     };
-    let call = Vector {
+    Ok(Vector {
         kind,
         elem,
         alpha,
@@ -93,9 +145,7 @@ pub fn read(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector
             len: y_len,
             inc: second.1,
         },
-    };
-    check(&call, memory.len() as u64)?;
-    Ok(call)
+    })
 }
 
 fn check(call: &Vector, memory: u64) -> Result<(), Decline> {
@@ -186,6 +236,14 @@ unsafe fn run<T: Num>(call: &Vector, base: Base, alpha: T) {
                     *y.add(j * incy) += alpha * dot(column(j), &xs);
                 }
             }
+            Level2::SymvL | Level2::SymvU => {
+                let xs: Vec<T> = (0..m).map(|i| x.add(i * incx).read()).collect();
+                let mut ys: Vec<T> = (0..m).map(|i| y.add(i * incy).read()).collect();
+                symv(call.kind == Level2::SymvL, alpha, column, &xs, &mut ys);
+                for (i, &v) in ys.iter().enumerate() {
+                    y.add(i * incy).write(v);
+                }
+            }
             Level2::Ger => {
                 let xs: Vec<T> = (0..m).map(|i| alpha * x.add(i * incx).read()).collect();
                 for j in 0..n {
@@ -197,6 +255,21 @@ unsafe fn run<T: Num>(call: &Vector, base: Base, alpha: T) {
                 }
             }
         }
+    }
+}
+
+/// `y += alpha * a * x` for the symmetric `a` whose lower (else upper) triangle `column(j)`
+/// holds: each stored column is read once, both as a column and as a row.
+fn symv<'a, T: Num + 'a>(lower: bool, alpha: T, column: impl Fn(usize) -> &'a [T], x: &[T], y: &mut [T]) {
+    for j in 0..x.len() {
+        let col = column(j);
+        let rows = if lower { j + 1..x.len() } else { 0..j };
+        let t = alpha * x[j];
+        for (yi, &ai) in y[rows.clone()].iter_mut().zip(&col[rows.clone()]) {
+            *yi += t * ai;
+        }
+        let below = dot(&col[rows.clone()], &x[rows]);
+        y[j] += t * col[j] + alpha * below;
     }
 }
 
@@ -292,6 +365,56 @@ mod tests {
                         }
                     }
                 }
+                Level2::SymvL | Level2::SymvU => unreachable!("not among the kinds above"),
+            }
+        }
+    }
+
+    #[test]
+    fn symv_uses_only_its_triangle_and_computes_the_whole_product() {
+        let (m, lda) = (6usize, 7usize);
+        let sym = |i: usize, j: usize| ((i.min(j) * 5 + i.max(j) * 3) % 11) as f64 - 4.5;
+        let x = |i: usize| 0.25 * i as f64 - 0.5;
+        for (kind, incy) in [(Level2::SymvL, 1usize), (Level2::SymvU, 3)] {
+            let lower = kind == Level2::SymvL;
+            // The other triangle holds NaN: read, it would show in every result.
+            let mut memory = vec![f64::NAN; 400];
+            for j in 0..m {
+                for i in 0..m {
+                    if (lower && i >= j) || (!lower && i <= j) {
+                        memory[i + j * lda] = sym(i, j);
+                    }
+                }
+            }
+            for i in 0..m {
+                memory[200 + 2 * i] = x(i);
+                memory[300 + i * incy] = 1.0 + i as f64;
+            }
+            let vector = |at: u64, inc: u64| Strided {
+                at,
+                len: m as u64,
+                inc,
+            };
+            let c = Vector {
+                kind,
+                elem: Elem::F64,
+                alpha: -1.5,
+                a: Matrix {
+                    at: 0,
+                    ld: lda as u64,
+                    rows: m as u64,
+                    cols: m as u64,
+                },
+                x: vector(8 * 200, 2),
+                y: vector(8 * 300, incy as u64),
+            };
+            assert_eq!(check(&c, 8 * 400), Ok(()));
+            // SAFETY: every span lies inside `memory`.
+            unsafe { compute(&c, Base(memory.as_mut_ptr().cast())) };
+            for i in 0..m {
+                let want = 1.0 + i as f64 - 1.5 * (0..m).map(|j| sym(i, j) * x(j)).sum::<f64>();
+                let got = memory[300 + i * incy];
+                assert!((got - want).abs() < 1e-12, "{kind:?} y[{i}] = {got}, not {want}");
             }
         }
     }
