@@ -72,7 +72,7 @@ fn signal(r: &Remote, signal: i32) {
 /// Runs `code` in `id` once this replica may serve it (another replica's lease has run out):
 /// the result, never an error but "lives on replica".
 async fn once_here(alice: &Server, id: &str, code: &str) -> Value {
-    once_here_or(alice, id, code, || String::new()).await
+    once_here_or(alice, id, code, String::new).await
 }
 
 /// [`once_here`], with `earlier` (the log of the replica that served it before) in the

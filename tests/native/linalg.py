@@ -186,6 +186,46 @@ for lower in (1, 0):
             return f(1.5, a, x, beta=0.5, y=y, incx=2, incy=3, lower=lower)
 
 
+for lower in (1, 0):
+    for name, dtype, precision in [("dsyr2", np.float64, "f64"), ("ssyr2", np.float32, "f32")]:
+
+        @case(f"scipy.linalg.blas.{name}, {'lower' if lower else 'upper'}, strided", precision)
+        def _(lower=lower, name=name, dtype=dtype):
+            n = 120
+            a = np.asfortranarray(mat(41, (n, n), dtype))
+            f = getattr(blas, name)
+            out = f(-0.5, mat(42, (2 * n,), dtype), mat(43, (3 * n,), dtype), incx=2, incy=3, a=a, lower=lower)
+            return out[np.tril_indices(n) if lower else np.triu_indices(n)]
+
+
+@case("np.linalg.eigvalsh, 300x300 (the unblocked reduction)")
+def _():
+    return np.linalg.eigvalsh(spd(44, 300)) / 300
+
+
+for lower in (1, 0):
+    for trans in (0, 1):
+        for name, dtype, precision in [("dsyr2k", np.float64, "f64"), ("ssyr2k", np.float32, "f32")]:
+
+            @case(f"scipy.linalg.blas.{name}, {'lower' if lower else 'upper'}, trans {trans}, beta 0 over NaN", precision)
+            def _(lower=lower, trans=trans, name=name, dtype=dtype):
+                n, k = 90, 40
+                shape = (k, n) if trans else (n, k)
+                c = np.full((n, n), np.nan, dtype=dtype, order="F")
+                f = getattr(blas, name)
+                out = f(0.75, mat(36, shape, dtype), mat(37, shape, dtype), beta=0.0, c=c, trans=trans, lower=lower)
+                return out[np.tril_indices(n) if lower else np.triu_indices(n)]
+
+            @case(f"scipy.linalg.blas.{name}, {'lower' if lower else 'upper'}, trans {trans}, beta 0.5", precision)
+            def _(lower=lower, trans=trans, name=name, dtype=dtype):
+                n, k = 70, 33
+                shape = (k, n) if trans else (n, k)
+                c = np.asfortranarray(mat(38, (n, n), dtype))
+                f = getattr(blas, name)
+                out = f(-1.0, mat(39, shape, dtype), mat(40, shape, dtype), beta=0.5, c=c, trans=trans, lower=lower)
+                return out[np.tril_indices(n) if lower else np.triu_indices(n)]
+
+
 @case("np.linalg.svd singular values and reconstruction")
 def _():
     a = mat(17, (220, 150))

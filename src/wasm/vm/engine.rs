@@ -70,8 +70,9 @@ fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
     format!(
-        "python-{}-{MODULE_FORM}-wasmtime-{}-dense{}-{:016x}.cwasm",
+        "python-{}-{}-wasmtime-{}-dense{}-{:016x}.cwasm",
         &files.module_sha256[..16],
+        module_form(),
         WASMTIME_VERSION,
         DENSE_IMAGE_BYTES >> 20,
         h.finish()
@@ -80,13 +81,18 @@ fn cache_key(engine: &Engine, files: &RuntimeFiles) -> String {
 
 /// What was done to the runtime before compiling it (`compile::instrumented`): part of the
 /// compiled module's name.
-pub(super) const MODULE_FORM: &str = "instrumented-reset-host-kernels-8-native-ints-6";
+pub(super) const MODULE_FORM: &str = "instrumented-reset-native-ints-6";
+
+/// [`MODULE_FORM`] with the host kernels' binding (which names what it binds).
+fn module_form() -> String {
+    format!("{MODULE_FORM}-{}", super::kernels::binding())
+}
 
 /// Removes compiled modules of another form (from before the module was instrumented, or
 /// before it exported libc's preopen reset): no version of this program loads them again
 /// (about 290 MB each).
 fn remove_outdated_forms(dir: &Path) {
-    let current = format!("-{MODULE_FORM}-");
+    let current = format!("-{}-", module_form());
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with("python-") && name.ends_with(".cwasm") && !name.contains(&current) {

@@ -42,7 +42,7 @@ fn key_of(module_sha256: &str, compiled_for: &[u8]) -> String {
         // libc's preopen reset; numpy's integers in it are 64-bit.
         b"instrumented+reset-preopens",
         super::code_patch::native_ints::VERSION.as_bytes(),
-        super::kernels::VERSION.as_bytes(),
+        super::kernels::binding().as_bytes(),
         WASMTIME_VERSION.as_bytes(),
         &DENSE_IMAGE_BYTES.to_le_bytes(),
         compiled_for,

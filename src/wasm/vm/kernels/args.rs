@@ -15,9 +15,53 @@ pub fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Product, Dec
         Form::Fortran => fortran(entry.elem, params, memory)?,
         Form::CblasSyrk => cblas_syrk(entry.elem, params, memory)?,
         Form::FortranSyrk => fortran_syrk(entry.elem, params, memory)?,
-        Form::Packed | Form::Level2(_) | Form::Sort(_) => return Err(Decline::Invalid),
+        Form::FortranSyr2k | Form::Packed | Form::Level2(_) | Form::Sort(_) => return Err(Decline::Invalid),
     };
     check(entry.elem, raw, memory.len() as u64)
+}
+
+/// `?syr2k_(&uplo, &trans, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc)`, `c := alpha *
+/// a * b' + alpha * b * a' + beta * c` on one triangle (trans 'N'; 'T' transposes both
+/// products), as the two products it is: the second adds to what the first wrote. LAPACK's
+/// tridiagonal reduction (`eigh`) spends half its time here.
+pub fn read_syr2k(elem: Elem, p: &[Val], memory: &[u8]) -> Result<[Product; 2], Decline> {
+    if p.len() != 12 {
+        return Err(Decline::Invalid);
+    }
+    let ptr = Pointers { p, memory };
+    let (at, byte, num) = (|i| ptr.at(i), |i| ptr.byte(i), |i| ptr.num(i));
+    let (uplo, trans) = (byte(0)?.to_ascii_uppercase(), byte(1)?.to_ascii_uppercase());
+    let (alpha, beta) = (
+        load_scalar(elem, memory, at(4)?)?,
+        load_scalar(elem, memory, at(9)?)?,
+    );
+    let first = syrk(
+        uplo,
+        trans,
+        num(2)?,
+        num(3)?,
+        alpha,
+        at(5)?,
+        num(6)?,
+        beta,
+        at(10)?,
+        num(11)?,
+    )?;
+    let first = Raw {
+        b: at(7)?,
+        ldb: num(8)?,
+        ..first
+    };
+    let second = Raw {
+        a: first.b,
+        lda: first.ldb,
+        b: first.a,
+        ldb: first.lda,
+        beta: [1.0, 0.0],
+        ..first
+    };
+    let memory = memory.len() as u64;
+    Ok([check(elem, first, memory)?, check(elem, second, memory)?])
 }
 
 /// The arguments as BLAS's column-major interface names them, before any check.

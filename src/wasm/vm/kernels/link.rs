@@ -134,6 +134,8 @@ fn charge<T>(caller: &mut Caller<'_, T>, work: u64) -> bool {
 /// A checked call, of either kind.
 enum Job {
     Product(Product),
+    /// Two products into one result, one after the other (syr2k).
+    Pair([Product; 2]),
     Packed(Packed),
     Vector(Vector),
     Sort(Sort),
@@ -145,6 +147,7 @@ impl Job {
             Form::Cblas | Form::Fortran | Form::CblasSyrk | Form::FortranSyrk => {
                 args::read(entry, params, memory).map(Job::Product)
             }
+            Form::FortranSyr2k => args::read_syr2k(entry.elem, params, memory).map(Job::Pair),
             Form::Packed => packed::read(entry.elem, params, memory).map(Job::Packed),
             Form::Level2(kind) => vector::read(kind, entry.elem, params, memory).map(Job::Vector),
             Form::Sort(keys) => sort::read(keys, params, memory).map(Job::Sort),
@@ -154,6 +157,7 @@ impl Job {
     fn work(&self) -> u64 {
         match self {
             Job::Product(p) => p.work(),
+            Job::Pair([p, q]) => p.work().saturating_add(q.work()),
             Job::Packed(p) => p.work(),
             Job::Vector(v) => v.work(),
             Job::Sort(s) => s.work(),
@@ -166,6 +170,12 @@ impl Job {
         match self {
             // SAFETY: as the caller promises.
             Job::Product(p) => unsafe { product::compute(p, base, stop) },
+            // SAFETY: as the caller promises; the second reads what the first wrote only
+            // through `c`, which neither reads as an operand.
+            Job::Pair([p, q]) => match unsafe { product::compute(p, base, stop) } {
+                Outcome::Done => unsafe { product::compute(q, base, stop) },
+                Outcome::Stopped => Outcome::Stopped,
+            },
             // One inner-kernel call is a block of the routine that makes it: small enough to
             // run whole once started.
             Job::Packed(p) if !stop() => {

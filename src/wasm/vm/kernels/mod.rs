@@ -27,5 +27,18 @@ pub use bind::bind;
 pub use link::add_to_linker;
 pub use pool::{Setup, configure, threads};
 
-/// Names the binding in cache keys: bump it when [`table::BOUND`] or the trampoline changes.
-pub const VERSION: &str = "host-kernels-8";
+/// Names the binding in cache keys: bump it when the trampoline changes; what
+/// [`table::BOUND`] binds is named by [`binding`] itself.
+pub const VERSION: &str = "host-kernels-9";
+
+/// The binding as cache keys name it: [`VERSION`] and a digest of every bound function's
+/// name and form, so a module bound by another table is never loaded from a cache (a
+/// function added to the table without a new `VERSION` once was).
+pub fn binding() -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for e in table::BOUND {
+        h.update(format!("{}|{:?}|{:?}\n", e.name, e.form, e.elem));
+    }
+    format!("{VERSION}-{}", hex::encode(&h.finalize()[..6]))
+}

@@ -5,7 +5,7 @@
 use rayon::prelude::*;
 
 use super::multiply::Gemm;
-use super::shapes::{Base, Cover, Matrix, Op, Outcome, Product, Tile};
+use super::shapes::{Base, Cover, Matrix, Op, Outcome, Part, Product, Tile};
 use super::table::Elem;
 
 /// Multiply-adds in one tile: a few milliseconds on one core, so a deadline is kept to about
@@ -38,13 +38,51 @@ pub fn tiles(m: u64, n: u64, k: u64) -> Vec<Tile> {
     out
 }
 
+/// Columns of a triangle's tiles (syrk, syr2k): the squares on its diagonal are computed whole
+/// and half thrown away, so they are kept narrow; what lies beside them goes straight into the
+/// result.
+const TRIANGLE_BLOCK: u64 = 64;
+
+/// The tiles of `p`'s result: for a triangle, per block of columns, the square on the diagonal
+/// and the rectangle of rows the triangle holds whole (cut as [`tiles`] cuts).
+pub fn plan(p: &Product) -> Vec<Tile> {
+    if p.part == Part::All {
+        return tiles(p.m, p.n, p.k);
+    }
+    let mut out = Vec::new();
+    for j in (0..p.n).step_by(TRIANGLE_BLOCK as usize) {
+        let cols = TRIANGLE_BLOCK.min(p.n - j);
+        let square = cols.min(p.m.saturating_sub(j));
+        if square > 0 {
+            out.push(Tile {
+                i: j,
+                j,
+                rows: square,
+                cols,
+            });
+        }
+        let whole = match p.part {
+            Part::Lower => (j + cols).min(p.m)..p.m,
+            _ => 0..j.min(p.m),
+        };
+        for t in tiles(whole.end - whole.start, cols, p.k) {
+            out.push(Tile {
+                i: whole.start + t.i,
+                j: j + t.j,
+                ..t
+            });
+        }
+    }
+    out
+}
+
 /// Computes `p` on the memory at `base`, tile by tile, in parallel on the current rayon pool.
 ///
 /// # Safety
 /// `p` was checked (by [`super::args::read`]) against the memory at `base`, which stays mapped
 /// and untouched by anything else until this returns.
 pub unsafe fn compute(p: &Product, base: Base, stop: &(dyn Fn() -> bool + Sync)) -> Outcome {
-    let tiles = tiles(p.m, p.n, p.k);
+    let tiles = plan(p);
     let run = |t: &Tile| -> Result<(), ()> {
         if stop() {
             return Err(());
@@ -101,41 +139,45 @@ unsafe fn partly(p: &Product, base: Base, t: &Tile) {
         cs: rows as isize,
     };
     passes(p, base, t, dest, p.alpha, [0.0, 0.0]);
-    let c = base.0.wrapping_add(p.c.at as usize);
-    for col in 0..cols {
-        for row in 0..rows {
-            let (i, j) = (t.i + row as u64, t.j + col as u64);
-            if !p.part.holds(i, j) {
-                continue;
-            }
-            let at = (i + j * p.c.ld) as usize;
-            // SAFETY: (i, j) is inside c's checked extent; the buffer holds rows x cols.
-            unsafe {
-                match p.elem {
-                    Elem::F64 => merge(
-                        c.cast::<f64>().add(at),
-                        tile.as_ptr().cast::<f64>().add(row + col * rows),
-                        p.beta[0],
-                    ),
-                    Elem::F32 => merge(
-                        c.cast::<f32>().add(at),
-                        tile.as_ptr().cast::<f32>().add(row + col * rows),
-                        p.beta[0] as f32,
-                    ),
-                    // Only real triangles are bound (see `table::BOUND`).
-                    Elem::C32 | Elem::C64 => {}
-                }
-            }
+    let from = tile.as_ptr();
+    // SAFETY: the tile's cells are inside c's checked extent; the buffer holds rows x cols.
+    unsafe {
+        match p.elem {
+            Elem::F64 => merge_triangle::<f64>(p, base, t, from.cast(), p.beta[0]),
+            Elem::F32 => merge_triangle::<f32>(p, base, t, from.cast(), p.beta[0] as f32),
+            // Only real triangles are bound (see `table::BOUND`).
+            Elem::C32 | Elem::C64 => {}
         }
     }
 }
 
+/// The cells of tile `t` that `p`'s triangle holds, from `from` (the tile computed whole,
+/// column-major) into the guest's result.
+unsafe fn merge_triangle<T: Num>(p: &Product, base: Base, t: &Tile, from: *const T, beta: T) {
+    let c = base.0.wrapping_add(p.c.at as usize).cast::<T>();
+    let rows = t.rows as usize;
+    for col in 0..t.cols as usize {
+        let j = t.j + col as u64;
+        // The tile's rows whose cell in column j the triangle holds.
+        let held = match p.part {
+            Part::Lower => (j.saturating_sub(t.i) as usize).min(rows)..rows,
+            _ => 0..((j + 1).saturating_sub(t.i) as usize).min(rows),
+        };
+        for row in held {
+            let i = t.i + row as u64;
+            // SAFETY: as the caller promises.
+            unsafe { merge(c.add((i + j * p.c.ld) as usize), from.add(row + col * rows), beta) };
+        }
+    }
+}
+
+/// What a merged element needs.
+trait Num: Copy + PartialEq + Default + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> {}
+impl Num for f64 {}
+impl Num for f32 {}
+
 /// `*c = product + beta * *c`; with beta 0 the old value is not read (BLAS: it may be NaN).
-unsafe fn merge<T: Copy + PartialEq + Default + std::ops::Add<Output = T> + std::ops::Mul<Output = T>>(
-    c: *mut T,
-    product: *const T,
-    beta: T,
-) {
+unsafe fn merge<T: Num>(c: *mut T, product: *const T, beta: T) {
     // SAFETY: as the caller promises.
     unsafe {
         let value = if beta == T::default() {
@@ -234,5 +276,56 @@ mod tests {
             }
         }
         assert_eq!(tiles(512, 512, 512).len(), 2);
+    }
+
+    #[test]
+    fn a_triangles_tiles_cover_it_once_with_narrow_squares_on_its_diagonal() {
+        let m = Matrix {
+            at: 0,
+            ld: 300,
+            rows: 300,
+            cols: 300,
+        };
+        for (part, n, k) in [
+            (Part::Lower, 300, 40),
+            (Part::Upper, 300, 40),
+            (Part::Lower, 65, 3),
+            (Part::Upper, 1, 1),
+        ] {
+            let p = Product {
+                elem: Elem::F64,
+                m: n,
+                n,
+                k,
+                op_a: Op::Plain,
+                op_b: Op::Transposed,
+                alpha: [1.0, 0.0],
+                beta: [0.0, 0.0],
+                a: m,
+                b: m,
+                c: m,
+                part,
+            };
+            let mut seen = vec![0u8; (n * n) as usize];
+            for t in plan(&p) {
+                assert!(
+                    t.rows <= TRIANGLE_BLOCK || part.covers(&t) == Cover::Whole,
+                    "{t:?}"
+                );
+                for j in t.j..t.j + t.cols {
+                    for i in t.i..t.i + t.rows {
+                        if part.holds(i, j) {
+                            seen[(i + j * n) as usize] += 1;
+                        }
+                    }
+                }
+            }
+            for j in 0..n {
+                for i in 0..n {
+                    let want = u8::from(part.holds(i, j));
+                    assert_eq!(seen[(i + j * n) as usize], want, "{part:?} {n}: ({i}, {j})");
+                }
+            }
+        }
     }
 }

@@ -16,8 +16,11 @@ pub enum Form {
     CblasSyrk,
     /// `?syrk_(&uplo, &trans, &n, &k, &alpha, a, &lda, &beta, c, &ldc)`.
     FortranSyrk,
-    /// OpenBLAS's level-2 kernels `?gemv_n`, `?gemv_t`, `?ger_k`, `?symv_L`, `?symv_U` (see
-    /// `vector`).
+    /// `?syr2k_(&uplo, &trans, &n, &k, &alpha, a, &lda, b, &ldb, &beta, c, &ldc)`: `alpha * a *
+    /// b' + alpha * b * a'` on one triangle (LAPACK's tridiagonal reduction).
+    FortranSyr2k,
+    /// OpenBLAS's level-2 kernels `?gemv_n`, `?gemv_t`, `?ger_k`, `?symv_L`, `?symv_U`,
+    /// `?syr2_L`, `?syr2_U` (see `vector`).
     Level2(Level2),
     /// numpy's `quicksort_<T>(start, num)` (see `sort`); the entry's `elem` is unused.
     Sort(Keys),
@@ -49,9 +52,11 @@ impl Form {
             Form::Cblas => Some((&[3, 4, 5], SMALLEST)),
             Form::CblasSyrk => Some((&[3, 3, 4], SMALLEST)),
             Form::Packed => Some((&[0, 1, 2], SMALLEST)),
+            // syr2's second parameter is alpha: its matrix is m x m.
+            Form::Level2(Level2::Syr2L | Level2::Syr2U) => Some((&[0, 0], SMALLEST_LEVEL2)),
             Form::Level2(_) => Some((&[0, 1], SMALLEST_LEVEL2)),
             Form::Sort(_) => Some((&[1], SMALLEST_SORT)),
-            Form::Fortran | Form::FortranSyrk => None,
+            Form::Fortran | Form::FortranSyrk | Form::FortranSyr2k => None,
         }
     }
 }
@@ -113,6 +118,8 @@ pub const BOUND: &[Entry] = &[
     entry("cblas_ssyrk", Form::CblasSyrk, Elem::F32),
     entry("dsyrk_", Form::FortranSyrk, Elem::F64),
     entry("ssyrk_", Form::FortranSyrk, Elem::F32),
+    entry("dsyr2k_", Form::FortranSyr2k, Elem::F64),
+    entry("ssyr2k_", Form::FortranSyr2k, Elem::F32),
     entry("dgemm_kernel", Form::Packed, Elem::F64),
     entry("sgemm_kernel", Form::Packed, Elem::F32),
     entry("dgemv_n", Form::Level2(Level2::GemvN), Elem::F64),
@@ -121,6 +128,10 @@ pub const BOUND: &[Entry] = &[
     entry("sgemv_t", Form::Level2(Level2::GemvT), Elem::F32),
     entry("dger_k", Form::Level2(Level2::Ger), Elem::F64),
     entry("sger_k", Form::Level2(Level2::Ger), Elem::F32),
+    entry("dsyr2_L", Form::Level2(Level2::Syr2L), Elem::F64),
+    entry("dsyr2_U", Form::Level2(Level2::Syr2U), Elem::F64),
+    entry("ssyr2_L", Form::Level2(Level2::Syr2L), Elem::F32),
+    entry("ssyr2_U", Form::Level2(Level2::Syr2U), Elem::F32),
     entry("dsymv_L", Form::Level2(Level2::SymvL), Elem::F64),
     entry("dsymv_U", Form::Level2(Level2::SymvU), Elem::F64),
     entry("ssymv_L", Form::Level2(Level2::SymvL), Elem::F32),
@@ -160,6 +171,10 @@ pub enum Level2 {
     SymvL,
     /// The same from its upper triangle.
     SymvU,
+    /// `a += alpha * x * y' + alpha * y * x'` on the lower triangle.
+    Syr2L,
+    /// The same on the upper triangle.
+    Syr2U,
 }
 
 /// The key type of a bound sort (see `sort`).

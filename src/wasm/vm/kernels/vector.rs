@@ -2,7 +2,8 @@
 //! x`) and `?ger_k` (`a += alpha * x * y'`), each `(m, n, _, alpha, ...)` on a column-major `a`
 //! (m x n, `lda`) and strided vectors, and `?symv_L`/`?symv_U` (`y += alpha * a * x` for a
 //! symmetric `a` of which one triangle is stored), `(m, offset, alpha, a, lda, x, incx, y, incy,
-//! buffer)`. Every `gemv_`/`ger_`/`symv_` call and LAPACK's unblocked panels (QR's Householder
+//! buffer)`, and `?syr2_L`/`?syr2_U` (`a += alpha * x * y' + alpha * y * x'` on one triangle),
+//! `(m, alpha, x, incx, y, incy, a, lda, buffer)`. Every `gemv_`/`ger_`/`symv_`/`syr2_` call and LAPACK's unblocked panels (QR's Householder
 //! steps, LU's columns, the tridiagonal and bidiagonal reductions of `eigh` and `svd`) end
 //! here. `symv` is bound whole: OpenBLAS's own splits it into gemv calls on 16-column strips,
 //! most of them too small for the trip to the host. They are bound by memory, not arithmetic:
@@ -70,6 +71,7 @@ fn inc(v: &Val) -> Result<u64, Decline> {
 pub fn read(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector, Decline> {
     let call = match kind {
         Level2::SymvL | Level2::SymvU => symv_call(kind, elem, p, memory)?,
+        Level2::Syr2L | Level2::Syr2U => syr2_call(kind, elem, p, memory)?,
         Level2::GemvN | Level2::GemvT | Level2::Ger => gemv_or_ger(kind, elem, p, memory)?,
     };
     check(&call, memory.len() as u64)?;
@@ -104,6 +106,32 @@ fn symv_call(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vecto
     })
 }
 
+/// `?syr2_L`/`?syr2_U(m, alpha, x, incx, y, incy, a, lda, buffer)`: LAPACK's unblocked
+/// tridiagonal reduction (`eigvalsh`, and the last columns of `eigh`) spends half its time here.
+fn syr2_call(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector, Decline> {
+    let [m, alpha, x, incx, y, incy, a, lda, _] = p else {
+        return Err(Decline::Invalid);
+    };
+    let (m, lda) = (size(m)?, size(lda)?);
+    if lda < m.max(1) {
+        return Err(Decline::Invalid);
+    }
+    let vector = |at: u64, inc: u64| Strided { at, len: m, inc };
+    Ok(Vector {
+        kind,
+        elem,
+        alpha: args::scalar(elem, alpha, memory)?[0],
+        a: Matrix {
+            at: self::at(a)?,
+            ld: lda,
+            rows: m,
+            cols: m,
+        },
+        x: vector(self::at(x)?, self::inc(incx)?),
+        y: vector(self::at(y)?, self::inc(incy)?),
+    })
+}
+
 fn gemv_or_ger(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vector, Decline> {
     let [m, n, _, alpha, p4, p5, p6, p7, p8, p9, _] = p else {
         return Err(Decline::Invalid);
@@ -116,7 +144,7 @@ fn gemv_or_ger(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vec
         Level2::GemvN | Level2::GemvT => (at(p4)?, size(p5)?, (at(p6)?, inc(p7)?), (at(p8)?, inc(p9)?)),
         // ger: x, incx, y, incy, a, lda
         Level2::Ger => (at(p8)?, size(p9)?, (at(p4)?, inc(p5)?), (at(p6)?, inc(p7)?)),
-        Level2::SymvL | Level2::SymvU => return Err(Decline::Invalid),
+        Level2::SymvL | Level2::SymvU | Level2::Syr2L | Level2::Syr2U => return Err(Decline::Invalid),
     };
     if lda < m.max(1) {
         return Err(Decline::Invalid);
@@ -169,7 +197,10 @@ fn check(call: &Vector, memory: u64) -> Result<(), Decline> {
         }
     }
     // What is written must overlap nothing read.
-    let written = if call.kind == Level2::Ger { 0 } else { 2 };
+    let written = match call.kind {
+        Level2::Ger | Level2::Syr2L | Level2::Syr2U => 0,
+        Level2::GemvN | Level2::GemvT | Level2::SymvL | Level2::SymvU => 2,
+    };
     let (w_at, w_end) = spans[written];
     let overlap = spans
         .iter()
@@ -242,6 +273,22 @@ unsafe fn run<T: Num>(call: &Vector, base: Base, alpha: T) {
                 symv(call.kind == Level2::SymvL, alpha, column, &xs, &mut ys);
                 for (i, &v) in ys.iter().enumerate() {
                     y.add(i * incy).write(v);
+                }
+            }
+            Level2::Syr2L | Level2::Syr2U => {
+                let xs: Vec<T> = (0..m).map(|i| x.add(i * incx).read()).collect();
+                let ys: Vec<T> = (0..m).map(|i| y.add(i * incy).read()).collect();
+                for j in 0..m {
+                    let rows = if call.kind == Level2::Syr2L {
+                        j..m
+                    } else {
+                        0..j + 1
+                    };
+                    let col = std::slice::from_raw_parts_mut(a.add(j * lda + rows.start), rows.len());
+                    let (tx, ty) = (alpha * xs[j], alpha * ys[j]);
+                    for ((aij, &xi), &yi) in col.iter_mut().zip(&xs[rows.clone()]).zip(&ys[rows]) {
+                        *aij += xi * ty + yi * tx;
+                    }
                 }
             }
             Level2::Ger => {
@@ -365,7 +412,7 @@ mod tests {
                         }
                     }
                 }
-                Level2::SymvL | Level2::SymvU => unreachable!("not among the kinds above"),
+                _ => unreachable!("not among the kinds above"),
             }
         }
     }
@@ -415,6 +462,59 @@ mod tests {
                 let want = 1.0 + i as f64 - 1.5 * (0..m).map(|j| sym(i, j) * x(j)).sum::<f64>();
                 let got = memory[300 + i * incy];
                 assert!((got - want).abs() < 1e-12, "{kind:?} y[{i}] = {got}, not {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn syr2_updates_only_its_triangle() {
+        let (m, lda) = (5usize, 6usize);
+        let a0 = |i: usize, j: usize| (i * 3 + j * 7) as f64 * 0.25;
+        let x = |i: usize| i as f64 - 2.0;
+        let y = |i: usize| 0.5 * i as f64 + 1.0;
+        for kind in [Level2::Syr2L, Level2::Syr2U] {
+            let mut memory = vec![0f64; 400];
+            for j in 0..m {
+                for i in 0..m {
+                    memory[i + j * lda] = a0(i, j);
+                }
+            }
+            for i in 0..m {
+                memory[200 + 3 * i] = x(i);
+                memory[300 + i] = y(i);
+            }
+            let vector = |at: u64, inc: u64| Strided {
+                at,
+                len: m as u64,
+                inc,
+            };
+            let c = Vector {
+                kind,
+                elem: Elem::F64,
+                alpha: 2.0,
+                a: Matrix {
+                    at: 0,
+                    ld: lda as u64,
+                    rows: m as u64,
+                    cols: m as u64,
+                },
+                x: vector(8 * 200, 3),
+                y: vector(8 * 300, 1),
+            };
+            assert_eq!(check(&c, 8 * 400), Ok(()));
+            // SAFETY: every span lies inside `memory`.
+            unsafe { compute(&c, Base(memory.as_mut_ptr().cast())) };
+            for j in 0..m {
+                for i in 0..m {
+                    let held = if kind == Level2::Syr2L { i >= j } else { i <= j };
+                    let want = a0(i, j)
+                        + if held {
+                            2.0 * (x(i) * y(j) + y(i) * x(j))
+                        } else {
+                            0.0
+                        };
+                    assert_eq!(memory[i + j * lda], want, "{kind:?} ({i}, {j})");
+                }
             }
         }
     }

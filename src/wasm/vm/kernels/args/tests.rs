@@ -152,3 +152,50 @@ fn fortran_arguments_are_read_through_their_pointers_and_checked_too() {
         "m read past the end"
     );
 }
+
+#[test]
+fn a_syr2k_is_two_products_the_second_adding_to_the_first() {
+    let mut memory = vec![0u8; 4 << 20];
+    let put =
+        |memory: &mut Vec<u8>, at: usize, bytes: &[u8]| memory[at..at + bytes.len()].copy_from_slice(bytes);
+    put(&mut memory, 16, b"L");
+    put(&mut memory, 17, b"n");
+    // n=100 k=40 lda=100 ldb=100 ldc=100
+    for (i, v) in [100i32, 40, 100, 100, 100].iter().enumerate() {
+        put(&mut memory, 32 + 4 * i, &v.to_le_bytes());
+    }
+    put(&mut memory, 64, &(-1.0f64).to_le_bytes());
+    put(&mut memory, 72, &0.0f64.to_le_bytes());
+    let at = |v: i32| Val::I32(v);
+    let (a, b, c) = (1 << 20, 2 << 20, 3 << 20);
+    let params = [
+        at(16),
+        at(17),
+        at(32),
+        at(36),
+        at(64),
+        at(a),
+        at(40),
+        at(b),
+        at(44),
+        at(72),
+        at(c),
+        at(48),
+    ];
+    let [p, q] = read_syr2k(Elem::F64, &params, &memory).expect("taken");
+    assert_eq!((p.m, p.n, p.k, p.part), (100, 100, 40, Part::Lower));
+    assert_eq!((p.op_a, p.op_b), (Op::Plain, Op::Transposed));
+    assert_eq!(
+        (p.a.at, p.b.at, q.a.at, q.b.at),
+        (a as u64, b as u64, b as u64, a as u64)
+    );
+    assert_eq!((p.alpha, q.alpha), ([-1.0, 0.0], [-1.0, 0.0]));
+    assert_eq!((p.beta, q.beta), ([0.0, 0.0], [1.0, 0.0]), "the second adds");
+    let mut over = params;
+    over[7] = at(c + 8);
+    assert_eq!(
+        read_syr2k(Elem::F64, &over, &memory),
+        Err(Decline::Overlap),
+        "b over the result stays in the guest"
+    );
+}
