@@ -83,8 +83,10 @@ fn args(dir: &Path) -> anyhow::Result<(Vec<String>, u16)> {
 /// coming back, or brought another test's store up in its place), picked at random and bound
 /// once to see that it is free now.
 fn free_port(taken: &mut Vec<u16>) -> anyhow::Result<u16> {
-    const FLOOR: u32 = 10_000;
-    let span = u32::from(ephemeral_floor()).saturating_sub(FLOOR).max(1);
+    let ceiling = u32::from(ephemeral_floor());
+    // The lower two thirds of what lies under the kernel's range, clear of well-known ports.
+    let floor = (ceiling / 3).max(1024);
+    let span = ceiling.saturating_sub(floor).max(1);
     let mut seed = uuid_like().bytes().fold(0x9E37_79B9_u32, |h, b| {
         h.rotate_left(5) ^ u32::from(b).wrapping_mul(0x0100_0193)
     });
@@ -92,7 +94,7 @@ fn free_port(taken: &mut Vec<u16>) -> anyhow::Result<u16> {
         seed ^= seed << 13;
         seed ^= seed >> 17;
         seed ^= seed << 5;
-        let port = u16::try_from(FLOOR + seed % span).unwrap_or(0);
+        let port = u16::try_from(floor + seed % span).unwrap_or(0);
         if port != 0 && !taken.contains(&port) && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
             taken.push(port);
             return Ok(port);
@@ -194,17 +196,25 @@ impl Seaweed {
             self.started = true;
             return Ok(());
         }
-        let found = match store.objects.get(&mark).await {
-            Ok(got) => String::from_utf8_lossy(&got.bytes().await?).into_owned(),
-            Err(e) => format!("none ({e})"),
-        };
-        if found != self.identity {
-            anyhow::bail!(
-                "the store that answered on SeaweedFS's port after its restart is not the one stopped (its mark: {found}); another process took one of its ports:\n{}",
-                self.log()
-            );
+        // A store just back may fail a request or two: asked a few times before it counts.
+        let mut found = String::new();
+        for _ in 0..10 {
+            found = match store.objects.get(&mark).await {
+                Ok(got) => match got.bytes().await {
+                    Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                    Err(e) => format!("unreadable ({e})"),
+                },
+                Err(e) => format!("none ({e})"),
+            };
+            if found == self.identity {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
         }
-        Ok(())
+        anyhow::bail!(
+            "the store that answered on SeaweedFS's port after its restart is not the one stopped (its mark: {found}); another process took one of its ports:\n{}",
+            self.log()
+        )
     }
 
     fn log(&self) -> String {

@@ -25,31 +25,11 @@ pub fn read(entry: &Entry, params: &[Val], memory: &[u8]) -> Result<Product, Dec
 /// products), as the two products it is: the second adds to what the first wrote. LAPACK's
 /// tridiagonal reduction (`eigh`) spends half its time here.
 pub fn read_syr2k(elem: Elem, p: &[Val], memory: &[u8]) -> Result<[Product; 2], Decline> {
-    if p.len() != 12 {
-        return Err(Decline::Invalid);
-    }
     let ptr = Pointers { p, memory };
-    let (at, byte, num) = (|i| ptr.at(i), |i| ptr.byte(i), |i| ptr.num(i));
-    let (uplo, trans) = (byte(0)?.to_ascii_uppercase(), byte(1)?.to_ascii_uppercase());
-    let (alpha, beta) = (
-        load_scalar(elem, memory, at(4)?)?,
-        load_scalar(elem, memory, at(9)?)?,
-    );
-    let first = syrk(
-        uplo,
-        trans,
-        num(2)?,
-        num(3)?,
-        alpha,
-        at(5)?,
-        num(6)?,
-        beta,
-        at(10)?,
-        num(11)?,
-    )?;
+    let first = fortran_triangle(elem, p, memory, 9)?;
     let first = Raw {
-        b: at(7)?,
-        ldb: num(8)?,
+        b: ptr.at(7)?,
+        ldb: ptr.num(8)?,
         ..first
     };
     let second = Raw {
@@ -241,15 +221,21 @@ fn cblas_syrk(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
 }
 
 fn fortran_syrk(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
-    if p.len() != 10 {
+    fortran_triangle(elem, p, memory, 7)
+}
+
+/// `(&uplo, &trans, &n, &k, &alpha, a, &lda, ..., &beta, c, &ldc)` with beta at `beta`, read
+/// as the syrk it starts with (syr2k's `b` comes between `lda` and `beta`).
+fn fortran_triangle(elem: Elem, p: &[Val], memory: &[u8], beta: usize) -> Result<Raw, Decline> {
+    if p.len() != beta + 3 {
         return Err(Decline::Invalid);
     }
     let ptr = Pointers { p, memory };
     let (at, byte, num) = (|i| ptr.at(i), |i| ptr.byte(i), |i| ptr.num(i));
     let (uplo, trans) = (byte(0)?.to_ascii_uppercase(), byte(1)?.to_ascii_uppercase());
-    let (alpha, beta) = (
+    let (alpha, beta_value) = (
         load_scalar(elem, memory, at(4)?)?,
-        load_scalar(elem, memory, at(7)?)?,
+        load_scalar(elem, memory, at(beta)?)?,
     );
     syrk(
         uplo,
@@ -259,9 +245,9 @@ fn fortran_syrk(elem: Elem, p: &[Val], memory: &[u8]) -> Result<Raw, Decline> {
         alpha,
         at(5)?,
         num(6)?,
-        beta,
-        at(8)?,
-        num(9)?,
+        beta_value,
+        at(beta + 1)?,
+        num(beta + 2)?,
     )
 }
 
@@ -400,8 +386,7 @@ fn check(elem: Elem, r: Raw, memory: u64) -> Result<Product, Decline> {
             return Err(Decline::Misaligned);
         }
     }
-    let overlaps = |x: &Matrix| x.at < c.end(elem) && c.at < x.end(elem);
-    if overlaps(&a) || overlaps(&b) {
+    if a.overlaps(&c, elem) || b.overlaps(&c, elem) {
         return Err(Decline::Overlap);
     }
     Ok(p)

@@ -32,13 +32,19 @@ pub use pool::{Setup, configure, threads};
 pub const VERSION: &str = "host-kernels-9";
 
 /// The binding as cache keys name it: [`VERSION`] and a digest of every bound function's
-/// name and form, so a module bound by another table is never loaded from a cache (a
+/// name, form and size gate (compiled into its trampoline), so a module bound by another table is never loaded from a cache (a
 /// function added to the table without a new `VERSION` once was).
 pub fn binding() -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     for e in table::BOUND {
-        h.update(format!("{}|{:?}|{:?}\n", e.name, e.form, e.elem));
+        h.update(format!(
+            "{}|{:?}|{:?}|{:?}\n",
+            e.name,
+            e.form,
+            e.elem,
+            e.form.gate()
+        ));
     }
     format!("{VERSION}-{}", hex::encode(&h.finalize()[..6]))
 }

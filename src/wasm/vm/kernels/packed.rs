@@ -8,7 +8,7 @@ use wasmtime::Val;
 
 use super::args;
 use super::multiply::{Gemm, Scalar};
-use super::shapes::{Base, Decline, Matrix};
+use super::shapes::{Base, Decline, Matrix, extent};
 use super::table::{Elem, PANEL, SMALLEST};
 
 /// A checked inner-kernel call.
@@ -71,8 +71,8 @@ fn check(call: &Packed, memory: u64) -> Result<(), Decline> {
     let size = call.elem.size();
     let c_end = call.c.end(call.elem);
     let spans = [
-        (call.sa, call.sa + call.m * call.k * size),
-        (call.sb, call.sb + call.k * call.n * size),
+        (call.sa, extent(call.sa, call.m, call.k, 0, size)),
+        (call.sb, extent(call.sb, call.k, call.n, 0, size)),
         (call.c.at, c_end),
     ];
     for (at, end) in spans {

@@ -79,7 +79,7 @@ pub fn plan(p: &Product) -> Vec<Tile> {
 /// Computes `p` on the memory at `base`, tile by tile, in parallel on the current rayon pool.
 ///
 /// # Safety
-/// `p` was checked (by [`super::args::read`]) against the memory at `base`, which stays mapped
+/// `p` was checked (by [`super::args::read`] or [`super::args::read_syr2k`]) against the memory at `base`, which stays mapped
 /// and untouched by anything else until this returns.
 pub unsafe fn compute(p: &Product, base: Base, stop: &(dyn Fn() -> bool + Sync)) -> Outcome {
     let tiles = plan(p);

@@ -42,12 +42,31 @@ pub struct Matrix {
 }
 
 impl Matrix {
-    /// The bytes it spans, `at..end`.
+    /// The bytes it spans, `at..end`. Saturating: sizes and leading dimensions up to 2^31 can
+    /// make the product pass 2^64, which must read as "past the memory", never wrap to a small
+    /// end that passes the check.
     pub fn end(&self, elem: Elem) -> u64 {
         if self.rows == 0 || self.cols == 0 {
             return self.at;
         }
-        self.at + ((self.cols - 1) * self.ld + self.rows) * elem.size()
+        extent(self.at, self.cols - 1, self.ld, self.rows, elem.size())
+    }
+}
+
+/// `at + (count * step + last) * size`, saturating (see [`Matrix::end`]).
+pub fn extent(at: u64, count: u64, step: u64, last: u64, size: u64) -> u64 {
+    at.saturating_add(
+        count
+            .saturating_mul(step)
+            .saturating_add(last)
+            .saturating_mul(size),
+    )
+}
+
+impl Matrix {
+    /// Whether its bytes overlap `other`'s.
+    pub fn overlaps(&self, other: &Matrix, elem: Elem) -> bool {
+        self.at < other.end(elem) && other.at < self.end(elem)
     }
 }
 

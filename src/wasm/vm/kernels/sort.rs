@@ -41,7 +41,7 @@ pub fn read(keys: Keys, p: &[Val], memory: &[u8]) -> Result<Sort, Decline> {
     };
     let at = u64::from(start.i32().ok_or(Decline::Invalid)? as u32);
     let len = u64::try_from(num.i32().ok_or(Decline::Invalid)?).map_err(|_| Decline::Invalid)?;
-    if at + len * keys.size() > memory.len() as u64 {
+    if at.saturating_add(len.saturating_mul(keys.size())) > memory.len() as u64 {
         return Err(Decline::Outside);
     }
     if at % keys.size() != 0 {

@@ -1,18 +1,19 @@
-//! OpenBLAS's level-2 kernels: `?gemv_n` (`y += alpha * a * x`), `?gemv_t` (`y += alpha * a' *
-//! x`) and `?ger_k` (`a += alpha * x * y'`), each `(m, n, _, alpha, ...)` on a column-major `a`
-//! (m x n, `lda`) and strided vectors, and `?symv_L`/`?symv_U` (`y += alpha * a * x` for a
+//! OpenBLAS's level-2 kernels, each on a column-major matrix `a` (`lda`) and strided vectors:
+//! `?gemv_n` (`y += alpha * a * x`), `?gemv_t` (`y += alpha * a' * x`) and `?ger_k` (`a += alpha *
+//! x * y'`), each `(m, n, _, alpha, ...)`; `?symv_L`/`?symv_U` (`y += alpha * a * x` for a
 //! symmetric `a` of which one triangle is stored), `(m, offset, alpha, a, lda, x, incx, y, incy,
-//! buffer)`, and `?syr2_L`/`?syr2_U` (`a += alpha * x * y' + alpha * y * x'` on one triangle),
-//! `(m, alpha, x, incx, y, incy, a, lda, buffer)`. Every `gemv_`/`ger_`/`symv_`/`syr2_` call and LAPACK's unblocked panels (QR's Householder
-//! steps, LU's columns, the tridiagonal and bidiagonal reductions of `eigh` and `svd`) end
-//! here. `symv` is bound whole: OpenBLAS's own splits it into gemv calls on 16-column strips,
-//! most of them too small for the trip to the host. They are bound by memory, not arithmetic:
-//! the host gains by reading it in wide native loads.
+//! buffer)`; and `?syr2_L`/`?syr2_U` (`a += alpha * x * y' + alpha * y * x'` on one triangle),
+//! `(m, alpha, x, incx, y, incy, a, lda, buffer)`. Every `gemv_`/`ger_`/`symv_`/`syr2_` call and
+//! LAPACK's unblocked panels (QR's Householder steps, LU's columns, the tridiagonal and
+//! bidiagonal reductions of `eigh`, `eigvalsh` and `svd`) end here. `symv` is bound whole:
+//! OpenBLAS's own splits it into gemv calls on 16-column strips, most of them too small for the
+//! trip to the host. They are bound by memory, not arithmetic: the host gains by reading it in
+//! wide native loads.
 
 use wasmtime::Val;
 
 use super::args;
-use super::shapes::{Base, Decline, Matrix};
+use super::shapes::{Base, Decline, Matrix, extent};
 use super::table::{Elem, Level2};
 
 /// A strided vector in guest memory: `len` elements `inc` apart from byte address `at`.
@@ -28,7 +29,7 @@ impl Strided {
         if self.len == 0 {
             self.at
         } else {
-            self.at + ((self.len - 1) * self.inc + 1) * elem.size()
+            extent(self.at, self.len - 1, self.inc, 1, elem.size())
         }
     }
 }
@@ -40,7 +41,7 @@ pub struct Vector {
     pub elem: Elem,
     pub alpha: f64,
     pub a: Matrix,
-    /// gemv: x is read, y written; ger: both read, a written.
+    /// gemv and symv: x is read, y written; ger and syr2: both read, a written.
     pub x: Strided,
     pub y: Strided,
 }
@@ -85,25 +86,10 @@ fn symv_call(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vecto
     let [m, offset, alpha, a, lda, x, incx, y, incy, _] = p else {
         return Err(Decline::Invalid);
     };
-    let m = size(m)?;
-    let lda = size(lda)?;
-    if size(offset)? != m || lda < m.max(1) {
+    if size(offset)? != size(m)? {
         return Err(Decline::Invalid);
     }
-    let vector = |at: u64, inc: u64| Strided { at, len: m, inc };
-    Ok(Vector {
-        kind,
-        elem,
-        alpha: args::scalar(elem, alpha, memory)?[0],
-        a: Matrix {
-            at: self::at(a)?,
-            ld: lda,
-            rows: m,
-            cols: m,
-        },
-        x: vector(self::at(x)?, self::inc(incx)?),
-        y: vector(self::at(y)?, self::inc(incy)?),
-    })
+    square(kind, elem, memory, [m, alpha, a, lda, x, incx, y, incy])
 }
 
 /// `?syr2_L`/`?syr2_U(m, alpha, x, incx, y, incy, a, lda, buffer)`: LAPACK's unblocked
@@ -112,6 +98,13 @@ fn syr2_call(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vecto
     let [m, alpha, x, incx, y, incy, a, lda, _] = p else {
         return Err(Decline::Invalid);
     };
+    square(kind, elem, memory, [m, alpha, a, lda, x, incx, y, incy])
+}
+
+/// A call on an `m x m` matrix with two vectors of `m` (symv, syr2), from `[m, alpha, a, lda,
+/// x, incx, y, incy]`.
+fn square(kind: Level2, elem: Elem, memory: &[u8], p: [&Val; 8]) -> Result<Vector, Decline> {
+    let [m, alpha, a, lda, x, incx, y, incy] = p;
     let (m, lda) = (size(m)?, size(lda)?);
     if lda < m.max(1) {
         return Err(Decline::Invalid);
@@ -178,13 +171,8 @@ fn gemv_or_ger(kind: Level2, elem: Elem, p: &[Val], memory: &[u8]) -> Result<Vec
 
 fn check(call: &Vector, memory: u64) -> Result<(), Decline> {
     let e = call.elem;
-    let a_end = if call.a.rows == 0 || call.a.cols == 0 {
-        call.a.at
-    } else {
-        call.a.at + ((call.a.cols - 1) * call.a.ld + call.a.rows) * e.size()
-    };
     let spans = [
-        (call.a.at, a_end),
+        (call.a.at, call.a.end(e)),
         (call.x.at, call.x.end(e)),
         (call.y.at, call.y.end(e)),
     ];
@@ -278,18 +266,10 @@ unsafe fn run<T: Num>(call: &Vector, base: Base, alpha: T) {
             Level2::Syr2L | Level2::Syr2U => {
                 let xs: Vec<T> = (0..m).map(|i| x.add(i * incx).read()).collect();
                 let ys: Vec<T> = (0..m).map(|i| y.add(i * incy).read()).collect();
-                for j in 0..m {
-                    let rows = if call.kind == Level2::Syr2L {
-                        j..m
-                    } else {
-                        0..j + 1
-                    };
-                    let col = std::slice::from_raw_parts_mut(a.add(j * lda + rows.start), rows.len());
-                    let (tx, ty) = (alpha * xs[j], alpha * ys[j]);
-                    for ((aij, &xi), &yi) in col.iter_mut().zip(&xs[rows.clone()]).zip(&ys[rows]) {
-                        *aij += xi * ty + yi * tx;
-                    }
-                }
+                let column = |rows: std::ops::Range<usize>, j: usize| {
+                    std::slice::from_raw_parts_mut(a.add(j * lda + rows.start), rows.len())
+                };
+                syr2(call.kind == Level2::Syr2L, alpha, column, &xs, &ys);
             }
             Level2::Ger => {
                 let xs: Vec<T> = (0..m).map(|i| alpha * x.add(i * incx).read()).collect();
@@ -320,6 +300,25 @@ fn symv<'a, T: Num + 'a>(lower: bool, alpha: T, column: impl Fn(usize) -> &'a [T
     }
 }
 
+/// `a += alpha * x * y' + alpha * y * x'` on the lower (else upper) triangle; `column(rows, j)`
+/// is those rows of column j.
+fn syr2<'a, T: Num + 'a>(
+    lower: bool,
+    alpha: T,
+    column: impl Fn(std::ops::Range<usize>, usize) -> &'a mut [T],
+    x: &[T],
+    y: &[T],
+) {
+    for j in 0..x.len() {
+        let rows = if lower { j..x.len() } else { 0..j + 1 };
+        let (tx, ty) = (alpha * x[j], alpha * y[j]);
+        let col = column(rows.clone(), j);
+        for ((aij, &xi), &yi) in col.iter_mut().zip(&x[rows.clone()]).zip(&y[rows]) {
+            *aij += xi * ty + yi * tx;
+        }
+    }
+}
+
 /// A dot product in four independent sums, which the compiler turns into vector code.
 fn dot<T: Num>(a: &[T], b: &[T]) -> T {
     let mut sums = [T::default(); 4];
@@ -338,206 +337,4 @@ fn dot<T: Num>(a: &[T], b: &[T]) -> T {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn call(kind: Level2, m: u64, n: u64) -> Vector {
-        let (x_len, y_len) = if kind == Level2::GemvN { (n, m) } else { (m, n) };
-        Vector {
-            kind,
-            elem: Elem::F64,
-            alpha: 2.0,
-            a: Matrix {
-                at: 0,
-                ld: m + 1,
-                rows: m,
-                cols: n,
-            },
-            x: Strided {
-                at: 8 * 200,
-                len: x_len,
-                inc: 2,
-            },
-            y: Strided {
-                at: 8 * 300,
-                len: y_len,
-                inc: 1,
-            },
-        }
-    }
-
-    #[test]
-    fn each_kernel_computes_what_blas_says() {
-        let (m, n) = (5usize, 3usize);
-        let a = |i: usize, j: usize| (i * 7 + j) as f64 * 0.5;
-        let x = |i: usize| i as f64 - 1.0;
-        let y = |i: usize| 10.0 + i as f64;
-        for kind in [Level2::GemvN, Level2::GemvT, Level2::Ger] {
-            let c = call(kind, m as u64, n as u64);
-            let mut memory = vec![0f64; 400];
-            for j in 0..n {
-                for i in 0..m {
-                    memory[i + j * (m + 1)] = a(i, j);
-                }
-            }
-            for i in 0..c.x.len as usize {
-                memory[200 + 2 * i] = x(i);
-            }
-            for i in 0..c.y.len as usize {
-                memory[300 + i] = y(i);
-            }
-            // SAFETY: every span lies inside `memory`.
-            unsafe { compute(&c, Base(memory.as_mut_ptr().cast())) };
-            match kind {
-                Level2::GemvN => {
-                    for i in 0..m {
-                        assert_eq!(
-                            memory[300 + i],
-                            y(i) + 2.0 * (0..n).map(|j| a(i, j) * x(j)).sum::<f64>()
-                        );
-                    }
-                }
-                Level2::GemvT => {
-                    for j in 0..n {
-                        assert_eq!(
-                            memory[300 + j],
-                            y(j) + 2.0 * (0..m).map(|i| a(i, j) * x(i)).sum::<f64>()
-                        );
-                    }
-                }
-                Level2::Ger => {
-                    for j in 0..n {
-                        for i in 0..m {
-                            assert_eq!(memory[i + j * (m + 1)], a(i, j) + 2.0 * x(i) * y(j));
-                        }
-                    }
-                }
-                _ => unreachable!("not among the kinds above"),
-            }
-        }
-    }
-
-    #[test]
-    fn symv_uses_only_its_triangle_and_computes_the_whole_product() {
-        let (m, lda) = (6usize, 7usize);
-        let sym = |i: usize, j: usize| ((i.min(j) * 5 + i.max(j) * 3) % 11) as f64 - 4.5;
-        let x = |i: usize| 0.25 * i as f64 - 0.5;
-        for (kind, incy) in [(Level2::SymvL, 1usize), (Level2::SymvU, 3)] {
-            let lower = kind == Level2::SymvL;
-            // The other triangle holds NaN: read, it would show in every result.
-            let mut memory = vec![f64::NAN; 400];
-            for j in 0..m {
-                for i in 0..m {
-                    if (lower && i >= j) || (!lower && i <= j) {
-                        memory[i + j * lda] = sym(i, j);
-                    }
-                }
-            }
-            for i in 0..m {
-                memory[200 + 2 * i] = x(i);
-                memory[300 + i * incy] = 1.0 + i as f64;
-            }
-            let vector = |at: u64, inc: u64| Strided {
-                at,
-                len: m as u64,
-                inc,
-            };
-            let c = Vector {
-                kind,
-                elem: Elem::F64,
-                alpha: -1.5,
-                a: Matrix {
-                    at: 0,
-                    ld: lda as u64,
-                    rows: m as u64,
-                    cols: m as u64,
-                },
-                x: vector(8 * 200, 2),
-                y: vector(8 * 300, incy as u64),
-            };
-            assert_eq!(check(&c, 8 * 400), Ok(()));
-            // SAFETY: every span lies inside `memory`.
-            unsafe { compute(&c, Base(memory.as_mut_ptr().cast())) };
-            for i in 0..m {
-                let want = 1.0 + i as f64 - 1.5 * (0..m).map(|j| sym(i, j) * x(j)).sum::<f64>();
-                let got = memory[300 + i * incy];
-                assert!((got - want).abs() < 1e-12, "{kind:?} y[{i}] = {got}, not {want}");
-            }
-        }
-    }
-
-    #[test]
-    fn syr2_updates_only_its_triangle() {
-        let (m, lda) = (5usize, 6usize);
-        let a0 = |i: usize, j: usize| (i * 3 + j * 7) as f64 * 0.25;
-        let x = |i: usize| i as f64 - 2.0;
-        let y = |i: usize| 0.5 * i as f64 + 1.0;
-        for kind in [Level2::Syr2L, Level2::Syr2U] {
-            let mut memory = vec![0f64; 400];
-            for j in 0..m {
-                for i in 0..m {
-                    memory[i + j * lda] = a0(i, j);
-                }
-            }
-            for i in 0..m {
-                memory[200 + 3 * i] = x(i);
-                memory[300 + i] = y(i);
-            }
-            let vector = |at: u64, inc: u64| Strided {
-                at,
-                len: m as u64,
-                inc,
-            };
-            let c = Vector {
-                kind,
-                elem: Elem::F64,
-                alpha: 2.0,
-                a: Matrix {
-                    at: 0,
-                    ld: lda as u64,
-                    rows: m as u64,
-                    cols: m as u64,
-                },
-                x: vector(8 * 200, 3),
-                y: vector(8 * 300, 1),
-            };
-            assert_eq!(check(&c, 8 * 400), Ok(()));
-            // SAFETY: every span lies inside `memory`.
-            unsafe { compute(&c, Base(memory.as_mut_ptr().cast())) };
-            for j in 0..m {
-                for i in 0..m {
-                    let held = if kind == Level2::Syr2L { i >= j } else { i <= j };
-                    let want = a0(i, j)
-                        + if held {
-                            2.0 * (x(i) * y(j) + y(i) * x(j))
-                        } else {
-                            0.0
-                        };
-                    assert_eq!(memory[i + j * lda], want, "{kind:?} ({i}, {j})");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn a_written_vector_over_the_matrix_is_left_to_the_guest() {
-        let mut c = call(Level2::GemvN, 50, 50);
-        (c.x.at, c.y.at) = (8 * 3000, 8 * 4000);
-        assert_eq!(check(&c, 1 << 20), Ok(()));
-        assert_eq!(check(&c, 8 * 4000), Err(Decline::Outside));
-        c.y.at = 8 * 10;
-        assert_eq!(check(&c, 1 << 20), Err(Decline::Overlap));
-        (c.x.at, c.y.at) = (8 * 10, 8 * 4000);
-        assert_eq!(
-            check(&c, 1 << 20),
-            Ok(()),
-            "x is only read: it may overlap the matrix"
-        );
-        c.y.at = 8 * 20;
-        assert_eq!(
-            check(&c, 1 << 20),
-            Err(Decline::Overlap),
-            "y is written: it may not overlap x"
-        );
-    }
-}
+mod tests;

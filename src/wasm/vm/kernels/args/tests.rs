@@ -199,3 +199,17 @@ fn a_syr2k_is_two_products_the_second_adding_to_the_first() {
         "b over the result stays in the guest"
     );
 }
+
+#[test]
+fn extents_past_two_to_the_64_are_outside_not_wrapped() {
+    let memory = vec![0u8; 1 << 20];
+    let big = i32::MAX;
+    assert_eq!(
+        read(
+            &entry("cblas_dgemm"),
+            &cblas(false, big, big, big, 0, 0, 0),
+            &memory
+        ),
+        Err(Decline::Outside)
+    );
+}
