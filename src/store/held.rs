@@ -171,7 +171,13 @@ impl Held {
                 self.failed();
             }
             match claimed {
-                Ok(Claim::Ours) => self.renewed(&id, began),
+                // Handed back while this renewal was under way: its claim wrote the lease again,
+                // and nothing would ever renew or delete it (other replicas would wait out its
+                // length, and it would stay in the store): given up again.
+                Ok(Claim::Ours) if !self.renewed(&id, began) => {
+                    lease::release(&self.store, &lease.path, &self.me).await;
+                }
+                Ok(Claim::Ours) => {}
                 Ok(Claim::Held { holder }) => {
                     tracing::warn!(
                         "{id}: replica {holder} serves it now (this replica was taken for gone); no longer writing it to the store"
@@ -186,16 +192,20 @@ impl Held {
 
     /// `id`'s lease was renewed by a claim begun at `began`: sure for another length, and
     /// lapsed if it had run out before.
-    fn renewed(&self, id: &str, began: Instant) {
-        if let Some(l) = self.leases.locked().get_mut(id) {
-            if began > l.sure_until && !l.lapsed {
-                l.lapsed = true;
-                tracing::warn!(
-                    "{id}: its lease ran out before this replica renewed it (paused, or cut off from the store); it is checked against the store before its next use"
-                );
-            }
-            l.sure_until = began + self.ttl;
+    /// Whether it is still listed (not handed back meanwhile).
+    fn renewed(&self, id: &str, began: Instant) -> bool {
+        let mut leases = self.leases.locked();
+        let Some(l) = leases.get_mut(id) else {
+            return false;
+        };
+        if began > l.sure_until && !l.lapsed {
+            l.lapsed = true;
+            tracing::warn!(
+                "{id}: its lease ran out before this replica renewed it (paused, or cut off from the store); it is checked against the store before its next use"
+            );
         }
+        l.sure_until = began + self.ttl;
+        true
     }
 }
 
