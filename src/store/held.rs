@@ -191,8 +191,7 @@ impl Held {
     }
 
     /// `id`'s lease was renewed by a claim begun at `began`: sure for another length, and
-    /// lapsed if it had run out before.
-    /// Whether it is still listed (not handed back meanwhile).
+    /// lapsed if it had run out before; whether it is still listed (not handed back meanwhile).
     fn renewed(&self, id: &str, began: Instant) -> bool {
         let mut leases = self.leases.locked();
         let Some(l) = leases.get_mut(id) else {
